@@ -1,0 +1,3 @@
+from tfdoctor.cli import main
+
+raise SystemExit(main())
