@@ -1,0 +1,38 @@
+"""Shared helpers for the tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfdoctor.config import Settings
+from tfdoctor.lint.engine import lint_source
+from tfdoctor.lint.findings import Finding
+from tfdoctor.lint.versions import Target, Targets, parse_version
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+
+def lint_text(code: str, select: tuple[str, ...] = ("TFD",), keras: str | None = None) -> list[Finding]:
+    targets = Targets.newest()
+    if keras is not None:
+        targets = Targets(targets.tensorflow, Target(parse_version(keras), "test"))
+    settings = Settings(root=ROOT, select=select, targets=targets)
+    return lint_source(code.encode(), "example.py", settings)
+
+
+def run_cli(*args: str, cwd: Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real command line in a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "tfdoctor", *args], cwd=cwd or ROOT, input=stdin, capture_output=True, text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def lint():
+    return lint_text

@@ -1,0 +1,156 @@
+"""`[tool.tfdoctor]` settings from the nearest pyproject.toml, merged with command-line overrides."""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from tfdoctor.lint.versions import Target, Targets, parse_version
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+KNOWN_KEYS = frozenset({"select", "ignore", "per-file-ignores", "exclude", "target-tensorflow", "target-keras"})
+DEFAULT_EXCLUDES = (
+    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist", "node_modules",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs", "*.egg-info", "site-packages", ".tfdoctor_cache",
+    ".ipynb_checkpoints",
+)
+
+
+class ConfigError(Exception):
+    """A configuration problem, reported on one line."""
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Settings given on the command line; None means "not given"."""
+
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] | None = None
+    target_tensorflow: str | None = None
+    target_keras: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    root: Path
+    config_path: Path | None = None
+    select: tuple[str, ...] = ("TFD",)
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    exclude: tuple[str, ...] = ()
+    targets: Targets = field(default_factory=Targets.newest)
+
+    def code_enabled(self, code: str, path: Path | None = None) -> bool:
+        if not any(code.startswith(prefix) for prefix in self.select):
+            return False
+        ignored = list(self.ignore)
+        if path is not None:
+            relative = self._relative(path)
+            for pattern, codes in self.per_file_ignores.items():
+                if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(path.name, pattern):
+                    ignored.extend(codes)
+        return not any(code.startswith(prefix) for prefix in ignored)
+
+    def is_excluded(self, path: Path) -> bool:
+        """Whether a discovered path (file or folder) is skipped by the default or configured excludes."""
+        if any(fnmatch.fnmatch(path.name, pattern) for pattern in DEFAULT_EXCLUDES):
+            return True
+        if path.is_dir() and (path / "pyvenv.cfg").exists():
+            return True
+        relative = self._relative(path)
+        return any(
+            fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(path.name, pattern)
+            or fnmatch.fnmatch(relative, pattern.rstrip("/") + "/*")
+            for pattern in self.exclude
+        )
+
+    def _relative(self, path: Path) -> str:
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return path.as_posix()
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml with a [tool.tfdoctor] table, at or above `start`."""
+    folder = start.resolve()
+    if not folder.is_dir():
+        folder = folder.parent
+    for candidate in (folder, *folder.parents):
+        pyproject = candidate / "pyproject.toml"
+        if pyproject.is_file() and "[tool.tfdoctor" in _read_text(pyproject):
+            return pyproject
+    return None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _codes(value: object, key: str, path: Path) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: [tool.tfdoctor] {key} must be a list of rule codes")
+    return tuple(v.strip().upper() for v in value)
+
+
+def load_settings(start: Path, overrides: Overrides = Overrides()) -> Settings:
+    """Settings for files under `start`: the nearest [tool.tfdoctor] table, then the overrides on top."""
+    pyproject = find_pyproject(start)
+    settings = Settings(root=pyproject.parent if pyproject else Path.cwd(), config_path=pyproject)
+    table: dict[str, object] = {}
+    if pyproject is not None:
+        try:
+            table = tomllib.loads(_read_text(pyproject)).get("tool", {}).get("tfdoctor", {})
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"{pyproject}: invalid TOML: {error}") from None
+        unknown = sorted(set(table) - KNOWN_KEYS)
+        if unknown:
+            raise ConfigError(f"{pyproject}: unknown key in [tool.tfdoctor]: {', '.join(unknown)}")
+    where = str(pyproject) if pyproject else ""
+    if "select" in table:
+        settings = replace(settings, select=_codes(table["select"], "select", pyproject))  # type: ignore[arg-type]
+    if "ignore" in table:
+        settings = replace(settings, ignore=_codes(table["ignore"], "ignore", pyproject))  # type: ignore[arg-type]
+    if "exclude" in table:
+        exclude = table["exclude"]
+        if not isinstance(exclude, list) or not all(isinstance(v, str) for v in exclude):
+            raise ConfigError(f"{pyproject}: [tool.tfdoctor] exclude must be a list of glob patterns")
+        settings = replace(settings, exclude=tuple(exclude))
+    if "per-file-ignores" in table:
+        per_file = table["per-file-ignores"]
+        if not isinstance(per_file, dict):
+            raise ConfigError(f"{pyproject}: [tool.tfdoctor] per-file-ignores must be a table of glob = [codes]")
+        settings = replace(settings, per_file_ignores={
+            pattern: _codes(codes, "per-file-ignores", pyproject) for pattern, codes in per_file.items()  # type: ignore[arg-type]
+        })
+    targets = settings.targets
+    for key, attribute in (("target-tensorflow", "tensorflow"), ("target-keras", "keras")):
+        if key in table:
+            targets = replace(targets, **{attribute: _target(str(table[key]), where, key)})
+    if overrides.select is not None:
+        settings = replace(settings, select=tuple(c.upper() for c in overrides.select))
+    if overrides.ignore is not None:
+        settings = replace(settings, ignore=tuple(c.upper() for c in overrides.ignore))
+    if overrides.target_tensorflow is not None:
+        targets = replace(targets, tensorflow=_target(overrides.target_tensorflow, "--target-tensorflow", "--target-tensorflow"))
+    if overrides.target_keras is not None:
+        targets = replace(targets, keras=_target(overrides.target_keras, "--target-keras", "--target-keras"))
+    return replace(settings, targets=targets)
+
+
+def _target(text: str, source: str, key: str) -> Target:
+    try:
+        return Target(parse_version(text), source)
+    except ValueError:
+        raise ConfigError(f"{key}: not a version: {text!r} (expected e.g. 2.15 or 3.8)") from None

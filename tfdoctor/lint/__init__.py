@@ -1,0 +1,1 @@
+"""The static half of tfdoctor: files -> facts -> rules -> findings -> output. Never imports TensorFlow."""

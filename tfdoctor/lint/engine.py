@@ -1,0 +1,169 @@
+"""Find files, prefilter, parse once, build facts once, run the rules, drop suppressed findings.
+
+Positions are computed only for files that have findings: libcst's PositionProvider re-renders the whole
+tree (about two parses), so a clean file pays for parse + one fact walk and nothing more.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from tfdoctor.config import ConfigError, Overrides, Settings, load_settings
+from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.findings import Finding, Severity, Violation
+from tfdoctor.lint.rule import Context, Rule, all_rules
+
+_NOQA = re.compile(r"#\s*noqa(?::[\s]*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+_SKIP_FILE = re.compile(rb"^[ \t]*#[ \t]*tfdoctor:[ \t]*skip-file\b", re.MULTILINE)
+PARSE_ERROR = ("TFD000", "parse-error")
+
+
+class InternalError(Exception):
+    """A bug in tfdoctor itself while checking one file: reported on one line, other files go on."""
+
+
+@dataclass
+class LintReport:
+    files: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # one line each: missing paths, unreadable files
+    warnings: list[str] = field(default_factory=list)
+    sources: dict[str, list[str]] = field(default_factory=dict)  # text of inputs that are not files (stdin)
+
+
+def enabled_rules(settings: Settings, path: Path | None) -> list[Rule]:
+    return [rule for rule in all_rules() if settings.code_enabled(rule.code, path)]
+
+
+def lint_source(source: bytes, display_path: str, settings: Settings, path: Path | None = None) -> list[Finding]:
+    """Lint one file's bytes. Never raises for bad input: a file that cannot be parsed gives TFD000."""
+    if _SKIP_FILE.search(source):
+        return []
+    rules = enabled_rules(settings, path)
+    parse_enabled = settings.code_enabled(PARSE_ERROR[0], path)
+    if b"\0" in source:
+        return [_parse_finding(display_path, 1, 1, "binary file (contains NUL bytes), not Python source")] if parse_enabled else []
+    triggers = {word.encode() for rule in rules for word in rule.triggers}
+    if not any(word in source for word in triggers):
+        return []
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as error:
+        return [_parse_finding(display_path, error.raw_line, error.raw_column + 1, error.message)] if parse_enabled else []
+    except (UnicodeDecodeError, LookupError, SyntaxError) as error:
+        return [_parse_finding(display_path, 1, 1, f"cannot decode: {error}")] if parse_enabled else []
+    except RecursionError:
+        return [_parse_finding(display_path, 1, 1, "nested too deeply to parse")] if parse_enabled else []
+    lines = module.code.splitlines()
+    context = Context(targets=settings.targets)
+    found: list[tuple[Rule, Violation]] = []
+    stage = "module facts"
+    try:
+        facts = ModuleFacts(module, display_path, lines)
+        for rule in rules:
+            stage = rule.code
+            found.extend((rule, violation) for violation in rule.check(facts, context))
+        if not found:
+            return []
+        stage = "positions"
+        return list(_to_findings(module, lines, display_path, found, context))
+    except (RecursionError, Exception) as error:  # a bug of ours must not hide the other files' findings
+        raise InternalError(f"internal error in {stage}: {type(error).__name__}: {error} (please report)") from error
+
+
+def _to_findings(
+    module: cst.Module, lines: list[str], display_path: str, found: list[tuple[Rule, Violation]], context: Context
+) -> Iterator[Finding]:
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    seen: set[tuple[str, int, int]] = set()
+    for rule, violation in found:
+        where = positions[violation.node]
+        statement_line = positions[violation.statement].start.line if violation.statement in positions else where.start.line
+        if _suppressed(rule.code, lines, {where.start.line, statement_line}):
+            continue
+        key = (rule.code, where.start.line, where.start.column)
+        if key in seen:
+            continue
+        seen.add(key)
+        yield Finding(
+            path=display_path, line=where.start.line, column=where.start.column + 1, end_line=where.end.line,
+            end_column=where.end.column + 1, code=rule.code, name=rule.name, severity=rule.severity_for(context),
+            message=violation.message, fixable=violation.replacement is not None, statement_line=statement_line,
+        )
+
+
+def _suppressed(code: str, lines: list[str], line_numbers: Iterable[int]) -> bool:
+    for number in line_numbers:
+        if not 0 < number <= len(lines):
+            continue
+        match = _NOQA.search(lines[number - 1])
+        if match and (match.group("codes") is None or code in re.split(r"[\s,]+", match.group("codes").upper())):
+            return True
+    return False
+
+
+def _parse_finding(path: str, line: int, column: int, message: str) -> Finding:
+    return Finding(
+        path=path, line=max(line, 1), column=max(column, 1), end_line=max(line, 1), end_column=max(column, 1),
+        code=PARSE_ERROR[0], name=PARSE_ERROR[1], severity=Severity.ERROR,
+        message=f"cannot parse: {message.strip().splitlines()[0] if message.strip() else 'syntax error'}",
+    )
+
+
+def discover(root: Path, settings: Settings) -> Iterator[Path]:
+    """Python files under a folder, skipping VCS folders, virtual environments, builds and excludes."""
+    for folder, subfolders, files in os.walk(root):
+        here = Path(folder)
+        subfolders[:] = sorted(d for d in subfolders if not settings.is_excluded(here / d))
+        for name in sorted(files):
+            candidate = here / name
+            if name.endswith(".py") and not settings.is_excluded(candidate):
+                yield candidate
+
+
+def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: bytes | None = None,
+               stdin_filename: str | None = None) -> LintReport:
+    """Lint files and folders. Problems with one path are reported and the others still linted."""
+    report = LintReport()
+    for raw in paths:
+        if raw == "-":
+            display = stdin_filename or "<stdin>"
+            settings = load_settings(Path(display).parent if stdin_filename else Path.cwd(), overrides)
+            report.files += 1
+            report.sources[display] = (stdin or b"").decode("utf-8", errors="replace").splitlines()
+            report.findings.extend(lint_source(stdin or b"", display, settings, Path(display)))
+            continue
+        path = Path(raw)
+        if not path.exists():
+            report.errors.append(f"{raw}: no such file or directory")
+            continue
+        settings = load_settings(path, overrides)
+        if path.is_dir():
+            files = list(discover(path, settings))
+            if not files:
+                report.warnings.append(f"{raw}: no Python files found")
+        else:
+            files = [path]
+        for file in files:
+            try:
+                source = file.read_bytes()
+            except OSError as error:
+                report.errors.append(f"{file}: cannot read: {error.strerror or error}")
+                continue
+            report.files += 1
+            try:
+                report.findings.extend(lint_source(source, str(file), settings, file))
+            except InternalError as error:
+                report.errors.append(f"{file}: {error}")
+    report.findings.sort(key=Finding.sort_key)
+    return report
+
+
+__all__ = ["ConfigError", "InternalError", "LintReport", "discover", "lint_paths", "lint_source"]

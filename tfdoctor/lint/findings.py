@@ -1,0 +1,64 @@
+"""What a rule reports (Violation, tied to a CST node) and what the user sees (Finding, tied to a position)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+
+class Severity(str, enum.Enum):
+    """error = wrong results or a crash; warning = lost speed or memory; info = advice."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"error": 0, "warning": 1, "info": 2}[self.value]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A rule's report: the node to point at, the message, and an optional replacement for a safe fix."""
+
+    node: cst.CSTNode
+    message: str
+    statement: cst.CSTNode | None = None  # the statement holding the node, for `# noqa` on its first line
+    replacement: cst.CSTNode | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reported problem at a 1-based position in a file."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    code: str
+    name: str
+    severity: Severity
+    message: str
+    fixable: bool = False
+    statement_line: int = field(default=0, compare=False)
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.line, self.column, self.code)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity.value,
+            "message": self.message,
+            "fixable": self.fixable,
+        }

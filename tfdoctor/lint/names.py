@@ -1,0 +1,98 @@
+"""Dotted names of expressions and canonical TensorFlow/Keras qualified names.
+
+tfdoctor resolves import aliases itself instead of using libcst's QualifiedNameProvider: that provider
+builds full scope metadata, which costs about ten parses per file (ARCHITECTURE.md), while a map of
+import aliases plus attribute chains is all the rules need.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+# Prefixes that name the same API; the longest match is rewritten first.
+_CANONICAL_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("tensorflow.compat.v1.keras.", "keras."),
+    ("tensorflow.compat.v2.keras.", "keras."),
+    ("tensorflow.python.keras.", "keras."),
+    ("tensorflow.keras.", "keras."),
+    ("tensorflow.compat.v1.", "tensorflow."),
+    ("tensorflow.compat.v2.", "tensorflow."),
+    ("tensorflow.contrib.distribute.", "tensorflow.distribute."),
+    ("tensorflow.python.distribute.", "tensorflow.distribute."),
+    ("tf_keras.", "keras."),
+    ("keras.src.", "keras."),
+    ("keras.api.", "keras."),
+)
+_CANONICAL_EXACT = {
+    "tensorflow.compat.v1": "tensorflow",
+    "tensorflow.compat.v2": "tensorflow",
+    "tensorflow.keras": "keras",
+    "tensorflow.python.keras": "keras",
+    "tf_keras": "keras",
+}
+TRACKED_ROOTS = frozenset({"tensorflow", "keras", "tf_keras", "numpy", "functools", "cv2"})
+
+
+def canonical(qualified: str) -> str:
+    """Map every spelling of a TF/Keras name to one form: `tensorflow.keras.utils.X` -> `keras.utils.X`."""
+    if qualified in _CANONICAL_EXACT:
+        return _CANONICAL_EXACT[qualified]
+    for prefix, replacement in _CANONICAL_PREFIXES:
+        if qualified.startswith(prefix):
+            return canonical(replacement + qualified[len(prefix):])
+    return qualified
+
+
+def dotted(node: cst.CSTNode | None) -> str | None:
+    """`a.b.c` for a chain of Names and Attributes, else None."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def module_name(node: cst.BaseExpression | cst.ImportStar | None) -> str | None:
+    """The dotted text of an import's module (`tensorflow.keras`)."""
+    return dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+
+
+def literal_str(node: cst.CSTNode | None) -> str | None:
+    """The value of a plain string literal, else None."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    if isinstance(node, cst.ConcatenatedString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def literal_int(node: cst.CSTNode | None) -> int | None:
+    """The value of an integer literal (with optional unary minus), else None."""
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = literal_int(node.expression)
+        return -inner if inner is not None else None
+    return None
+
+
+def call_arg(call: cst.Call, position: int | None, keyword: str | None) -> cst.BaseExpression | None:
+    """The argument given by keyword, else at a position (counting positional arguments only)."""
+    if keyword is not None:
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == keyword:
+                return arg.value
+    if position is not None:
+        positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+        if position < len(positional):
+            return positional[position].value
+    return None
+
+
+def has_keyword(call: cst.Call, keyword: str) -> bool:
+    return any(arg.keyword is not None and arg.keyword.value == keyword for arg in call.args)

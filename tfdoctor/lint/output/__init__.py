@@ -1,0 +1,3 @@
+"""Renderers of a LintReport: one module per format, each exposing `render(report, console/stream)`."""
+
+FORMATS = ("text", "concise", "json")

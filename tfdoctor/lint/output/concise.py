@@ -1,0 +1,12 @@
+"""`path:line:col: CODE message`, one finding per line."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from tfdoctor.lint.engine import LintReport
+
+
+def render(report: LintReport, stream: TextIO) -> None:
+    for finding in report.findings:
+        stream.write(f"{finding.path}:{finding.line}:{finding.column}: {finding.code} {finding.message}\n")

@@ -1,0 +1,96 @@
+"""The base class of every rule, and the registry that finds rule modules in `tfdoctor.rules`."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import ClassVar, Iterator
+
+import libcst as cst
+
+from tfdoctor.lint.facts import CallFact, ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.versions import Targets
+
+DOC_SECTIONS = ("What it does", "Why it is bad", "Example", "Use instead")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a rule may know beyond the file: the versions the user targets."""
+
+    targets: Targets
+
+
+class Rule:
+    """A rule: a stable code, a kebab-case name, a severity, docs and examples, and a check over facts.
+
+    The docstring has four sections (What it does / Why it is bad / Example / Use instead). In `INVALID`
+    examples every line that must be reported ends with a `# TFDnnn` comment; `VALID` examples must give
+    no finding of this rule. An example whose first line is `# tfdoctor: target-keras=2.15` (or
+    `target-tensorflow=`) is checked under that target. A test runs them all, and
+    `tfdoctor rules --write-docs` turns them into pages.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity]
+    summary: ClassVar[str]  # one line for the rule table
+    triggers: ClassVar[tuple[str, ...]] = ("tensorflow", "keras")  # words a file must contain to be checked
+    VALID: ClassVar[tuple[str, ...]] = ()
+    INVALID: ClassVar[tuple[str, ...]] = ()
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        raise NotImplementedError
+
+    def severity_for(self, context: Context) -> Severity:
+        """The severity under the user's targets (most rules have a fixed one)."""
+        return self.severity
+
+    # Helpers for subclasses -------------------------------------------------------------------------
+    def at(self, call: CallFact, message: str, node: cst.CSTNode | None = None) -> Violation:
+        return Violation(node=node or call.node, message=message, statement=call.statement)
+
+    @classmethod
+    def doc_sections(cls) -> dict[str, str]:
+        """The docstring's sections by heading."""
+        text = inspect.cleandoc(cls.__doc__ or "")
+        sections: dict[str, str] = {}
+        current = None
+        for line in text.splitlines():
+            heading = re.fullmatch(r"## (.+)", line.strip())
+            if heading:
+                current = heading.group(1)
+                sections[current] = ""
+            elif current is not None:
+                sections[current] += line + "\n"
+        return {key: value.strip() for key, value in sections.items()}
+
+    @classmethod
+    def doc_code(cls, section: str) -> str:
+        """The Python code block of a docstring section."""
+        match = re.search(r"```python\n(.*?)```", cls.doc_sections().get(section, ""), re.DOTALL)
+        return match.group(1) if match else ""
+
+
+@lru_cache(maxsize=1)
+def all_rules() -> tuple[Rule, ...]:
+    """One instance of every rule in `tfdoctor.rules`, ordered by code. Adding a rule is adding a module."""
+    import tfdoctor.rules as package
+
+    rules: list[Rule] = []
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for value in vars(module).values():
+            if inspect.isclass(value) and issubclass(value, Rule) and value is not Rule and value.__module__ == module.__name__:
+                rules.append(value())
+    return tuple(sorted(rules, key=lambda rule: rule.code))
+
+
+def rule_by_code(code: str) -> Rule | None:
+    wanted = code.upper()
+    return next((rule for rule in all_rules() if rule.code == wanted or rule.name == code), None)

@@ -1,0 +1,176 @@
+"""Training the reference workload under MirroredStrategy, the seeds' naive way and the tuned way.
+
+``Trainer`` owns the model and optimizer (built in the strategy scope) and exposes step functions the
+profiler can call separately: ``naive_step`` on a raw batch, ``tuned_step`` on a distributed batch,
+``tuned_gradients`` (forward and backward only, no all-reduce) and ``all_reduce``.
+``run_training`` is the whole loop behind ``tfdoctor reference``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Literal, Sequence
+
+import keras
+import tensorflow as tf
+
+from tfdoctor.reference.annotations import Example, read_annotations
+from tfdoctor.reference.data import ensure_dataset
+from tfdoctor.reference.devices import setup_replicas
+from tfdoctor.reference.loss import yolo_loss
+from tfdoctor.reference.model import MODELS
+from tfdoctor.reference.pipelines import Batch, NaiveBatches, tuned_dataset
+from tfdoctor.reference.spec import spec_for
+
+Variant = Literal["naive", "tuned"]
+VARIANTS: tuple[Variant, ...] = ("naive", "tuned")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """What to train; the defaults suit a small CPU machine."""
+
+    model: str = "yolov3-tiny"
+    img_size: int = 160
+    batch_per_replica: int = 4
+    num_classes: int = 3
+    width: float = 1.0
+    learning_rate: float = 1e-3
+    seed: int = 0
+    augment: bool = True
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    variant: Variant
+    replicas: int
+    steps: int
+    images_per_s: float
+    loss_first: float
+    loss_last: float
+    device_kind: str
+    losses: tuple[float, ...]
+
+
+class Trainer:
+    """Model, optimizer and compiled step functions for one strategy and config."""
+
+    def __init__(self, strategy: tf.distribute.Strategy, config: TrainConfig) -> None:
+        self.strategy, self.config = strategy, config
+        self.spec = spec_for(config.model, config.img_size, config.num_classes)
+        self.replicas = strategy.num_replicas_in_sync
+        self.global_batch = config.batch_per_replica * self.replicas
+        keras.utils.set_random_seed(config.seed)
+        with strategy.scope():
+            self.model = MODELS[config.model](
+                config.img_size, config.num_classes, config.width, self.spec.anchors_per_scale
+            )
+            self.optimizer = keras.optimizers.Adam(config.learning_rate)
+            self.optimizer.build(self.model.trainable_variables)
+        self.naive_step = tf.function(self._naive_step)
+        self.tuned_step = tf.function(self._tuned_step)
+        self.tuned_gradients = tf.function(self._tuned_gradients)
+        self.all_reduce = tf.function(self._all_reduce)
+
+    # Input pipelines.
+
+    def naive_batches(self, examples: Sequence[Example]) -> NaiveBatches:
+        """The seeds' iterator of float64 NumPy global batches."""
+        return NaiveBatches(examples, self.spec, self.global_batch, self.config.seed, self.config.augment)
+
+    def tuned_batches(self, examples: Sequence[Example]) -> Iterator:
+        """An iterator of distributed batches: each replica gets its own slice, already on its device."""
+        dataset = tuned_dataset(examples, self.spec, self.global_batch, self.config.seed, self.config.augment)
+        return iter(self.strategy.experimental_distribute_dataset(dataset))
+
+    # Shared maths.
+
+    def _per_example_loss(self, images, targets, gt_boxes) -> tf.Tensor:
+        outputs = self.model(tf.cast(images, tf.float32), training=True)
+        return yolo_loss(outputs, targets, gt_boxes, self.spec)
+
+    def _apply(self, grads) -> None:
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+
+    # Naive: every replica receives the whole global batch and loops the model over all its pieces.
+
+    def _naive_replica(self, images, targets, gt_boxes) -> tf.Tensor:
+        n = self.replicas
+        pieces = zip(tf.split(images, n), zip(*(tf.split(t, n) for t in targets)), tf.split(gt_boxes, n))
+        with tf.GradientTape() as tape:
+            losses = [tf.reduce_mean(self._per_example_loss(i, t, g)) for i, t, g in pieces]
+            loss = tf.add_n(losses) / n
+        self._apply(tape.gradient(loss, self.model.trainable_variables))
+        return loss
+
+    def _naive_step(self, batch: Batch) -> tf.Tensor:
+        """One naive training step on a raw (NumPy) global batch; returns the mean loss."""
+        per_replica = self.strategy.run(self._naive_replica, args=batch)
+        return self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
+
+    # Tuned: each replica gets its slice; loss scaled by the global batch so summed gradients average.
+
+    def _loss_and_gradients(self, images, targets, gt_boxes) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        with tf.GradientTape() as tape:
+            per_example = self._per_example_loss(images, targets, gt_boxes)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=self.global_batch)
+        return loss, tape.gradient(loss, self.model.trainable_variables)
+
+    def _tuned_replica(self, images, targets, gt_boxes) -> tf.Tensor:
+        loss, grads = self._loss_and_gradients(images, targets, gt_boxes)
+        self._apply(grads)  # the optimizer sums gradients over replicas before updating
+        return loss
+
+    def _tuned_step(self, batch: Batch) -> tf.Tensor:
+        """One tuned training step on a distributed batch; returns the global mean loss."""
+        per_replica = self.strategy.run(self._tuned_replica, args=batch)
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    def _tuned_gradients(self, batch: Batch):
+        """Forward and backward on a distributed batch without all-reduce or update: (loss, per-replica grads)."""
+        loss, grads = self.strategy.run(self._loss_and_gradients, args=batch)
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None), grads
+
+    def _all_reduce(self, grads):
+        """Sum per-replica gradients across replicas, as the optimizer does inside a step."""
+        return self.strategy.run(
+            lambda g: tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, g), args=(grads,)
+        )
+
+
+def run_training(
+    variant: Variant,
+    replicas: int,
+    steps: int,
+    config: TrainConfig = TrainConfig(),
+    num_images: int = 256,
+    annotations: Path | None = None,
+) -> TrainResult:
+    """Set up replicas, data and model, train ``steps`` steps; images/s leaves out the first (tracing) step."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}")
+    if steps < 1:
+        raise ValueError("steps must be at least 1")
+    strategy, kind, _ = setup_replicas(replicas)
+    if annotations is None:
+        annotations = ensure_dataset(num_images, config.img_size, config.seed, config.num_classes)
+    examples = read_annotations(annotations, config.num_classes)
+    trainer = Trainer(strategy, config)
+    if variant == "naive":
+        batches, step = trainer.naive_batches(examples), trainer.naive_step
+    else:
+        batches, step = trainer.tuned_batches(examples), trainer.tuned_step
+
+    losses = []
+    started = time.perf_counter()
+    for index in range(steps):
+        losses.append(float(step(next(batches))))
+        if index == 0:
+            after_first = time.perf_counter()
+    finished = time.perf_counter()
+    timed_steps, elapsed = (steps - 1, finished - after_first) if steps > 1 else (1, finished - started)
+    return TrainResult(
+        variant, replicas, steps, trainer.global_batch * timed_steps / elapsed, losses[0], losses[-1], kind, tuple(losses)
+    )

@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from tfdoctor.lint.dataflow import value_provenance
+from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.rule import Context, Rule
+
+
+class UndistributedInput(Rule):
+    """
+    ## What it does
+    Finds `strategy.run` given batches that provably did not come from a distributed dataset or iterator:
+    numpy arrays, plain tensors, items of a Python iterator class or generator, or items of a
+    `tf.data.Dataset` that was never passed to `strategy.experimental_distribute_dataset`. It follows the
+    batch through the function that calls `strategy.run` to the loop that feeds it.
+
+    ## Why it is bad
+    A value that is not a per-replica value is given whole to every replica: each of the N replicas
+    computes on the full global batch, so every step does N times the work, and the "global batch" is
+    not what you think it is.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    strategy = tf.distribute.MirroredStrategy()
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
+
+    @tf.function
+    def step(batch):
+        return strategy.run(replica_step, args=(batch,))  # TFD103
+
+    for batch in ds:
+        step(batch)
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+    strategy = tf.distribute.MirroredStrategy()
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
+    dist_ds = strategy.experimental_distribute_dataset(ds)
+
+    @tf.function
+    def step(batch):
+        return strategy.run(replica_step, args=(batch,))
+
+    for batch in dist_ds:
+        step(batch)
+    ```
+    """
+
+    code = "TFD103"
+    name = "undistributed-input"
+    severity = Severity.ERROR
+    summary = "`strategy.run` gets batches that did not come from a distributed dataset (each replica gets all of it)."
+    triggers = ("run", "call_for_each_replica")
+    INVALID = (
+        # a Python iterator class feeding a class-based trainer
+        """import numpy as np
+import tensorflow as tf
+class Batches:
+    def __iter__(self):
+        return self
+    def __next__(self):
+        return np.zeros((8, 416, 416, 3), np.float32)
+class Trainer:
+    def __init__(self, strategy):
+        self.strategy = strategy
+    @tf.function
+    def dist_step(self, batch):
+        return self.strategy.run(self.train_step, args=(batch,))  # TFD103
+    def fit(self):
+        for batch in Batches():
+            self.dist_step(batch)
+""",
+        # numpy arrays straight into strategy.run
+        """import numpy
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+images = numpy.random.rand(16, 64, 64, 3)
+strategy.run(step_fn, args=(images,))  # TFD103
+""",
+        # a generator function driven by next()
+        """import tensorflow as tf
+from tensorflow.distribute import MirroredStrategy
+strategy = MirroredStrategy()
+def batches():
+    while True:
+        yield load_batch()
+@tf.function
+def step(b):
+    strategy.run(replica_fn, args=(b,))  # TFD103
+it = batches()
+for _ in range(100):
+    batch = next(it)
+    step(batch)
+""",
+    )
+    VALID = (
+        # distribute_datasets_from_function with an iterator
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+dist = strategy.distribute_datasets_from_function(make_ds)
+it = iter(dist)
+@tf.function
+def step(b):
+    return strategy.run(replica_fn, args=(b,))
+for _ in range(10):
+    step(next(it))
+""",
+        # the batch comes from a parameter whose callers are unknown: stay silent
+        """import tensorflow as tf
+@tf.function
+def step(strategy, batch):
+    return strategy.run(replica_fn, args=(batch,))
+""",
+        # enumerate over a distributed dataset
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+dist_ds = strategy.experimental_distribute_dataset(ds)
+@tf.function
+def step(b):
+    return strategy.run(replica_fn, args=(b,))
+for i, b in enumerate(dist_ds):
+    step(b)
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        for run in facts.run_calls:
+            for arg in facts.replica_args(run):
+                origin = value_provenance(facts, arg, run.scope, run.order)
+                if origin is not None and origin.kind == "undistributed":
+                    yield self.at(run, f"`{run.attr}` receives batches from {origin.reason}, not from a distributed "
+                                  "dataset: every replica gets the whole global batch, so each step does N times the "
+                                  "work; use `strategy.experimental_distribute_dataset(ds)` or "
+                                  "`distribute_datasets_from_function`")
+                    break

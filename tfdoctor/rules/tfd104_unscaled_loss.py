@@ -1,0 +1,194 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from tfdoctor.lint.dataflow import loss_kind
+from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.names import call_arg
+from tfdoctor.lint.rule import Context, Rule
+
+
+class UnscaledLoss(Rule):
+    """
+    ## What it does
+    Finds a replica function whose differentiated loss (the first argument of `tape.gradient` or
+    `optimizer.minimize`) is a per-replica mean (`tf.reduce_mean`), a sum not divided by the global batch,
+    or, when the target is Keras 2 or Keras 3 before 3.8, a Keras loss object with its default
+    `sum_over_batch_size` reduction.
+
+    ## Why it is bad
+    The strategy sums gradients across replicas. A loss averaged over one replica's examples therefore
+    gives gradients N times too large with N replicas (and wrong weights when shards differ in size), so
+    the effective learning rate changes with the number of GPUs. Keras 3.8 and later scale a default
+    Keras loss by the replica count inside a replica context, so those are not flagged there.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(x) - y))  # TFD104
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+    @tf.function
+    def step(x, y):
+        strategy.run(replica_step, args=(x, y))
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            per_example = tf.reduce_sum(tf.square(model(x) - y), axis=-1)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+    @tf.function
+    def step(x, y):
+        strategy.run(replica_step, args=(x, y))
+    ```
+    """
+
+    code = "TFD104"
+    name = "unscaled-loss"
+    severity = Severity.ERROR
+    summary = "A replica function differentiates a per-replica mean or unscaled sum (gradients N times too large)."
+    triggers = ("gradient", "minimize")
+    INVALID = (
+        # a sum not divided by the global batch, in a method run by self.strategy
+        """import tensorflow as tf
+class Trainer:
+    def __init__(self, strategy):
+        self.strategy = strategy
+    def train_step(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(self.loss_fn(y, self.model(x)))  # TFD104
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        return loss
+    @tf.function
+    def step(self, x, y):
+        return self.strategy.run(self.train_step, args=(x, y))
+""",
+        # a mean built up over several terms, with a different import spelling
+        """import tensorflow.compat.v2 as T
+def replica(images, boxes):
+    with T.GradientTape() as tape:
+        box_loss = T.math.reduce_mean(box_error(images, boxes))  # TFD104
+        cls_loss = T.nn.compute_average_loss(per_ex, global_batch_size=GLOBAL_BATCH)
+        total = box_loss + cls_loss
+    g = tape.gradient(total, params)
+@T.function
+def step(a, b):
+    strategy.run(replica, args=(a, b))
+""",
+        # Keras 2 default reduction is a per-replica mean (only flagged when the target is Keras < 3.8)
+        """# tfdoctor: target-keras=2.15
+import tensorflow as tf
+loss_obj = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+def replica(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_obj(y, model(x))  # TFD104
+    grads = tape.gradient(loss, model.trainable_variables)
+@tf.function
+def step(x, y):
+    strategy.run(replica, args=(x, y))
+""",
+        # reduce_mean of the loss function result, differentiated through optimizer.minimize
+        """import tensorflow as tf
+def replica(x, y):
+    loss = tf.reduce_mean(tf.keras.losses.mse(y, model(x)))  # TFD104
+    optimizer.minimize(loss, model.trainable_variables, tape=tape)
+@tf.function
+def step(x, y):
+    strategy.run(replica, args=(x, y))
+""",
+    )
+    VALID = (
+        # Keras >= 3.8 scales a default-reduction loss by the replica count itself
+        """# tfdoctor: target-keras=3.8
+import tensorflow as tf
+loss_obj = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+def replica(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_obj(y, model(x))
+    grads = tape.gradient(loss, model.trainable_variables)
+@tf.function
+def step(x, y):
+    strategy.run(replica, args=(x, y))
+""",
+        # a loss summed and divided by the global batch
+        """import tensorflow as tf
+GLOBAL_BATCH = 64 * strategy.num_replicas_in_sync
+def replica(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.square(model(x) - y)) / GLOBAL_BATCH
+    grads = tape.gradient(loss, model.trainable_variables)
+@tf.function
+def step(x, y):
+    strategy.run(replica, args=(x, y))
+""",
+        # reduction NONE then compute_average_loss, plus a scaled regularisation term
+        """import tensorflow as tf
+loss_obj = tf.keras.losses.BinaryCrossentropy(reduction=tf.keras.losses.Reduction.NONE)
+def replica(x, y):
+    with tf.GradientTape() as tape:
+        per_example = loss_obj(y, model(x))
+        loss = tf.nn.compute_average_loss(per_example, global_batch_size=B)
+        loss += tf.nn.scale_regularization_loss(model.losses)
+    grads = tape.gradient(loss, model.trainable_variables)
+@tf.function
+def step(x, y):
+    strategy.run(replica, args=(x, y))
+""",
+        # a reduce_mean outside any replica function (single-device training)
+        """import tensorflow as tf
+@tf.function
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x) - y))
+    grads = tape.gradient(loss, model.trainable_variables)
+""",
+        # divided in place by the global batch
+        """import tensorflow as tf
+def replica(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(per_example(x, y))
+        loss /= global_batch_size
+    grads = tape.gradient(loss, model.trainable_variables)
+@tf.function
+def step(x, y):
+    strategy.run(replica, args=(x, y))
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        keras = context.targets.keras
+        for replica in facts.replica_functions:
+            for call in replica.calls:
+                if call.attr == "gradient":
+                    target = call_arg(call.node, 0, "target")
+                elif call.attr == "minimize":
+                    target = call_arg(call.node, 0, "loss")
+                else:
+                    continue
+                loss = loss_kind(facts, target, replica, call.order)
+                if loss is None or loss.kind == "scaled":
+                    continue
+                if loss.kind == "keras-default":
+                    if keras.at_least(3, 8):
+                        continue
+                    why = (f"a Keras loss with the default `sum_over_batch_size` reduction averages over this "
+                           f"replica's examples only (Keras {keras.text} assumed, from {keras.source})")
+                elif loss.kind == "mean":
+                    why = "this loss is a per-replica mean"
+                else:
+                    why = "this loss is a sum that is not divided by the global batch size"
+                yield Violation(loss.node, f"{why}: gradients are summed across replicas, so they come out N times "
+                                "too large; use `tf.nn.compute_average_loss(per_example, global_batch_size=...)`",
+                                statement=loss.statement or call.statement)
