@@ -19,6 +19,7 @@ import libcst as cst
 
 from tfdoctor.lint.names import call_arg, canonical, dotted, module_name
 
+END_OF_SCOPE = 1 << 62  # a visit order after every fact: "the value at the end of the scope"
 RUN_METHODS = frozenset({"run", "experimental_run_v2"})
 DATASET_METHODS = frozenset(
     {
@@ -566,6 +567,14 @@ class ModuleFacts:
     def qualname(self, call: CallFact) -> str | None:
         return self.resolve(call.func)
 
+    @cached_property
+    def _call_facts(self) -> dict[int, CallFact]:
+        return {id(call.node): call for call in self.calls}
+
+    def call_fact(self, node: cst.CSTNode) -> CallFact | None:
+        """The fact recorded for a call node (e.g. a method of a dataset chain)."""
+        return self._call_facts.get(id(node))
+
     def calls_named(self, *qualnames: str) -> Iterator[CallFact]:
         wanted = set(qualnames)
         return (c for c in self.calls if c.func is not None and self.resolve(c.func) in wanted)
@@ -731,7 +740,7 @@ class ModuleFacts:
 
     @cached_property
     def _graph_scopes(self) -> dict[int, bool]:
-        graph = {id(s): True for s in self.transitive_callees(self.tf_functions)}
+        graph = {id(s): True for s in self.tf_functions}
         for scope in self.tf_functions:
             for inner in self._nested(scope):
                 graph[id(inner)] = True
@@ -897,7 +906,7 @@ class ModuleFacts:
         )
 
     def dataset_chain(
-        self, expr: cst.BaseExpression | None, seen_from: Scope, before: int = 1 << 62, depth: int = 0
+        self, expr: cst.BaseExpression | None, seen_from: Scope, before: int = END_OF_SCOPE, depth: int = 0
     ) -> DatasetChain | None:
         """The pipeline an expression evaluates to: a method chain on a `tf.data` source, a variable bound
         to one (continued across `ds = ds.map(...)`), or the call of a module function that returns one.

@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.rule import Context, Rule
+
+
+class EagerDistributedStep(Rule):
+    """
+    ## What it does
+    Finds `strategy.run` called from Python code that is not a `tf.function`: a function neither decorated
+    with nor wrapped by `tf.function` (and not only called from one) that the module calls or that loops
+    over steps itself, or module-level code.
+
+    ## Why it is bad
+    Outside a `tf.function`, every step dispatches each replica's operations one by one from Python, in
+    the order Python visits them. The replicas do not overlap and the host becomes the bottleneck: users
+    report steps 10 to 25 times slower than the same step in a `tf.function`.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    strategy = tf.distribute.MirroredStrategy()
+
+    def distributed_step(batch):
+        return strategy.run(replica_step, args=(batch,))  # TFD107
+
+    for batch in dist_ds:
+        distributed_step(batch)
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+    strategy = tf.distribute.MirroredStrategy()
+
+    @tf.function
+    def distributed_step(batch):
+        return strategy.run(replica_step, args=(batch,))
+
+    for batch in dist_ds:
+        distributed_step(batch)
+    ```
+    """
+
+    code = "TFD107"
+    name = "eager-distributed-step"
+    severity = Severity.WARNING
+    summary = "`strategy.run` is called eagerly, outside any `tf.function` (often 10-25x slower steps)."
+    triggers = ("run", "call_for_each_replica")
+    INVALID = (
+        # a method of a trainer, looping itself
+        """import tensorflow as tf
+class Trainer:
+    def __init__(self, strategy):
+        self.strategy = strategy
+    def fit(self, dist_ds):
+        for batch in dist_ds:
+            self.strategy.run(self.train_step, args=(batch,))  # TFD107
+""",
+        # module-level loop
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+for batch in dist_ds:
+    strategy.run(step_fn, args=(batch,))  # TFD107
+""",
+        # called from a tf.function once but also eagerly from the loop
+        """from tensorflow import distribute, function
+strategy = distribute.MirroredStrategy()
+def dist_step(b):
+    return strategy.experimental_run_v2(step_fn, args=(b,))  # TFD107
+@function
+def warmup(b):
+    return dist_step(b)
+for b in dist_ds:
+    dist_step(b)
+""",
+    )
+    VALID = (
+        # wrapped by assignment
+        """import tensorflow as tf
+def dist_step(b):
+    return strategy.run(step_fn, args=(b,))
+dist_step = tf.function(dist_step)
+for b in dist_ds:
+    dist_step(b)
+""",
+        # decorated with arguments, the loop inside the tf.function
+        """import tensorflow as tf
+@tf.function(jit_compile=False)
+def train_epoch(it, steps):
+    for _ in tf.range(steps):
+        strategy.run(step_fn, args=(next(it),))
+""",
+        # only called from a tf.function
+        """import tensorflow as tf
+def dist_step(b):
+    return strategy.run(step_fn, args=(b,))
+@tf.function
+def train(b):
+    return dist_step(b)
+for b in dist_ds:
+    train(b)
+""",
+        # a tf.function wrapping a method in __init__
+        """import tensorflow as tf
+class Trainer:
+    def __init__(self, strategy):
+        self.strategy = strategy
+        self.step = tf.function(self._step)
+    def _step(self, b):
+        return self.strategy.run(self.replica, args=(b,))
+    def fit(self, ds):
+        for b in ds:
+            self.step(b)
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        for run in facts.run_calls:
+            scope = run.scope
+            if scope.is_function:
+                if facts.runs_in_graph(scope):
+                    continue
+                eager_callers = [c for c in facts.callers_of(scope) if not facts.runs_in_graph(c.scope)]
+                if not eager_callers and not run.loops:
+                    continue  # never called here, and not a loop itself: cannot decide
+                where = f"`{scope.name}`, which is not a `tf.function` (nor only called from one)"
+            else:
+                where = "module-level code, outside any `tf.function`"
+            yield self.at(run, f"`{run.attr}` is called from {where}: every step dispatches each replica's ops "
+                          "eagerly from Python, often 10-25x slower; decorate the step with `@tf.function`")

@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from tfdoctor.lint.dataflow import definitions, loss_kind
+from tfdoctor.lint.facts import END_OF_SCOPE, CallFact, ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.names import call_arg, dotted, literal_str
+from tfdoctor.lint.rule import Context, Rule
+
+
+class LossReduceMismatch(Rule):
+    """
+    ## What it does
+    Finds `strategy.reduce(MEAN, ...)` over per-replica losses that are already scaled by the global batch
+    (`tf.nn.compute_average_loss`, or divided by the global batch size), and `strategy.reduce(SUM, ...)`
+    over per-replica means.
+
+    ## Why it is bad
+    A loss scaled by the global batch is one replica's share of the global mean: the shares must be
+    summed. Averaging them reports a loss N times too small; summing per-replica means reports one N times
+    too large. Gradients are not affected, but the logged loss, and anything that reads it (early stopping,
+    learning-rate schedules on plateau), is wrong and changes with the number of GPUs.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+
+    def replica_step(x, y):
+        per_example = loss_fn(y, model(x))
+        return tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+
+    @tf.function
+    def step(x, y):
+        losses = strategy.run(replica_step, args=(x, y))
+        return strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)  # TFD108
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+
+    def replica_step(x, y):
+        per_example = loss_fn(y, model(x))
+        return tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+
+    @tf.function
+    def step(x, y):
+        losses = strategy.run(replica_step, args=(x, y))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+    ```
+    """
+
+    code = "TFD108"
+    name = "loss-reduce-mismatch"
+    severity = Severity.WARNING
+    summary = "`strategy.reduce(MEAN)` over globally scaled losses, or `SUM` over per-replica means."
+    triggers = ("reduce",)
+    INVALID = (
+        # SUM over per-replica means, through a method
+        """import tensorflow as tf
+class T:
+    def __init__(self, strategy):
+        self.strategy = strategy
+    def replica(self, x):
+        loss = tf.reduce_mean(self.model(x))
+        return loss
+    @tf.function
+    def step(self, x):
+        per_replica = self.strategy.run(self.replica, args=(x,))
+        return self.strategy.reduce("SUM", per_replica, axis=None)  # TFD108
+""",
+        # MEAN over losses divided by the global batch, the run call inline
+        """from tensorflow.distribute import ReduceOp, MirroredStrategy
+import tensorflow as tf
+strategy = MirroredStrategy()
+def replica(x):
+    return tf.reduce_sum(err(x)) / GLOBAL_BATCH_SIZE
+@tf.function
+def step(x):
+    return strategy.reduce(ReduceOp.MEAN, strategy.run(replica, args=(x,)), axis=None)  # TFD108
+""",
+    )
+    VALID = (
+        # MEAN over per-replica means is consistent
+        """import tensorflow as tf
+def replica(x):
+    return tf.reduce_mean(model(x))
+@tf.function
+def step(x):
+    out = strategy.run(replica, args=(x,))
+    return strategy.reduce(tf.distribute.ReduceOp.MEAN, out, axis=None)
+""",
+        # a value whose scaling is unknown
+        """import tensorflow as tf
+@tf.function
+def step(x):
+    out = strategy.run(replica, args=(x,))
+    return strategy.reduce(tf.distribute.ReduceOp.MEAN, out, axis=None)
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        for call in facts.method_calls("reduce"):
+            if not facts.is_strategy(call.receiver):
+                continue
+            op = _reduce_op(call_arg(call.node, 0, "reduce_op"))
+            kinds = _returned_loss_kinds(facts, call_arg(call.node, 1, "value"), call)
+            if not kinds or op is None:
+                continue
+            if op == "MEAN" and kinds == {"scaled"}:
+                yield self.at(call, "`ReduceOp.MEAN` over losses already scaled by the global batch reports a loss "
+                              "N times too small; reduce them with `ReduceOp.SUM`")
+            elif op == "SUM" and kinds == {"mean"}:
+                yield self.at(call, "`ReduceOp.SUM` over per-replica mean losses reports a loss N times too "
+                              "large; scale by the global batch (`tf.nn.compute_average_loss`) or reduce with MEAN")
+
+
+def _reduce_op(node: cst.BaseExpression | None) -> str | None:
+    text = literal_str(node) or (dotted(node) or "").split(".")[-1]
+    return text.upper() if text and text.upper() in ("MEAN", "SUM") else None
+
+
+def _returned_loss_kinds(facts: ModuleFacts, value: cst.BaseExpression | None, call: CallFact) -> set[str]:
+    """How the replica functions behind a per-replica value scale the loss they return."""
+    run_node = value
+    name = dotted(value)
+    if name is not None:
+        found = definitions(facts, name, call.scope, call.order)
+        run_node = found[-1].value if found else None
+    run = facts.call_fact(run_node) if isinstance(run_node, cst.Call) else None
+    if run is None or not any(run is r for r in facts.run_calls):
+        return set()
+    kinds: set[str] = set()
+    for replica in facts.callables_of(facts.replica_fn_expr(run), run.scope):
+        for returned in replica.returns:
+            loss = loss_kind(facts, returned.value, replica, END_OF_SCOPE)
+            if loss is None:
+                return set()
+            kinds.add(loss.kind)
+    return kinds
+

@@ -1,0 +1,208 @@
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+import libcst as cst
+
+from tfdoctor.lint.dataflow import calls_training_step, definitions, iterable_provenance
+from tfdoctor.lint.facts import ModuleFacts, Scope
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.names import call_arg, dotted
+from tfdoctor.lint.rule import Context, Rule
+
+_FLOW = re.compile(r"^flow(_from_\w+)?$")
+_NOT_TRAINING = re.compile(r"val|eval|test", re.IGNORECASE)
+_MESSAGE = ("one Python thread under the GIL assembles every batch: it cannot run in parallel, be prefetched "
+            "to the devices or sharded across workers; build a `tf.data` pipeline from the files with a parallel "
+            "`map` and `prefetch`")
+
+
+class PythonGeneratorInput(Rule):
+    """
+    ## What it does
+    Finds training fed by Python code: `Dataset.from_generator`, a `keras.utils.Sequence`/`PyDataset`,
+    `ImageDataGenerator.flow*`, `fit_generator`, `fit(generator)`, or a class with `__next__` (or a
+    generator function) whose batches reach a training step: `model.fit`, a distributed dataset, or a loop
+    that runs a training step.
+
+    ## Why it is bad
+    Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
+    parallelised like `tf.data`'s `map`, overlapped with the step by `prefetch`, or sharded across workers,
+    so the devices wait for it; the more GPUs, the longer they wait.
+
+    ## Example
+    ```python
+    import numpy as np
+    import tensorflow as tf
+
+    class Batches:
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            return load_and_augment_next_batch()
+
+    for images, labels in Batches():  # TFD201
+        train_step(images, labels)
+
+    @tf.function
+    def train_step(images, labels):
+        strategy.run(replica_step, args=(images, labels))
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+
+    ds = (tf.data.Dataset.list_files(PATTERN)
+          .map(load_and_augment, num_parallel_calls=tf.data.AUTOTUNE)
+          .batch(GLOBAL_BATCH)
+          .prefetch(tf.data.AUTOTUNE))
+    for images, labels in strategy.experimental_distribute_dataset(ds):
+        train_step(images, labels)
+
+    @tf.function
+    def train_step(images, labels):
+        strategy.run(replica_step, args=(images, labels))
+    ```
+    """
+
+    code = "TFD201"
+    name = "python-generator-input"
+    severity = Severity.WARNING
+    summary = "Training is fed by Python (generator, Sequence, iterator class, `from_generator`, `fit_generator`)."
+    triggers = ("from_generator", "fit", "__next__", "yield", "Sequence", "PyDataset", "flow", "run", "train_on_batch",
+                "apply_gradients")
+    INVALID = (
+        # from_generator feeding a distributed dataset
+        """import tensorflow as tf
+def gen():
+    for path in paths:
+        yield load(path)
+ds = tf.data.Dataset.from_generator(gen, output_signature=SIG)  # TFD201
+ds = ds.batch(64)
+dist = strategy.experimental_distribute_dataset(ds)
+""",
+        # a keras Sequence given to fit, and fit_generator
+        """from tensorflow import keras
+class Loader(keras.utils.Sequence):
+    def __len__(self):
+        return 10
+    def __getitem__(self, i):
+        return load_batch(i)
+model.fit(Loader(), epochs=3)  # TFD201
+model.fit_generator(Loader(), steps_per_epoch=10)  # TFD201
+""",
+        # ImageDataGenerator.flow and a generator function
+        """from keras.preprocessing.image import ImageDataGenerator
+import keras
+aug = ImageDataGenerator(rotation_range=10)
+def batches():
+    while True:
+        yield next_batch()
+model.fit(aug.flow(x, y, batch_size=32), epochs=2)  # TFD201
+model.fit(batches(), steps_per_epoch=100)  # TFD201
+""",
+        # an iterator class driven by next() in a while loop of a class-based trainer
+        """import tensorflow as tf
+class Reader:
+    def __next__(self):
+        return read()
+class Trainer:
+    def run(self):
+        it = Reader()
+        while True:
+            batch = next(it)  # TFD201
+            self.step(batch)
+    @tf.function
+    def step(self, batch):
+        self.optimizer.apply_gradients(grads(batch))
+""",
+    )
+    VALID = (
+        # a generator used only for evaluation
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_generator(gen, output_signature=SIG).batch(8)
+model.evaluate(ds)
+""",
+        # tf.data from files, parallel map, prefetch
+        """import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=tf.data.AUTOTUNE).batch(64).prefetch(2)
+model.fit(ds, epochs=5)
+""",
+        # a Python iterator that never reaches a training step
+        """import tensorflow as tf
+class Lines:
+    def __next__(self):
+        return read_line()
+for line in Lines():
+    print(line)
+""",
+        # from_generator as validation data
+        """import tensorflow as tf
+val = tf.data.Dataset.from_generator(gen, output_signature=SIG).batch(8)
+model.fit(train_ds, validation_data=val)
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        seen: set[int] = set()
+        for node, statement in self._python_feeds(facts):
+            if id(node) not in seen:
+                seen.add(id(node))
+                yield Violation(node, _MESSAGE, statement=statement)
+
+    def _python_feeds(self, facts: ModuleFacts) -> Iterator[tuple[cst.CSTNode, cst.CSTNode]]:
+        for call in facts.method_calls("fit_generator"):
+            yield call.node, call.statement
+        for scope, order, expr, statement in self._training_inputs(facts):
+            chain = facts.dataset_chain(expr, scope, order)
+            if chain is not None:
+                if chain.source.endswith(".from_generator"):
+                    source = facts.call_fact(chain.source_call)
+                    yield chain.source_call, source.statement if source else statement
+                continue
+            if self._is_flow(facts, expr, scope):
+                yield expr, statement
+                continue
+            origin = iterable_provenance(facts, expr, scope, order)
+            if origin is not None and origin.kind == "undistributed" and "Python" in origin.reason:
+                yield expr, statement
+
+    @staticmethod
+    def _training_inputs(facts: ModuleFacts) -> Iterator[tuple[Scope, int, cst.BaseExpression, cst.CSTNode]]:
+        """(scope, order, expression, statement) for every dataset or iterator that reaches training."""
+        for call in facts.method_calls("fit", "train_on_batch"):
+            x = call_arg(call.node, 0, "x")
+            if x is not None and call.attr == "fit":
+                yield call.scope, call.order, x, call.statement
+        for call in facts.method_calls("experimental_distribute_dataset"):
+            dataset = call_arg(call.node, 0, "dataset")
+            target = next((a.targets for a in facts.assigns if a.value is call.node), ())
+            if dataset is not None and not any(_NOT_TRAINING.search(t) for t in target):
+                yield call.scope, call.order, dataset, call.statement
+        for loop in facts.loops:
+            if not any(calls_training_step(facts, c) for c in loop.calls):
+                continue
+            if loop.iter_expr is not None:
+                yield loop.scope, loop.order, loop.iter_expr, loop.node
+            for call in loop.calls:
+                if call.func == "next":
+                    iterator = call_arg(call.node, 0, None)
+                    if iterator is not None:
+                        yield call.scope, call.order, iterator, call.statement
+
+    @staticmethod
+    def _is_flow(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`ImageDataGenerator(...).flow*(...)`, directly or through a variable."""
+        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+                and _FLOW.match(expr.func.attr.value)):
+            return False
+        receiver = expr.func.value
+        name = dotted(receiver)
+        if name is not None:
+            found = definitions(facts, name, scope)
+            receiver = found[-1].value if found else receiver
+        qualified = facts.resolve(receiver.func) if isinstance(receiver, cst.Call) else None
+        return bool(qualified and qualified.endswith("ImageDataGenerator"))
