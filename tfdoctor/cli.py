@@ -1,7 +1,7 @@
 """Command line: parse arguments and dispatch to the command modules; no logic here.
 
-Each command module exposes ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``.
-Command modules are imported when the parser is built, so they must stay light (no TensorFlow at import).
+Each command module exposes ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``. Only the module
+of the command being run is imported, and it must stay light at import (no TensorFlow).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import NoReturn, Sequence
 
 from tfdoctor import __version__
 
-COMMANDS: dict[str, str] = {
-    "lint": "tfdoctor.lint.command",
-    "rules": "tfdoctor.lint.rules_command",
-    "rule": "tfdoctor.lint.rule_command",
-    "reference": "tfdoctor.reference.command",
+COMMANDS: dict[str, tuple[str, str]] = {
+    "lint": ("tfdoctor.lint.command", "Find distributed-training anti-patterns in Python source."),
+    "rules": ("tfdoctor.lint.rules_command", "List the lint rules, or write their documentation pages."),
+    "rule": ("tfdoctor.lint.rule_command", "Show one rule's documentation."),
+    "reference": ("tfdoctor.reference.command", "Train the built-in YOLOv3 reference workload."),
 }
 
 
@@ -30,20 +30,26 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None) -> argparse.ArgumentParser:
+    """The parser, with full arguments for `command` only: other command modules are not imported."""
     parser = _Parser(prog="tfdoctor", description="Lint and profile distributed TensorFlow training code.")
     parser.add_argument("--version", action="version", version=f"tfdoctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name, module_name in COMMANDS.items():
+    for name, (module_name, summary) in COMMANDS.items():
+        if name != command:
+            sub.add_parser(name, help=summary)
+            continue
         module = importlib.import_module(module_name)
-        command_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        command_parser = sub.add_parser(name, help=summary, description=module.HELP)
         module.add_arguments(command_parser)
         command_parser.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    parser = build_parser(command if command in COMMANDS else None)
     try:
         args = parser.parse_args(argv)
     except UsageError as error:

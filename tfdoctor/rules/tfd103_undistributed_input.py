@@ -133,7 +133,7 @@ for i, b in enumerate(dist_ds):
             for arg in facts.replica_args(run):
                 origin = value_provenance(facts, arg, run.scope, run.order)
                 if origin is not None and origin.kind == "undistributed":
-                    yield self.at(run, f"`{run.attr}` receives batches from {origin.reason}, not from a distributed "
+                    yield self.at(run, f"`{run.func or run.attr}` receives batches from {origin.reason}, not from a distributed "
                                   "dataset: every replica gets the whole global batch, so each step does N times the "
                                   "work; use `strategy.experimental_distribute_dataset(ds)` or "
                                   "`distribute_datasets_from_function`")

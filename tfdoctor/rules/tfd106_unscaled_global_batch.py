@@ -119,7 +119,7 @@ model.fit(ds)
             size = call_arg(batch.call, 0, "batch_size")
             if self._unscaled(facts, size, chain):
                 text = dotted(size) or str(literal_int(size))
-                yield Violation(batch.call, f"`batch({text})` feeds a strategy but is not scaled by "
+                yield Violation(batch.call.func.attr, f"`batch({text})` feeds a strategy but is not scaled by "
                                 "`strategy.num_replicas_in_sync`: each replica gets 1/N of it, devices idle and the "
                                 "gradient all-reduce dominates; use `PER_REPLICA * strategy.num_replicas_in_sync`",
                                 statement=facts.call_fact(batch.call).statement)

@@ -13,9 +13,9 @@ from tfdoctor.lint.rule import Context, Rule
 
 _FLOW = re.compile(r"^flow(_from_\w+)?$")
 _NOT_TRAINING = re.compile(r"val|eval|test", re.IGNORECASE)
-_MESSAGE = ("one Python thread under the GIL assembles every batch: it cannot run in parallel, be prefetched "
-            "to the devices or sharded across workers; build a `tf.data` pipeline from the files with a parallel "
-            "`map` and `prefetch`")
+_MESSAGE = ("training is fed by {what}: one Python thread under the GIL assembles every batch, which cannot run "
+            "in parallel, be prefetched to the devices or sharded across workers; build a `tf.data` pipeline from "
+            "the files with a parallel `map` and `prefetch`")
 
 
 class PythonGeneratorInput(Rule):
@@ -148,27 +148,27 @@ model.fit(train_ds, validation_data=val)
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         seen: set[int] = set()
-        for node, statement in self._python_feeds(facts):
+        for node, statement, what in self._python_feeds(facts):
             if id(node) not in seen:
                 seen.add(id(node))
-                yield Violation(node, _MESSAGE, statement=statement)
+                yield Violation(node, _MESSAGE.format(what=what), statement=statement)
 
-    def _python_feeds(self, facts: ModuleFacts) -> Iterator[tuple[cst.CSTNode, cst.CSTNode]]:
+    def _python_feeds(self, facts: ModuleFacts) -> Iterator[tuple[cst.CSTNode, cst.CSTNode, str]]:
         for call in facts.method_calls("fit_generator"):
-            yield call.node, call.statement
+            yield call.node, call.statement, "`fit_generator`"
         for scope, order, expr, statement in self._training_inputs(facts):
             chain = facts.dataset_chain(expr, scope, order)
             if chain is not None:
                 if chain.source.endswith(".from_generator"):
                     source = facts.call_fact(chain.source_call)
-                    yield chain.source_call, source.statement if source else statement
+                    yield chain.source_call, source.statement if source else statement, "`Dataset.from_generator`"
                 continue
             if self._is_flow(facts, expr, scope):
-                yield expr, statement
+                yield expr, statement, "`ImageDataGenerator.flow`"
                 continue
             origin = iterable_provenance(facts, expr, scope, order)
             if origin is not None and origin.kind == "undistributed" and "Python" in origin.reason:
-                yield expr, statement
+                yield expr, statement, origin.reason
 
     @staticmethod
     def _training_inputs(facts: ModuleFacts) -> Iterator[tuple[Scope, int, cst.BaseExpression, cst.CSTNode]]:
