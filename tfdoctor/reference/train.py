@@ -2,7 +2,8 @@
 
 ``Trainer`` owns the model and optimizer (built in the strategy scope) and exposes step functions the
 profiler can call separately: ``naive_step`` on a raw batch, ``tuned_step`` on a distributed batch,
-``tuned_gradients`` (forward and backward only, no all-reduce) and ``all_reduce``.
+``tuned_gradients`` (forward and backward only) and ``tuned_reduced_gradients`` (plus the
+all-reduce, no update); the all-reduce costs the difference between the last two.
 ``run_training`` is the whole loop behind ``tfdoctor reference``.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator, Literal, Sequence
 
 import keras
@@ -72,7 +72,7 @@ class Trainer:
         self.naive_step = tf.function(self._naive_step)
         self.tuned_step = tf.function(self._tuned_step)
         self.tuned_gradients = tf.function(self._tuned_gradients)
-        self.all_reduce = tf.function(self._all_reduce)
+        self.tuned_reduced_gradients = tf.function(self._tuned_reduced_gradients)
 
     # Input pipelines.
 
@@ -129,34 +129,39 @@ class Trainer:
         return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     def _tuned_gradients(self, batch: Batch):
-        """Forward and backward on a distributed batch without all-reduce or update: (loss, per-replica grads)."""
+        """Forward and backward on a distributed batch, no all-reduce, no update: (loss, per-replica grads)."""
         loss, grads = self.strategy.run(self._loss_and_gradients, args=batch)
         return self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None), grads
 
-    def _all_reduce(self, grads):
-        """Sum per-replica gradients across replicas, as the optimizer does inside a step."""
-        return self.strategy.run(
-            lambda g: tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, g), args=(grads,)
-        )
+    def _reduced_replica(self, images, targets, gt_boxes):
+        loss, grads = self._loss_and_gradients(images, targets, gt_boxes)
+        return loss, tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
 
+    def _tuned_reduced_gradients(self, batch: Batch):
+        """``tuned_gradients`` plus the all-reduce a step does, no update: (loss, summed grads on every replica)."""
+        loss, grads = self.strategy.run(self._reduced_replica, args=batch)
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None), grads
 
 def run_training(
     variant: Variant,
     replicas: int,
     steps: int,
     config: TrainConfig = TrainConfig(),
+    examples: Sequence[Example] | None = None,
     num_images: int = 256,
-    annotations: Path | None = None,
 ) -> TrainResult:
-    """Set up replicas, data and model, train ``steps`` steps; images/s leaves out the first (tracing) step."""
+    """Set up replicas and model, train ``steps`` steps; images/s leaves out the first (tracing) step.
+
+    Trains on ``examples``, or on ``num_images`` synthetic images drawn for the config when not given.
+    """
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}")
     if steps < 1:
         raise ValueError("steps must be at least 1")
+    if examples is None:
+        path = ensure_dataset(num_images, config.img_size, config.seed, config.num_classes)
+        examples = read_annotations(path, config.num_classes)
     strategy, kind, _ = setup_replicas(replicas)
-    if annotations is None:
-        annotations = ensure_dataset(num_images, config.img_size, config.seed, config.num_classes)
-    examples = read_annotations(annotations, config.num_classes)
     trainer = Trainer(strategy, config)
     if variant == "naive":
         batches, step = trainer.naive_batches(examples), trainer.naive_step
@@ -171,6 +176,5 @@ def run_training(
             after_first = time.perf_counter()
     finished = time.perf_counter()
     timed_steps, elapsed = (steps - 1, finished - after_first) if steps > 1 else (1, finished - started)
-    return TrainResult(
-        variant, replicas, steps, trainer.global_batch * timed_steps / elapsed, losses[0], losses[-1], kind, tuple(losses)
-    )
+    images_per_s = trainer.global_batch * timed_steps / elapsed
+    return TrainResult(variant, replicas, steps, images_per_s, losses[0], losses[-1], kind, tuple(losses))
