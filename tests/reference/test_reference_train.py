@@ -1,0 +1,63 @@
+"""Training: naive and tuned steps do the same maths on one replica; the model learns (slow)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.tf
+
+tf = pytest.importorskip("tensorflow")
+
+from tfdoctor.reference.devices import ReplicaSetupError, setup_replicas  # noqa: E402
+from tfdoctor.reference.train import Trainer, TrainConfig, run_training  # noqa: E402
+
+CONFIG = TrainConfig(model="yolov3-tiny", img_size=160, batch_per_replica=4, width=0.5, augment=False, seed=1)
+
+
+@pytest.fixture(scope="module")
+def strategy():
+    strategy, kind, names = setup_replicas(1)
+    assert kind in ("cpu", "gpu", "virtual-gpu") and len(names) == 1
+    return strategy
+
+
+def test_same_loss_on_the_same_first_batches(strategy, examples):
+    naive, tuned = Trainer(strategy, CONFIG), Trainer(strategy, CONFIG)
+    for a, b in zip(naive.model.weights, tuned.model.weights):  # same seed, same initial weights
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    naive_batches, tuned_batches = naive.naive_batches(examples), tuned.tuned_batches(examples)
+    first = [float(naive.naive_step(next(naive_batches))), float(tuned.tuned_step(next(tuned_batches)))]
+    second = [float(naive.naive_step(next(naive_batches))), float(tuned.tuned_step(next(tuned_batches)))]
+    assert first[0] == pytest.approx(first[1], rel=1e-5)
+    assert second[0] == pytest.approx(second[1], rel=1e-3)  # after one identical Adam update
+    assert second[0] != pytest.approx(first[0], rel=1e-3)
+
+
+def test_gradients_without_update(strategy, examples):
+    trainer = Trainer(strategy, CONFIG)
+    batch = next(trainer.tuned_batches(examples))
+    before = [w.numpy() for w in trainer.model.trainable_weights]
+    loss, grads = trainer.tuned_gradients(batch)
+    reduced_loss, reduced = trainer.tuned_reduced_gradients(batch)
+    assert math.isfinite(float(loss)) and float(loss) == pytest.approx(float(reduced_loss), rel=1e-5)
+    assert len(grads) == len(reduced) == len(trainer.model.trainable_weights)
+    np.testing.assert_allclose(grads[-1].numpy(), reduced[-1].numpy(), rtol=1e-4, atol=1e-6)  # one replica
+    for old, weight in zip(before, trainer.model.trainable_weights):
+        np.testing.assert_array_equal(old, weight.numpy())
+
+
+def test_more_replicas_than_the_started_runtime_has(strategy):
+    with pytest.raises(ReplicaSetupError, match="before any other TensorFlow work"):
+        setup_replicas(64)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["tuned", "naive"])
+def test_it_learns(cache_home, variant):
+    result = run_training(variant, 1, 200, TrainConfig(model="yolov3-tiny", img_size=160), num_images=256)
+    print(f"{variant}: loss {result.loss_first:.2f} -> {result.loss_last:.2f}, {result.images_per_s:.1f} images/s")
+    assert result.loss_last <= result.loss_first / 2
+    assert np.mean(result.losses[-20:]) <= np.mean(result.losses[:20]) / 2
