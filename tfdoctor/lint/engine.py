@@ -6,6 +6,7 @@ tree (about two parses), so a clean file pays for parse + one fact walk and noth
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from dataclasses import dataclass, field
@@ -56,7 +57,7 @@ def lint_source(source: bytes, display_path: str, settings: Settings, path: Path
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
-        return [_parse_finding(display_path, error.raw_line, error.raw_column + 1, error.message)] if parse_enabled else []
+        return [_syntax_finding(display_path, source, error)] if parse_enabled else []
     except (UnicodeDecodeError, LookupError, SyntaxError) as error:
         return [_parse_finding(display_path, 1, 1, f"cannot decode: {error}")] if parse_enabled else []
     except RecursionError:
@@ -107,6 +108,20 @@ def _suppressed(code: str, lines: list[str], line_numbers: Iterable[int]) -> boo
         if match and (match.group("codes") is None or code in re.split(r"[\s,]+", match.group("codes").upper())):
             return True
     return False
+
+
+def _syntax_finding(path: str, source: bytes, error: cst.ParserSyntaxError) -> Finding:
+    """TFD000 for a syntax error. Python's own parser words and places errors best ("'(' was never
+    closed"), so on this failure path only, the file is compiled once more to ask it."""
+    try:
+        ast.parse(source)
+    except SyntaxError as python_error:
+        return _parse_finding(path, python_error.lineno or 1, python_error.offset or 1, python_error.msg)
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    where = re.search(r"error at (\d+):(\d+)", error.message)
+    line, column = (int(where.group(1)), int(where.group(2)) + 1) if where else (error.raw_line, error.raw_column + 1)
+    return _parse_finding(path, line, column, f"libcst cannot parse this file: {error.message}")
 
 
 def _parse_finding(path: str, line: int, column: int, message: str) -> Finding:

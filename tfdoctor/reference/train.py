@@ -44,6 +44,8 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class TrainResult:
+    """One run: throughput over the timed steps and the loss of every step (global batch mean)."""
+
     variant: Variant
     replicas: int
     steps: int
@@ -55,7 +57,11 @@ class TrainResult:
 
 
 class Trainer:
-    """Model, optimizer and compiled step functions for one strategy and config."""
+    """Model, optimizer and compiled step functions for one strategy and config.
+
+    To time steps with the data already on the devices, take one batch from ``tuned_batches`` and
+    pass it to ``tuned_step`` (or ``tuned_gradients``) repeatedly.
+    """
 
     def __init__(self, strategy: tf.distribute.Strategy, config: TrainConfig) -> None:
         self.strategy, self.config = strategy, config

@@ -35,7 +35,7 @@ class ParseError(Rule):
     severity = Severity.ERROR
     summary = "The file cannot be parsed; reported with its position, the other files are still linted."
     INVALID = (
-        "import tensorflow as tf\ndef step(x:\n    return x  # TFD000\n",
+        "import tensorflow as tf\ndef step(x:  # TFD000\n    return x\n",
         "import tensorflow as tf\nexec 'x = 1'  # TFD000\n",
     )
     VALID = (
