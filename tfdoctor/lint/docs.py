@@ -40,8 +40,13 @@ def write_pages(folder: Path) -> list[Path]:
     return written
 
 
-def render_index() -> str:
-    lines = ["# tfdoctor rules", "", "| code | name | severity | what |", "|---|---|---|---|"]
+def render_table(link_prefix: str = "") -> str:
+    """The Markdown table of rules (also pasted in the top-level README, whose test compares it)."""
+    lines = ["| code | name | severity | what |", "|---|---|---|---|"]
     for rule in all_rules():
-        lines.append(f"| [{rule.code}]({rule.code}.md) | {rule.name} | {rule.severity.value} | {rule.summary} |")
+        lines.append(f"| [{rule.code}]({link_prefix}{rule.code}.md) | {rule.name} | {rule.severity.value} | {rule.summary} |")
     return "\n".join(lines) + "\n"
+
+
+def render_index() -> str:
+    return "# tfdoctor rules\n\n" + render_table()
