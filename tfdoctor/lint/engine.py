@@ -43,45 +43,67 @@ def enabled_rules(settings: Settings, path: Path | None) -> list[Rule]:
     return [rule for rule in all_rules() if settings.code_enabled(rule.code, path)]
 
 
+@dataclass(frozen=True)
+class Reported:
+    """A finding with the violation behind it and, when it has a fix, the span the fix replaces."""
+
+    finding: Finding
+    violation: Violation
+    fix_span: tuple[tuple[int, int], tuple[int, int]] | None
+
+
 def lint_source(source: bytes, display_path: str, settings: Settings, path: Path | None = None) -> list[Finding]:
     """Lint one file's bytes. Never raises for bad input: a file that cannot be parsed gives TFD000."""
+    parsed = parse_source(source, display_path, settings, path)
+    if not isinstance(parsed, cst.Module):
+        return [parsed] if parsed is not None else []
+    return [reported.finding for reported in check_module(parsed, display_path, settings, path)]
+
+
+def parse_source(source: bytes, display_path: str, settings: Settings, path: Path | None = None) -> cst.Module | Finding | None:
+    """The parsed module; a TFD000 finding when it cannot be parsed; None when the file is skipped
+    (`# tfdoctor: skip-file`, or none of the enabled rules' trigger words occur in it)."""
     if _SKIP_FILE.search(source):
-        return []
+        return None
     rules = enabled_rules(settings, path)
     parse_enabled = settings.code_enabled(PARSE_ERROR[0], path)
     if b"\0" in source:
-        return [_parse_finding(display_path, 1, 1, "binary file (contains NUL bytes), not Python source")] if parse_enabled else []
+        return _parse_finding(display_path, 1, 1, "binary file (contains NUL bytes), not Python source") if parse_enabled else None
     triggers = {word.encode() for rule in rules for word in rule.triggers}
     if not any(word in source for word in triggers):
-        return []
+        return None
     try:
-        module = cst.parse_module(source)
+        return cst.parse_module(source)
     except cst.ParserSyntaxError as error:
-        return [_syntax_finding(display_path, source, error)] if parse_enabled else []
+        return _syntax_finding(display_path, source, error) if parse_enabled else None
     except (UnicodeDecodeError, LookupError, SyntaxError) as error:
-        return [_parse_finding(display_path, 1, 1, f"cannot decode: {error}")] if parse_enabled else []
+        return _parse_finding(display_path, 1, 1, f"cannot decode: {error}") if parse_enabled else None
     except RecursionError:
-        return [_parse_finding(display_path, 1, 1, "nested too deeply to parse")] if parse_enabled else []
+        return _parse_finding(display_path, 1, 1, "nested too deeply to parse") if parse_enabled else None
+
+
+def check_module(module: cst.Module, display_path: str, settings: Settings, path: Path | None = None) -> list[Reported]:
+    """Build the facts once, run every enabled rule, and position the unsuppressed findings."""
     lines = module.code.splitlines()
     context = Context(targets=settings.targets)
     found: list[tuple[Rule, Violation]] = []
     stage = "module facts"
     try:
         facts = ModuleFacts(module, display_path, lines)
-        for rule in rules:
+        for rule in enabled_rules(settings, path):
             stage = rule.code
             found.extend((rule, violation) for violation in rule.check(facts, context))
         if not found:
             return []
         stage = "positions"
-        return list(_to_findings(module, lines, display_path, found, context))
+        return list(_position(module, lines, display_path, found, context))
     except (RecursionError, Exception) as error:  # a bug of ours must not hide the other files' findings
         raise InternalError(f"internal error in {stage}: {type(error).__name__}: {error} (please report)") from error
 
 
-def _to_findings(
+def _position(
     module: cst.Module, lines: list[str], display_path: str, found: list[tuple[Rule, Violation]], context: Context
-) -> Iterator[Finding]:
+) -> Iterator[Reported]:
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     seen: set[tuple[str, int, int]] = set()
     for rule, violation in found:
@@ -93,11 +115,16 @@ def _to_findings(
         if key in seen:
             continue
         seen.add(key)
-        yield Finding(
+        finding = Finding(
             path=display_path, line=where.start.line, column=where.start.column + 1, end_line=where.end.line,
             end_column=where.end.column + 1, code=rule.code, name=rule.name, severity=rule.severity_for(context),
-            message=violation.message, fixable=violation.replacement is not None, statement_line=statement_line,
+            message=violation.message, fixable=violation.fix is not None, statement_line=statement_line,
         )
+        span = None
+        if violation.fix is not None and violation.fix.old in positions:
+            fix_range = positions[violation.fix.old]
+            span = ((fix_range.start.line, fix_range.start.column), (fix_range.end.line, fix_range.end.column))
+        yield Reported(finding, violation, span)
 
 
 def _suppressed(code: str, lines: list[str], line_numbers: Iterable[int]) -> bool:
@@ -181,4 +208,5 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
     return report
 
 
-__all__ = ["ConfigError", "InternalError", "LintReport", "discover", "lint_paths", "lint_source"]
+__all__ = ["ConfigError", "InternalError", "LintReport", "Reported", "check_module", "discover", "lint_paths",
+           "lint_source", "parse_source"]

@@ -21,13 +21,24 @@ class Severity(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class Fix:
+    """Replace `old` (a node of the module as parsed) with `new`. Unsafe fixes may change behaviour and
+    are applied only with `--unsafe-fixes`."""
+
+    old: cst.CSTNode
+    new: cst.CSTNode
+    description: str
+    safe: bool = True
+
+
+@dataclass(frozen=True)
 class Violation:
-    """A rule's report: the node to point at, the message, and an optional replacement for a safe fix."""
+    """A rule's report: the node to point at, the message, and optionally a fix."""
 
     node: cst.CSTNode
     message: str
     statement: cst.CSTNode | None = None  # the statement holding the node, for `# noqa` on its first line
-    replacement: cst.CSTNode | None = None
+    fix: Fix | None = None
 
 
 @dataclass(frozen=True)
