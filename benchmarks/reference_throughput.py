@@ -2,7 +2,8 @@
 
 Each run is its own ``tfdoctor reference --json`` process, because logical devices are fixed per
 process. Runs alternate naive and tuned so slow drift of the machine affects both alike; with
-``--repeats`` above 1 the median is reported. Usage:
+``--repeats`` above 1 the median is reported. Other work on the machine skews the numbers, so the
+highest 1-minute load average seen before a run is printed with the table. Usage:
 
     python benchmarks/reference_throughput.py [--steps 60] [--replicas 1,2] [--repeats 1] [...]
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -42,9 +44,11 @@ def main() -> None:
     replica_counts = [int(n) for n in args.replicas.split(",")]
 
     rates: dict[tuple[str, int], list[float]] = {}
+    busiest = 0.0
     for _ in range(args.repeats):
         for replicas in replica_counts:
             for variant in VARIANTS:
+                busiest = max(busiest, os.getloadavg()[0])
                 report = run_once(variant, replicas, args)
                 rates.setdefault((variant, replicas), []).append(report["images_per_s"])
                 print(
@@ -55,7 +59,8 @@ def main() -> None:
 
     print(
         f"{args.model} {args.img_size} px, {args.batch_per_replica} images per replica, {args.steps} steps "
-        f"(first untimed), median of {args.repeats}"
+        f"(first untimed), median of {args.repeats}; load average before runs up to {busiest:.2f} "
+        f"on {os.cpu_count()} cores"
     )
     print(f"{'N':>3} {'naive img/s':>12} {'tuned img/s':>12} {'tuned/naive':>12}")
     for replicas in replica_counts:
