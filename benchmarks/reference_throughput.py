@@ -3,7 +3,7 @@
 Each run is its own ``tfdoctor reference --json`` process, because logical devices are fixed per
 process. Runs alternate naive and tuned so slow drift of the machine affects both alike; with
 ``--repeats`` above 1 the median is reported. Other work on the machine skews the numbers, so the
-highest 1-minute load average seen before a run is printed with the table. Usage:
+1-minute load average at the start is printed with the table. Usage:
 
     python benchmarks/reference_throughput.py [--steps 60] [--replicas 1,2] [--repeats 1] [...]
 """
@@ -44,11 +44,10 @@ def main() -> None:
     replica_counts = [int(n) for n in args.replicas.split(",")]
 
     rates: dict[tuple[str, int], list[float]] = {}
-    busiest = 0.0
+    load_at_start = os.getloadavg()[0]
     for _ in range(args.repeats):
         for replicas in replica_counts:
             for variant in VARIANTS:
-                busiest = max(busiest, os.getloadavg()[0])
                 report = run_once(variant, replicas, args)
                 rates.setdefault((variant, replicas), []).append(report["images_per_s"])
                 print(
@@ -59,7 +58,7 @@ def main() -> None:
 
     print(
         f"{args.model} {args.img_size} px, {args.batch_per_replica} images per replica, {args.steps} steps "
-        f"(first untimed), median of {args.repeats}; load average before runs up to {busiest:.2f} "
+        f"(first untimed), median of {args.repeats}; load average at start {load_at_start:.2f} "
         f"on {os.cpu_count()} cores"
     )
     print(f"{'N':>3} {'naive img/s':>12} {'tuned img/s':>12} {'tuned/naive':>12}")
