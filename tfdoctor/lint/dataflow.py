@@ -9,7 +9,16 @@ from typing import Literal
 
 import libcst as cst
 
-from tfdoctor.lint.facts import DISTRIBUTE_DATASET_METHODS, AssignFact, CallFact, ModuleFacts, Scope
+from tfdoctor.lint.facts import (
+    DISTRIBUTE_DATASET_METHODS,
+    END_OF_SCOPE,
+    AssignFact,
+    CallFact,
+    DatasetChain,
+    LoopFact,
+    ModuleFacts,
+    Scope,
+)
 from tfdoctor.lint.names import call_arg, dotted, literal_str
 
 _REPLICA_COUNT = re.compile(r"num_replicas_in_sync|get_per_replica_batch_size|num_replicas", re.IGNORECASE)
@@ -276,22 +285,26 @@ def keras_loss_reduction(facts: ModuleFacts, func: cst.BaseExpression, scope: Sc
     return attr.split(".")[-1] if attr else None
 
 
-# -- training steps ---------------------------------------------------------------------------------------
+# -- training steps, loops and inputs ---------------------------------------------------------------------
+def _step_calls(facts: ModuleFacts) -> list[CallFact]:
+    return [*facts.run_calls, *(c for c in facts.calls if c.attr in TRAINING_ATTRS)]
+
+
 def training_step_scopes(facts: ModuleFacts) -> list[Scope]:
-    """Functions that run a training step: they call `strategy.run`, apply gradients, or `train_on_batch`,
-    directly or through module functions they call."""
-    cache = facts.__dict__.setdefault("_training_steps", None)
-    if cache is not None:
-        return cache
-    direct = {id(c.scope): c.scope for c in facts.run_calls}
-    direct.update({id(c.scope): c.scope for c in facts.calls if c.attr in TRAINING_ATTRS})
-    steps = dict(direct)
+    """Functions that run one training step: they call `strategy.run`, apply gradients or `train_on_batch`
+    outside any loop of their own, directly or through such a function. A function that loops over steps
+    is a training loop, not a step."""
+    cached = facts.__dict__.get("_training_steps")
+    if cached is not None:
+        return cached
+    steps = {id(c.scope): c.scope for c in _step_calls(facts) if c.scope.is_function and not c.loops}
     changed = True
     while changed:
         changed = False
         for call in facts.calls:
             target = facts.callee(call)
-            if target is not None and id(target) in steps and id(call.scope) not in steps and call.scope.is_function:
+            if (target is not None and id(target) in steps and id(call.scope) not in steps
+                    and call.scope.is_function and not call.loops):
                 steps[id(call.scope)] = call.scope
                 changed = True
     facts.__dict__["_training_steps"] = list(steps.values())
@@ -303,3 +316,112 @@ def calls_training_step(facts: ModuleFacts, call: CallFact) -> bool:
         return True
     target = facts.callee(call)
     return target is not None and any(target is s for s in training_step_scopes(facts))
+
+
+def training_loops(facts: ModuleFacts) -> list[LoopFact]:
+    """`for`/`while` loops whose body (not a nested loop's) runs a training step."""
+    cached = facts.__dict__.get("_training_loops")
+    if cached is None:
+        cached = [
+            loop for loop in facts.loops
+            if any(c.loops and c.loops[-1] is loop and calls_training_step(facts, c) for c in loop.calls)
+        ]
+        facts.__dict__["_training_loops"] = cached
+    return cached
+
+
+def gated_by_step_modulo(call: CallFact) -> bool:
+    """Whether a call runs only every N steps: under `if step % N == 0` (or any `if` testing a modulo)."""
+    return any(_has_modulo(branch.test) for branch in call.ifs)
+
+
+def _has_modulo(test: cst.BaseExpression) -> bool:
+    if isinstance(test, cst.Comparison):
+        return _has_modulo(test.left)
+    if isinstance(test, cst.UnaryOperation):
+        return _has_modulo(test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return _has_modulo(test.left) or _has_modulo(test.right)
+    return isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo)
+
+
+@dataclass(frozen=True)
+class TrainingInput:
+    """An expression whose batches reach training, and how: `fit`, `distribute` (experimental_distribute_dataset),
+    `distribute_fn` (returned by a distribute_datasets_from_function function), `loop` or `next`."""
+
+    scope: Scope
+    order: int
+    expr: cst.BaseExpression
+    statement: cst.CSTNode
+    via: str
+
+
+_NOT_TRAINING = re.compile(r"val|eval|test", re.IGNORECASE)
+_PASS_THROUGH = frozenset({"iter", "enumerate", "tqdm"})
+
+
+def training_inputs(facts: ModuleFacts) -> list[TrainingInput]:
+    cached = facts.__dict__.get("_training_inputs")
+    if cached is not None:
+        return cached
+    found: list[TrainingInput] = []
+    for call in facts.method_calls("fit"):
+        x = call_arg(call.node, 0, "x")
+        if x is not None:
+            found.append(TrainingInput(call.scope, call.order, x, call.statement, "fit"))
+    for call in facts.calls:
+        if call.attr not in DISTRIBUTE_DATASET_METHODS or not facts.is_strategy(call.receiver):
+            continue
+        targets = next((a.targets for a in facts.assigns if a.value is call.node), ())
+        if any(_NOT_TRAINING.search(t) for t in targets):
+            continue
+        if call.attr == "experimental_distribute_dataset":
+            dataset = call_arg(call.node, 0, "dataset")
+            if dataset is not None:
+                found.append(TrainingInput(call.scope, call.order, dataset, call.statement, "distribute"))
+        else:
+            for fn in facts.callables_of(call_arg(call.node, 0, "dataset_fn"), call.scope):
+                found.extend(TrainingInput(fn, END_OF_SCOPE, r.value, call.statement, "distribute_fn")
+                             for r in fn.returns)
+    for loop in training_loops(facts):
+        if loop.iter_expr is not None:
+            found.append(TrainingInput(loop.scope, loop.order, _unwrap(facts, loop.iter_expr, loop.scope, loop.order),
+                                       loop.node, "loop"))
+        for call in loop.calls:
+            if call.func == "next" and call.loops[-1] is loop:
+                iterator = call_arg(call.node, 0, None)
+                if iterator is not None:
+                    found.append(TrainingInput(call.scope, call.order, _unwrap(facts, iterator, call.scope, call.order),
+                                               call.statement, "next"))
+    facts.__dict__["_training_inputs"] = found
+    return found
+
+
+def _unwrap(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: int) -> cst.BaseExpression:
+    """`enumerate(ds)`, `iter(ds)`, `tqdm(ds)`, or a name bound to one of them -> `ds`."""
+    for _ in range(4):
+        if isinstance(expr, cst.Call) and (dotted(expr.func) or "").split(".")[-1] in _PASS_THROUGH and expr.args:
+            expr = expr.args[0].value
+            continue
+        name = dotted(expr)
+        found = definitions(facts, name, scope, before) if name else []
+        value = found[-1].value if found else None
+        if isinstance(value, cst.Call) and (dotted(value.func) or "").split(".")[-1] in _PASS_THROUGH:
+            expr = value
+            continue
+        return expr
+    return expr
+
+
+def training_chains(facts: ModuleFacts) -> list[tuple[DatasetChain, TrainingInput]]:
+    """`tf.data` pipelines that feed training (evaluation and prediction pipelines are not among them)."""
+    cached = facts.__dict__.get("_training_chains")
+    if cached is None:
+        cached = []
+        for use in training_inputs(facts):
+            chain = facts.dataset_chain(use.expr, use.scope, use.order)
+            if chain is not None:
+                cached.append((chain, use))
+        facts.__dict__["_training_chains"] = cached
+    return cached

@@ -148,6 +148,7 @@ class Scope:
     loops: list[LoopFact] = field(default_factory=list)
     withs: list[WithFact] = field(default_factory=list)
     returns: list[ReturnFact] = field(default_factory=list)
+    yields: list[ReturnFact] = field(default_factory=list)
     subscripts: list[SubscriptFact] = field(default_factory=list)
     children: list[Scope] = field(default_factory=list)
     is_generator: bool = False
@@ -348,6 +349,13 @@ class FactCollector(cst.CSTVisitor):
 
     def visit_Yield(self, node: cst.Yield) -> None:
         self.scope.is_generator = True
+        self._push_collector()
+
+    def leave_Yield(self, original_node: cst.Yield) -> None:
+        names = self._collectors.pop() or set()
+        if isinstance(original_node.value, cst.BaseExpression):
+            self.scope.yields.append(ReturnFact(value=original_node.value, names=frozenset(names)))
+        self._read_all(names)
 
     def visit_Return(self, node: cst.Return) -> None:
         self._push_collector()

@@ -5,14 +5,13 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import calls_training_step, definitions, iterable_provenance
+from tfdoctor.lint.dataflow import definitions, iterable_provenance, training_inputs
 from tfdoctor.lint.facts import ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg, dotted
+from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
 
 _FLOW = re.compile(r"^flow(_from_\w+)?$")
-_NOT_TRAINING = re.compile(r"val|eval|test", re.IGNORECASE)
 _MESSAGE = ("training is fed by {what}: one Python thread under the GIL assembles every batch, which cannot run "
             "in parallel, be prefetched to the devices or sharded across workers; build a `tf.data` pipeline from "
             "the files with a parallel `map` and `prefetch`")
@@ -156,7 +155,8 @@ model.fit(train_ds, validation_data=val)
     def _python_feeds(self, facts: ModuleFacts) -> Iterator[tuple[cst.CSTNode, cst.CSTNode, str]]:
         for call in facts.method_calls("fit_generator"):
             yield call.node, call.statement, "`fit_generator`"
-        for scope, order, expr, statement in self._training_inputs(facts):
+        for use in training_inputs(facts):
+            scope, order, expr, statement = use.scope, use.order, use.expr, use.statement
             chain = facts.dataset_chain(expr, scope, order)
             if chain is not None:
                 if chain.source.endswith(".from_generator"):
@@ -169,29 +169,6 @@ model.fit(train_ds, validation_data=val)
             origin = iterable_provenance(facts, expr, scope, order)
             if origin is not None and origin.kind == "undistributed" and "Python" in origin.reason:
                 yield expr, statement, origin.reason
-
-    @staticmethod
-    def _training_inputs(facts: ModuleFacts) -> Iterator[tuple[Scope, int, cst.BaseExpression, cst.CSTNode]]:
-        """(scope, order, expression, statement) for every dataset or iterator that reaches training."""
-        for call in facts.method_calls("fit", "train_on_batch"):
-            x = call_arg(call.node, 0, "x")
-            if x is not None and call.attr == "fit":
-                yield call.scope, call.order, x, call.statement
-        for call in facts.method_calls("experimental_distribute_dataset"):
-            dataset = call_arg(call.node, 0, "dataset")
-            target = next((a.targets for a in facts.assigns if a.value is call.node), ())
-            if dataset is not None and not any(_NOT_TRAINING.search(t) for t in target):
-                yield call.scope, call.order, dataset, call.statement
-        for loop in facts.loops:
-            if not any(calls_training_step(facts, c) for c in loop.calls):
-                continue
-            if loop.iter_expr is not None:
-                yield loop.scope, loop.order, loop.iter_expr, loop.node
-            for call in loop.calls:
-                if call.func == "next":
-                    iterator = call_arg(call.node, 0, None)
-                    if iterator is not None:
-                        yield call.scope, call.order, iterator, call.statement
 
     @staticmethod
     def _is_flow(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope) -> bool:

@@ -1,0 +1,41 @@
+"""Spell TensorFlow names the way the user's module imports them, for fixes (`T.data.AUTOTUNE`)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.versions import Targets
+
+
+def spell(facts: ModuleFacts, qualified: str) -> str | None:
+    """The shortest way to write `tensorflow.<...>` with this module's imports, or None if it has none."""
+    options = []
+    for local, full in facts.aliases.items():
+        full = "tensorflow" if full in ("tensorflow", "tensorflow.compat.v2") else full
+        if qualified == full:
+            options.append(local)
+        elif qualified.startswith(full + "."):
+            options.append(local + qualified[len(full):])
+    return min(options, key=len) if options else None
+
+
+def autotune(facts: ModuleFacts, targets: Targets) -> cst.BaseExpression | None:
+    """`tf.data.AUTOTUNE` (or `tf.data.experimental.AUTOTUNE` before TF 2.4) with the user's alias."""
+    name = "tensorflow.data.AUTOTUNE" if targets.tensorflow.at_least(2, 4) else "tensorflow.data.experimental.AUTOTUNE"
+    text = spell(facts, name)
+    return cst.parse_expression(text) if text else None
+
+
+def with_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
+    """The call with one more keyword argument, keeping a multi-line layout multi-line."""
+    new_arg = cst.Arg(
+        value=value, keyword=cst.Name(keyword),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
+    args = list(call.args)
+    if args and isinstance(args[-1].comma, cst.Comma) and isinstance(
+        args[-1].comma.whitespace_after, cst.ParenthesizedWhitespace
+    ):
+        new_arg = new_arg.with_changes(comma=args[-1].comma)
+    return call.with_changes(args=[*args, new_arg])

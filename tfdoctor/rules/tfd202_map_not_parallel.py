@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from tfdoctor.lint.dataflow import training_chains
+from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.findings import Fix, Severity, Violation
+from tfdoctor.lint.names import has_keyword
+from tfdoctor.lint.rule import Context, Rule
+from tfdoctor.lint.spelling import autotune, with_keyword
+
+
+class MapNotParallel(Rule):
+    """
+    ## What it does
+    Finds `Dataset.map` and `Dataset.interleave` without `num_parallel_calls` in a pipeline that feeds
+    training (`model.fit`, a distributed dataset, or a loop that runs a training step). Evaluation and
+    prediction pipelines are left alone.
+
+    ## Why it is bad
+    Without `num_parallel_calls` the transformation runs on one core, one element at a time. Decoding and
+    augmenting images that way rarely keeps one GPU busy, let alone several.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    ds = tf.data.Dataset.list_files(PATTERN).map(load_image).batch(64).prefetch(tf.data.AUTOTUNE)  # TFD202
+    model.fit(ds, epochs=10)
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+    ds = (tf.data.Dataset.list_files(PATTERN)
+          .map(load_image, num_parallel_calls=tf.data.AUTOTUNE)
+          .batch(64).prefetch(tf.data.AUTOTUNE))
+    model.fit(ds, epochs=10)
+    ```
+
+    Fix (safe): adds `num_parallel_calls=tf.data.AUTOTUNE`, spelled with your import alias.
+    """
+
+    code = "TFD202"
+    name = "map-not-parallel"
+    severity = Severity.WARNING
+    summary = "`Dataset.map`/`interleave` in a training pipeline without `num_parallel_calls` (one core)."
+    triggers = ("map", "interleave")
+    INVALID = (
+        """import tensorflow as T
+ds = T.data.TFRecordDataset(files)
+ds = ds.map(parse)  # TFD202
+ds = ds.batch(32).prefetch(2)
+for batch in strategy.experimental_distribute_dataset(ds):
+    train_step(batch)
+""",
+        """from tensorflow import data
+def make():
+    files = data.Dataset.list_files("*.tfrecord")
+    return files.interleave(data.TFRecordDataset).map(decode, deterministic=False).batch(8)  # TFD202
+model.fit(make(), epochs=1)
+""",
+        """import tensorflow as tf
+@tf.function
+def step(x):
+    optimizer.apply_gradients(grads(x))
+ds = tf.data.Dataset.from_tensor_slices(paths).map(load).batch(4)  # TFD202
+for x in ds:
+    step(x)
+""",
+    )
+    VALID = (
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices(paths).map(load, num_parallel_calls=tf.data.AUTOTUNE).batch(4)
+model.fit(ds)
+""",
+        # an evaluation pipeline
+        """import tensorflow as tf
+val = tf.data.Dataset.from_tensor_slices(paths).map(load).batch(4)
+model.evaluate(val)
+model.fit(train, validation_data=val)
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        seen: set[int] = set()
+        value = autotune(facts, context.targets)
+        for chain, _use in training_chains(facts):
+            for op in chain.ops:
+                if op.method not in ("map", "interleave") or has_keyword(op.call, "num_parallel_calls"):
+                    continue
+                if id(op.call) in seen:
+                    continue
+                seen.add(id(op.call))
+                call = facts.call_fact(op.call)
+                fix = Fix(op.call, with_keyword(op.call, "num_parallel_calls", value),
+                          "add num_parallel_calls=AUTOTUNE") if value is not None else None
+                yield Violation(op.call.func.attr, f"`{op.method}` in a training pipeline runs on one core; add "
+                                "`num_parallel_calls=tf.data.AUTOTUNE`",
+                                statement=call.statement if call else None, fix=fix)

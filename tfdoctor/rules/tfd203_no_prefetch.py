@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from tfdoctor.lint.dataflow import training_chains
+from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.findings import Fix, Severity, Violation
+from tfdoctor.lint.rule import Context, Rule
+from tfdoctor.lint.spelling import autotune
+
+_TRAILING_OK = frozenset({"with_options"})
+
+
+class NoPrefetch(Rule):
+    """
+    ## What it does
+    Finds a training pipeline that does not end in `prefetch`: one given to `model.fit`, iterated by the
+    training loop, or returned from a `distribute_datasets_from_function` function. A pipeline passed to
+    `strategy.experimental_distribute_dataset` is not flagged: that call prefetches to the devices itself.
+
+    ## Why it is bad
+    Without `prefetch` the pipeline produces the next batch only when the step asks for it: input and
+    compute take turns instead of overlapping, and every step pays for both.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1000).batch(64)  # TFD203
+    model.fit(ds, epochs=5)
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1000).batch(64).prefetch(tf.data.AUTOTUNE)
+    model.fit(ds, epochs=5)
+    ```
+
+    Fix (safe): appends `.prefetch(tf.data.AUTOTUNE)`, spelled with your import alias.
+    """
+
+    code = "TFD203"
+    name = "no-prefetch"
+    severity = Severity.WARNING
+    summary = "A training pipeline does not end in `prefetch` (input and compute do not overlap)."
+    triggers = ("data",)
+    INVALID = (
+        # built across assignments, consumed by a training loop
+        """import tensorflow as tf
+ds = tf.data.Dataset.range(100)
+ds = ds.batch(10)  # TFD203
+@tf.function
+def step(x):
+    optimizer.apply_gradients(grads(x))
+for x in ds:
+    step(x)
+""",
+        # returned from a distribute_datasets_from_function function
+        """from tensorflow import data as tfdata
+def dataset_fn(ctx):
+    return tfdata.Dataset.from_tensor_slices(arr).batch(ctx.get_per_replica_batch_size(64))  # TFD203
+dist = strategy.distribute_datasets_from_function(dataset_fn)
+""",
+        # prefetch placed before batch does not count as ending in prefetch
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices(arr).prefetch(4).batch(8)  # TFD203
+model.fit(ds)
+""",
+    )
+    VALID = (
+        # experimental_distribute_dataset prefetches itself
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices(arr).batch(64)
+dist = strategy.experimental_distribute_dataset(ds)
+""",
+        # prefetch then options
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices(arr).batch(8).prefetch(1).with_options(opts)
+model.fit(ds)
+""",
+        # prediction only
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices(arr).batch(8)
+model.predict(ds)
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        value = autotune(facts, context.targets)
+        seen: set[int] = set()
+        for chain, use in training_chains(facts):
+            if use.via == "distribute":
+                continue
+            methods = [m for m in chain.methods()]
+            while methods and methods[-1] in _TRAILING_OK:
+                methods.pop()
+            if methods and methods[-1] == "prefetch":
+                continue
+            last = chain.ops[-1].call if chain.ops else chain.source_call
+            if id(last) in seen:
+                continue
+            seen.add(id(last))
+            fix = None
+            if value is not None:
+                prefetched = cst.Call(func=cst.Attribute(value=last, attr=cst.Name("prefetch")), args=[cst.Arg(value)])
+                fix = Fix(last, prefetched, "append .prefetch(AUTOTUNE)")
+            node = last.func.attr if isinstance(last.func, cst.Attribute) else last
+            call = facts.call_fact(last)
+            yield Violation(node, "this training pipeline does not end in `prefetch`: input and compute take turns "
+                            "instead of overlapping; append `.prefetch(tf.data.AUTOTUNE)`",
+                            statement=call.statement if call else None, fix=fix)

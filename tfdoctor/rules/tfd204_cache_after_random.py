@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+import libcst as cst
+
+from tfdoctor.lint.facts import DatasetChain, DatasetOp, ModuleFacts
+from tfdoctor.lint.findings import Fix, Severity, Violation
+from tfdoctor.lint.names import call_arg
+from tfdoctor.lint.rule import Context, Rule
+
+_RANDOM_OP = re.compile(r"^(tensorflow\.(image\.(stateless_)?random_\w+|random\.\w+)|keras\.layers\.Random\w+)$")
+_ALWAYS_RANDOM = frozenset({"shuffle", "prefetch", "repeat"})
+
+
+class CacheAfterRandom(Rule):
+    """
+    ## What it does
+    Finds `cache()` placed after `shuffle`, a random augmentation (`map` with `tf.image.random_*`,
+    `tf.random.*` or a Keras `Random*` layer), `prefetch` or `repeat` in a `tf.data` pipeline.
+
+    ## Why it is bad
+    `cache()` stores what it receives during the first epoch and replays it afterwards. After `shuffle` or
+    a random augmentation, the first epoch's order or augmentation is frozen for every later epoch; after
+    `prefetch` the cache holds the prefetch buffer's output and the prefetching no longer overlaps the
+    step; after `repeat` it never finishes the first pass.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    ds = tf.data.Dataset.from_tensor_slices(data).shuffle(1000).batch(32).prefetch(1).cache()  # TFD204
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+    ds = tf.data.Dataset.from_tensor_slices(data).cache().shuffle(1000).batch(32).prefetch(1)
+    ```
+
+    Fix (unsafe, `--unsafe-fixes`): moves `cache()` to just before the first random step. It is unsafe
+    because the cache then holds the data before those steps, which can change memory use.
+    """
+
+    code = "TFD204"
+    name = "cache-after-random"
+    severity = Severity.WARNING
+    summary = "`cache()` after `shuffle`, a random augmentation, `prefetch` or `repeat` freezes or breaks it."
+    triggers = ("cache",)
+    INVALID = (
+        """import tensorflow as tf
+def augment(image):
+    return tf.image.random_flip_left_right(image)
+ds = tf.data.Dataset.from_tensor_slices(images).map(augment).cache()  # TFD204
+""",
+        """from tensorflow import data
+ds = data.TFRecordDataset(files).map(parse)
+ds = ds.repeat()
+ds = ds.cache()  # TFD204
+""",
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices(x).map(lambda v: v + tf.random.normal([3])).cache()  # TFD204
+""",
+    )
+    VALID = (
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices(x).map(decode).cache().shuffle(100).batch(8).prefetch(1)
+""",
+        """import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        seen: set[int] = set()
+        for chain in self._chains(facts):
+            cache = chain.last("cache")
+            if cache is None or id(cache.call) in seen:
+                continue
+            seen.add(id(cache.call))
+            index = next(i for i, op in enumerate(chain.ops) if op.call is cache.call)
+            random_steps = [op for op in chain.ops[:index] if self._is_random(facts, op, chain)]
+            if not random_steps:
+                continue
+            first = random_steps[0]
+            call = facts.call_fact(cache.call)
+            yield Violation(cache.call.func.attr, f"`cache()` after `{first.method}` freezes or breaks it: the first "
+                            f"epoch's output is replayed; move `cache()` before `{first.method}`",
+                            statement=call.statement if call else None, fix=self._fix(chain, first, cache))
+
+    @staticmethod
+    def _chains(facts: ModuleFacts) -> Iterator[DatasetChain]:
+        for call in facts.method_calls("cache"):
+            chain = facts.dataset_chain(call.node, call.scope, call.order + 1)
+            if chain is not None:
+                yield chain
+
+    @staticmethod
+    def _is_random(facts: ModuleFacts, op: DatasetOp, chain: DatasetChain) -> bool:
+        if op.method in _ALWAYS_RANDOM:
+            return True
+        if op.method != "map":
+            return False
+        mapped = facts.callables_of(call_arg(op.call, 0, "map_func"), chain.scope)
+        return any(_RANDOM_OP.match(facts.resolve(c.func) or "") for fn in mapped for c in fn.calls)
+
+    @staticmethod
+    def _fix(chain: DatasetChain, first: DatasetOp, cache: DatasetOp) -> Fix | None:
+        """Rebuild a single-expression chain with `cache()` just before the first random step."""
+        calls = [op.call for op in chain.ops]
+        if not _single_expression(calls):
+            return None
+        order = [op for op in chain.ops if op.call is not cache.call]
+        order.insert(order.index(first), cache)
+        node: cst.BaseExpression = _base(chain.ops[0].call)
+        for op in order:
+            node = op.call.with_changes(func=op.call.func.with_changes(value=node))
+        return Fix(calls[-1], node, "move cache() before the first random step", safe=False)
+
+
+def _base(call: cst.Call) -> cst.BaseExpression:
+    return call.func.value  # type: ignore[attr-defined]
+
+
+def _single_expression(calls: list[cst.Call]) -> bool:
+    """Whether each call is the receiver of the next (the chain is one expression, not split by assignments)."""
+    return all(_base(outer) is inner for inner, outer in zip(calls, calls[1:]))

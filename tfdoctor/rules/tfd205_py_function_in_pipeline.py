@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.names import call_arg
+from tfdoctor.lint.rule import Context, Rule
+
+_PY_FUNCTIONS = frozenset({"tensorflow.py_function", "tensorflow.numpy_function", "tensorflow.py_func"})
+
+
+class PyFunctionInPipeline(Rule):
+    """
+    ## What it does
+    Finds `tf.py_function`, `tf.numpy_function` (or TF1's `tf.py_func`) in a function given to
+    `Dataset.map`, `flat_map`, `interleave` or `filter`.
+
+    ## Why it is bad
+    The wrapped Python runs under the GIL, so `num_parallel_calls` cannot parallelise it, and the pipeline
+    can no longer be serialised: it cannot move to the tf.data service or other input workers.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    def load(path):
+        return tf.numpy_function(read_with_opencv, [path], tf.uint8)  # TFD205
+    ds = tf.data.Dataset.list_files(PATTERN).map(load)
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+    def load(path):
+        return tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
+    ds = tf.data.Dataset.list_files(PATTERN).map(load, num_parallel_calls=tf.data.AUTOTUNE)
+    ```
+    """
+
+    code = "TFD205"
+    name = "py-function-in-pipeline"
+    severity = Severity.INFO
+    summary = "`tf.py_function`/`tf.numpy_function` inside `Dataset.map` (GIL-bound, not serialisable)."
+    triggers = ("py_function", "numpy_function", "py_func")
+    INVALID = (
+        """import tensorflow as T
+ds = T.data.Dataset.from_tensor_slices(paths).map(lambda p: T.py_function(load, [p], T.float32))  # TFD205
+""",
+        """import tensorflow.compat.v1 as tf
+class Pipeline:
+    def parse(self, line):
+        return tf.py_func(self.decode, [line], tf.float32)  # TFD205
+    def build(self):
+        return tf.data.TextLineDataset(self.path).map(self.parse)
+""",
+    )
+    VALID = (
+        """import tensorflow as tf
+features = tf.numpy_function(expensive_stats, [table], tf.float64)
+""",
+        """import tensorflow as tf
+ds = tf.data.Dataset.list_files(pattern).map(tf.io.read_file).map(tf.io.decode_png)
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        seen: set[int] = set()
+        for call in facts.method_calls("map", "flat_map", "interleave", "filter"):
+            for fn in facts.callables_of(call_arg(call.node, 0, None), call.scope):
+                for inner in fn.calls:
+                    name = facts.resolve(inner.func)
+                    if name in _PY_FUNCTIONS and id(inner.node) not in seen:
+                        seen.add(id(inner.node))
+                        yield self.at(inner, f"`{inner.func}` in a `tf.data` transformation runs Python under the GIL "
+                                      "and cannot be parallelised or serialised; use native TF ops")

@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from tfdoctor.lint.dataflow import iterable_provenance, training_inputs
+from tfdoctor.lint.facts import AssignFact, ModuleFacts, Scope, reads
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.names import call_arg, dotted
+from tfdoctor.lint.rule import Context, Rule
+
+_ALLOCATORS = frozenset({"numpy.zeros", "numpy.ones", "numpy.empty"})
+_PRODUCER_METHODS = ("__next__", "__getitem__", "__iter__")
+
+
+class Float64Batch(Rule):
+    """
+    ## What it does
+    Finds numpy batches built as float64 in Python code that feeds training (a Python iterator class, a
+    `Sequence`, or a generator): `np.zeros(shape)`/`np.ones`/`np.empty` without a `dtype`, whose array is
+    returned or yielded, and OpenCV images divided by a float (`cv2.imread(p) / 255.0` gives float64).
+
+    ## Why it is bad
+    float64 doubles the bytes copied from host to device every step, and the model casts them to float32
+    on arrival anyway: more host work, more transfer, no benefit.
+
+    ## Example
+    ```python
+    import numpy as np
+
+    class Batches:
+        def __next__(self):
+            images = np.zeros((32, 224, 224, 3))  # TFD206
+            return images
+
+    for images in Batches():
+        model.train_on_batch(images)
+    ```
+
+    ## Use instead
+    ```python
+    import numpy as np
+
+    class Batches:
+        def __next__(self):
+            images = np.zeros((32, 224, 224, 3), dtype=np.float32)
+            return images
+
+    for images in Batches():
+        model.train_on_batch(images)
+    ```
+    """
+
+    code = "TFD206"
+    name = "float64-batch"
+    severity = Severity.INFO
+    summary = "Python-built numpy batches are float64 (twice the host-to-device bytes, then a cast)."
+    triggers = ("numpy",)
+    INVALID = (
+        """import cv2
+import numpy as np
+import tensorflow as tf
+def batches(paths):
+    for start in range(0, len(paths), 8):
+        images = [cv2.imread(p) / 255.0 for p in paths[start:start + 8]]
+        x = cv2.resize(cv2.imread(paths[start]), (64, 64)) / 255.0  # TFD206
+        yield np.stack(images), x
+model.fit(batches(paths), steps_per_epoch=10)
+""",
+        """import numpy
+from tensorflow import keras
+class Loader(keras.utils.Sequence):
+    def __getitem__(self, index):
+        out = numpy.empty((self.batch, 128))  # TFD206
+        return out, self.labels[index]
+model.fit(Loader(), epochs=2)
+""",
+    )
+    VALID = (
+        """import numpy as np
+class Batches:
+    def __next__(self):
+        return np.zeros((4, 8, 8, 3), dtype=np.float32)
+for b in Batches():
+    model.train_on_batch(b)
+""",
+        # float64 scratch space that is not returned
+        """import numpy as np
+class Batches:
+    def __next__(self):
+        scratch = np.zeros((4, 4))
+        return self.images.astype("float32")
+for b in Batches():
+    model.train_on_batch(b)
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        seen: set[int] = set()
+        for producer in self._producers(facts):
+            outputs = [r.names for r in (*producer.returns, *producer.yields)]
+            for assign in producer.assigns:
+                node = self._float64(facts, assign, outputs)
+                if node is not None and id(node) not in seen:
+                    seen.add(id(node))
+                    yield Violation(node, "this batch is built as float64: twice the host-to-device bytes, then a "
+                                    "cast on the device; build it as `np.float32`", statement=assign.statement)
+
+    @staticmethod
+    def _producers(facts: ModuleFacts) -> Iterator[Scope]:
+        """The functions that build the batches of a Python input that reaches training."""
+        for use in training_inputs(facts):
+            origin = iterable_provenance(facts, use.expr, use.scope, use.order)
+            if origin is None or origin.kind != "undistributed" or not isinstance(origin.node, cst.Call):
+                continue
+            class_fact = facts.class_named(dotted(origin.node.func) or "")
+            if class_fact is not None:
+                yield from (class_fact.methods[m] for m in _PRODUCER_METHODS if m in class_fact.methods)
+            else:
+                yield from (s for s in facts.callables_of(origin.node.func, use.scope) if s.is_generator)
+
+    @staticmethod
+    def _float64(facts: ModuleFacts, assign: AssignFact, outputs: list[frozenset[str]]) -> cst.CSTNode | None:
+        value = assign.value
+        if isinstance(value, cst.Call) and facts.resolve(value.func) in _ALLOCATORS:
+            if call_arg(value, 1, "dtype") is None and any(reads(names, t) for t in assign.targets for names in outputs):
+                return value
+        if (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)
+                and isinstance(value.right, cst.Float) and isinstance(value.left, cst.Call)
+                and (facts.resolve(value.left.func) or "").startswith("cv2.")):
+            return value
+        return None
