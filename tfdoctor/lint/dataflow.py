@@ -166,7 +166,7 @@ def _parameter_provenance(facts: ModuleFacts, scope: Scope, param: str, depth: i
 
 
 # -- losses -----------------------------------------------------------------------------------------------
-LossKind = Literal["mean", "sum", "scaled", "keras-default"]
+LossKind = Literal["mean", "sum", "scaled", "keras-default", "keras-default-scaled"]
 _MEAN = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean"})
 _SUM = frozenset({"tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum"})
 _SCALED = frozenset({"tensorflow.nn.compute_average_loss", "tensorflow.nn.scale_regularization_loss"})
@@ -202,9 +202,9 @@ def loss_kind(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope,
             right = _arithmetic_names(expr.right)
             left = _arithmetic_names(expr.left)
             divisor = right if isinstance(expr.operator, cst.Divide) else right | left
-            if is_global_batch(facts, divisor, scope):
-                return Loss("scaled", expr, None)
             inner = loss_kind(facts, expr.left, scope, before, depth + 1)
+            if is_global_batch(facts, divisor, scope):
+                return Loss(_scaled(inner), expr, None)
             return inner if inner is not None and inner.kind == "scaled" else None
         if isinstance(expr.operator, (cst.Add, cst.Subtract)):
             parts = [loss_kind(facts, side, scope, before, depth + 1) for side in (expr.left, expr.right)]
@@ -222,12 +222,18 @@ def loss_kind(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope,
             inner = loss_kind(facts, assign.value, scope, assign.order, depth + 1)
             state = Loss(inner.kind, inner.node, inner.statement or assign.statement) if inner else None
         elif assign.operator in ("DivideAssign", "MultiplyAssign") and is_global_batch(facts, assign.names, scope):
-            state = Loss("scaled", assign.value, assign.statement)
+            state = Loss(_scaled(state), assign.node, assign.statement)
         elif assign.operator in ("AddAssign", "SubtractAssign"):
             state = _combine([state, loss_kind(facts, assign.value, scope, assign.order, depth + 1)])
         else:
             state = None
     return state
+
+
+def _scaled(inner: Loss | None) -> LossKind:
+    """A loss divided by the global batch or replica count: scaled, unless it was a default-reduction Keras
+    loss, which Keras >= 3.8 has already divided by the replica count."""
+    return "keras-default-scaled" if inner is not None and inner.kind == "keras-default" else "scaled"
 
 
 def _arithmetic_names(expr: cst.BaseExpression) -> frozenset[str]:

@@ -535,6 +535,10 @@ def _target_names(target: cst.BaseExpression) -> Iterator[str]:
             yield from _target_names(element.value)
     elif isinstance(target, cst.StarredElement):
         yield from _target_names(target.value)
+    elif isinstance(target, cst.Subscript):  # `acc[i] = ...` mutates `acc`: recorded as `acc[]`, never as `acc`
+        base = dotted(target.value)
+        if base is not None:
+            yield base + "[]"
     else:
         name = dotted(target)
         if name is not None:

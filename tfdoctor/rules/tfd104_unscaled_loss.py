@@ -178,7 +178,7 @@ def step(x, y):
                 else:
                     continue
                 loss = loss_kind(facts, target, replica, call.order)
-                if loss is None or loss.kind == "scaled":
+                if loss is None or loss.kind in ("scaled", "keras-default-scaled"):
                     continue
                 if loss.kind == "keras-default":
                     if keras.at_least(3, 8):

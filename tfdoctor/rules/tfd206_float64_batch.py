@@ -28,6 +28,7 @@ class Float64Batch(Rule):
     ## Example
     ```python
     import numpy as np
+    import tensorflow as tf
 
     class Batches:
         def __next__(self):
@@ -41,6 +42,7 @@ class Float64Batch(Rule):
     ## Use instead
     ```python
     import numpy as np
+    import tensorflow as tf
 
     class Batches:
         def __next__(self):

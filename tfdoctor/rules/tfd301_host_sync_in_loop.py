@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from tfdoctor.lint.dataflow import calls_training_step, gated_by_step_modulo, training_loops
+from tfdoctor.lint.facts import CallFact, LoopFact, ModuleFacts, reads
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.names import dotted
+from tfdoctor.lint.rule import Context, Rule
+
+_CONVERTERS = frozenset({"float", "int", "print"})
+
+
+class HostSyncInLoop(Rule):
+    """
+    ## What it does
+    Finds `.numpy()`, `float()`, `int()` or `print()` of a training step's outputs on every iteration of
+    the training loop. Work under `if step % N == 0` runs every N steps and is not flagged.
+
+    ## Why it is bad
+    Reading a tensor's value makes the host wait until the device has finished the step. The input
+    pipeline and the next step's dispatch stop overlapping with compute, and each step pays the full
+    round trip; with several GPUs, all of them wait.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    for step, batch in enumerate(dist_ds):
+        loss = train_step(batch)
+        print("loss", loss.numpy())  # TFD301
+
+    @tf.function
+    def train_step(batch):
+        return strategy.run(replica_step, args=(batch,))
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+    for step, batch in enumerate(dist_ds):
+        loss = train_step(batch)
+        if step % 100 == 0:
+            print("loss", loss.numpy())
+
+    @tf.function
+    def train_step(batch):
+        return strategy.run(replica_step, args=(batch,))
+    ```
+    """
+
+    code = "TFD301"
+    name = "host-sync-in-loop"
+    severity = Severity.WARNING
+    summary = "`.numpy()`/`float()`/`print()` of step outputs every step makes the host wait for the device."
+    triggers = ("numpy", "float", "int", "print")
+    INVALID = (
+        """import tensorflow as tf
+class Trainer:
+    @tf.function
+    def step(self, x):
+        return self.strategy.run(self.replica, args=(x,))
+    def fit(self, ds):
+        history = []
+        for x in ds:
+            loss = self.step(x)
+            history.append(float(loss))  # TFD301
+""",
+        """import tensorflow as tf
+@tf.function
+def train_step(x, y):
+    optimizer.apply_gradients(grads(x, y))
+    return metrics(x, y)
+it = iter(dist)
+while True:
+    out = train_step(*next(it))
+    print(out)  # TFD301
+""",
+    )
+    VALID = (
+        """import tensorflow as tf
+@tf.function
+def train_step(x):
+    return strategy.run(replica, args=(x,))
+for step, x in enumerate(dist):
+    loss = train_step(x)
+    if step % 50 == 0:
+        print(step, loss.numpy())
+""",
+        # printing something that is not a step output
+        """import tensorflow as tf
+@tf.function
+def train_step(x):
+    return strategy.run(replica, args=(x,))
+for step, x in enumerate(dist):
+    train_step(x)
+    print("step", step)
+""",
+        # per-epoch logging outside the step loop
+        """import tensorflow as tf
+@tf.function
+def train_step(x):
+    return strategy.run(replica, args=(x,))
+for epoch in range(3):
+    for x in dist:
+        loss = train_step(x)
+    print(epoch, float(loss))
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        flagged: set[int] = set()
+        for loop in training_loops(facts):
+            outputs = self._step_outputs(facts, loop)
+            if not outputs:
+                continue
+            for call in loop.calls:
+                if not call.loops or call.loops[-1] is not loop or gated_by_step_modulo(call):
+                    continue
+                if self._syncs(call, outputs) and id(call.statement) not in flagged:
+                    flagged.add(id(call.statement))
+                    yield self.at(call, f"`{call.func or call.attr}()` reads a step output on "
+                                  "every iteration: the host waits for the device each step; accumulate in a metric "
+                                  "and log every N steps (`if step % N == 0`)")
+
+    @staticmethod
+    def _step_outputs(facts: ModuleFacts, loop: LoopFact) -> set[str]:
+        """Names assigned from a training step call in the loop body."""
+        outputs: set[str] = set()
+        step_calls = {id(c.node) for c in loop.calls if calls_training_step(facts, c)}
+        for assign in facts.assigns:
+            if assign.loops and assign.loops[-1] is loop and isinstance(assign.value, cst.Call) and id(assign.value) in step_calls:
+                outputs.update(assign.targets)
+        return outputs
+
+    @staticmethod
+    def _syncs(call: CallFact, outputs: set[str]) -> bool:
+        if call.attr == "numpy":
+            receiver = dotted(call.receiver)
+            return receiver is not None and any(reads({receiver}, out) for out in outputs)
+        if call.func in _CONVERTERS:
+            return any(reads(names, out) for names in call.arg_names for out in outputs)
+        return False

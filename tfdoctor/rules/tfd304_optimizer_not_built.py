@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.names import dotted
+from tfdoctor.lint.rule import Context, Rule
+
+
+class OptimizerNotBuilt(Rule):
+    """
+    ## What it does
+    Keras 3 only: finds an optimizer whose `apply_gradients` runs in a distributed `tf.function` step
+    (`strategy.run` inside a `tf.function`) with no `optimizer.build(model.trainable_variables)` anywhere
+    in the module.
+
+    ## Why it is bad
+    A Keras 3 optimizer creates its slot variables on first use. Inside a traced, distributed step that
+    means creating variables in a replica context during tracing: errors such as "You must feed a value
+    for placeholder tensor 'cond/...'", or a step that hangs. Building it first, in the strategy's scope,
+    creates them as mirrored variables.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    with strategy.scope():
+        model = build_model()
+        optimizer = tf.keras.optimizers.Adam()
+
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = compute_loss(model(x), y)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))  # TFD304
+
+    @tf.function
+    def step(x, y):
+        strategy.run(replica_step, args=(x, y))
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+    with strategy.scope():
+        model = build_model()
+        optimizer = tf.keras.optimizers.Adam()
+        optimizer.build(model.trainable_variables)
+
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = compute_loss(model(x), y)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
+    @tf.function
+    def step(x, y):
+        strategy.run(replica_step, args=(x, y))
+    ```
+    """
+
+    code = "TFD304"
+    name = "optimizer-not-built"
+    severity = Severity.ERROR
+    summary = "Keras 3: an optimizer used in a distributed `tf.function` step was never `build()`-t."
+    triggers = ("apply_gradients",)
+    INVALID = (
+        """import tensorflow as tf
+class Trainer:
+    def __init__(self, strategy):
+        self.strategy = strategy
+        with strategy.scope():
+            self.opt = tf.keras.optimizers.SGD(0.1)
+    def replica(self, x):
+        self.opt.apply_gradients(self.grads(x))  # TFD304
+    @tf.function
+    def step(self, x):
+        self.strategy.run(self.replica, args=(x,))
+""",
+        # Keras 2 optimizers need no build; the same code is fine there
+        """# tfdoctor: target-keras=3.0
+import keras
+import tensorflow as tf
+opt = keras.optimizers.Adam()
+step = tf.function(lambda x: strategy.run(lambda v: opt.apply_gradients(grads(v)), args=(x,)))  # TFD304
+""",
+    )
+    VALID = (
+        """# tfdoctor: target-keras=2.15
+import tensorflow as tf
+opt = tf.keras.optimizers.Adam()
+def replica(x):
+    opt.apply_gradients(grads(x))
+@tf.function
+def step(x):
+    strategy.run(replica, args=(x,))
+""",
+        # an eager step creates the variables eagerly (slow: TFD107), not this error
+        """import tensorflow as tf
+opt = tf.keras.optimizers.Adam()
+def replica(x):
+    opt.apply_gradients(grads(x))
+def step(x):
+    strategy.run(replica, args=(x,))
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        keras = context.targets.keras
+        if keras.below(3):
+            return
+        built = {dotted(c.receiver) for c in facts.method_calls("build")}
+        seen: set[int] = set()
+        for run in facts.run_calls:
+            if not facts.runs_in_graph(run.scope):
+                continue
+            for replica in facts.transitive_callees(facts.callables_of(facts.replica_fn_expr(run), run.scope)):
+                for call in replica.calls:
+                    name = dotted(call.receiver)
+                    if call.attr != "apply_gradients" or name is None or name in built or id(call) in seen:
+                        continue
+                    seen.add(id(call))
+                    yield self.at(call, f"`{name}` is used in a distributed `tf.function` step but never built: Keras "
+                                  f"{keras.text} (from {keras.source}) creates its variables on first use, inside the "
+                                  "traced replica step; call `optimizer.build(model.trainable_variables)` inside "
+                                  "`strategy.scope()` before the first step")
+

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from tfdoctor.lint.facts import CallFact, ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.rule import Context, Rule
+
+_PYTHON_ROOTS = ("numpy.", "cv2.", "random.", "math.", "PIL.", "os.", "json.", "time.")
+_BUILTINS = frozenset({
+    "len", "range", "int", "float", "min", "max", "sum", "abs", "round", "list", "dict", "tuple", "set", "zip",
+    "enumerate", "sorted", "reversed", "print", "open", "isinstance", "str", "bool", "iter", "next", "map", "any",
+    "all", "divmod", "StopIteration", "ValueError",
+})
+_PLAIN_METHODS = frozenset({
+    "append", "extend", "split", "strip", "readlines", "read", "format", "copy", "astype", "reshape", "transpose",
+    "get", "items", "keys", "values", "join", "replace", "startswith", "endswith", "pop",
+})
+
+
+class DeviceScopeOnPython(Rule):
+    """
+    ## What it does
+    Finds `with tf.device(...)` whose body runs only numpy, OpenCV or plain Python work (including module
+    functions and methods that themselves run only such work).
+
+    ## Why it is bad
+    `tf.device` places TensorFlow operations. numpy and Python code ignore it, so the block has no effect,
+    and it misleads the reader into thinking the input work runs somewhere else.
+
+    ## Example
+    ```python
+    import numpy as np
+    import tensorflow as tf
+    with tf.device("/cpu:0"):  # TFD305
+        batch = np.zeros((32, 224, 224, 3), np.float32)
+        batch[0] = np.random.rand(224, 224, 3)
+    ```
+
+    ## Use instead
+    ```python
+    import numpy as np
+    batch = np.zeros((32, 224, 224, 3), np.float32)
+    batch[0] = np.random.rand(224, 224, 3)
+    ```
+    """
+
+    code = "TFD305"
+    name = "device-scope-on-python"
+    severity = Severity.INFO
+    summary = "`with tf.device(...)` around numpy/Python work only (it has no effect)."
+    triggers = ("device",)
+    INVALID = (
+        """import cv2
+import numpy as np
+import tensorflow as T
+class Batches:
+    def load(self, path):
+        return cv2.resize(cv2.imread(path), (64, 64))
+    def __next__(self):
+        with T.device("/cpu:0"):  # TFD305
+            images = np.stack([self.load(p) for p in self.paths])
+        return images
+""",
+        """from tensorflow import device
+import numpy
+with device("/gpu:1"):  # TFD305
+    table = numpy.arange(10) * 2
+""",
+    )
+    VALID = (
+        """import numpy as np
+import tensorflow as tf
+with tf.device("/cpu:0"):
+    images = tf.convert_to_tensor(np.zeros((4, 4)))
+""",
+        # a call tfdoctor cannot see into may run TensorFlow ops
+        """import tensorflow as tf
+with tf.device("/cpu:0"):
+    batch = preprocess(raw)
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        for block in facts.withs:
+            devices = [facts.call_fact(item) for item in block.items if isinstance(item, cst.Call)]
+            device = next((d for d in devices if d is not None and facts.resolve(d.func) == "tensorflow.device"), None)
+            if device is None:
+                continue
+            body = [c for c in block.calls if c is not device]
+            if body and all(self._python_only(facts, c, depth=0) for c in body):
+                yield self.at(device, "this `tf.device` block runs only numpy/Python work, which ignores it: the "
+                              "scope has no effect; remove it")
+
+    def _python_only(self, facts: ModuleFacts, call: CallFact, depth: int) -> bool:
+        name = facts.resolve(call.func)
+        if name is not None:
+            return name.startswith(_PYTHON_ROOTS)
+        if call.func in _BUILTINS or call.attr in _PLAIN_METHODS:
+            return True
+        target = facts.callee(call)
+        if target is None or depth > 2 or not target.calls:
+            return False
+        return all(self._python_only(facts, c, depth + 1) for c in target.calls)

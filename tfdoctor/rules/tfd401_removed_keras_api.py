@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from tfdoctor.lint.facts import CallFact, ModuleFacts
+from tfdoctor.lint.findings import Fix, Severity, Violation
+from tfdoctor.lint.rule import Context, Rule
+
+_GENERATOR_METHODS = {"fit_generator": "fit", "evaluate_generator": "evaluate", "predict_generator": "predict"}
+_REMOVED_ARGUMENTS = ("workers", "use_multiprocessing", "max_queue_size")
+
+
+class RemovedKerasApi(Rule):
+    """
+    ## What it does
+    Finds `fit_generator`, `evaluate_generator` and `predict_generator` (deprecated since TF 2.1 /
+    Keras 2.4, removed in Keras 3), and, when the target is Keras 3, `workers=`, `use_multiprocessing=`
+    and `max_queue_size=` on `fit`/`evaluate`/`predict` (removed there; they moved to `PyDataset`).
+    Severity follows the target: a warning under Keras 2, an error under Keras 3, where the call fails.
+    Code that targets Keras before 2.4, where these are the way to do it, is not flagged.
+
+    ## Why it is bad
+    Under Keras 3 these calls raise `AttributeError`/`TypeError`. Under Keras 2 they are deprecated
+    aliases of `fit`, `evaluate` and `predict`, which accept generators and `Sequence`s directly.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    model.fit_generator(train_gen, steps_per_epoch=100, epochs=10)  # TFD401
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+    model.fit(train_gen, steps_per_epoch=100, epochs=10)
+    ```
+
+    Fix (safe): renames `fit_generator` to `fit` (and the others alike) when none of the removed arguments
+    remain in the call and the target is Keras 2.4 or later.
+    """
+
+    code = "TFD401"
+    name = "removed-keras-api"
+    severity = Severity.WARNING
+    summary = "`fit_generator` & co., or `workers=`/`use_multiprocessing=` on `fit` (removed in Keras 3)."
+    triggers = ("_generator", "workers", "use_multiprocessing", "max_queue_size")
+    INVALID = (
+        """import keras
+history = model.fit_generator(gen(), steps_per_epoch=10, workers=4)  # TFD401
+scores = model.evaluate_generator(val_gen)  # TFD401
+""",
+        """import tensorflow as tf
+model.fit(seq, epochs=3, use_multiprocessing=True, workers=8)  # TFD401
+""",
+        """# tfdoctor: target-keras=2.15
+import tensorflow as tf
+model.predict_generator(test_seq)  # TFD401
+""",
+    )
+    VALID = (
+        """import tensorflow as tf
+model.fit(seq, epochs=3)
+""",
+        # Keras 2: fit still takes workers=
+        """# tfdoctor: target-keras=2.15
+import tensorflow as tf
+model.fit(seq, epochs=3, workers=4, use_multiprocessing=True)
+""",
+        # Keras 2.2 (TF 1.x era): fit_generator is the way to train on a generator
+        """# tfdoctor: target-keras=2.2.4
+import keras
+model.fit_generator(gen(), steps_per_epoch=10)
+""",
+    )
+
+    def severity_for(self, context: Context) -> Severity:
+        return Severity.ERROR if context.targets.keras.at_least(3) else Severity.WARNING
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        keras = context.targets.keras
+        if keras.below(2, 4):
+            return
+        assumed = f"Keras {keras.text} assumed, from {keras.source}"
+        for call in facts.calls:
+            removed = [a.keyword.value for a in call.node.args if a.keyword and a.keyword.value in _REMOVED_ARGUMENTS]
+            if call.attr in _GENERATOR_METHODS:
+                replacement = _GENERATOR_METHODS[call.attr]
+                fix = None if removed else Fix(call.node.func, call.node.func.with_changes(
+                    attr=cst.Name(replacement)), f"rename {call.attr} to {replacement}")
+                yield Violation(call.node.func, f"`{call.attr}` is deprecated since TF 2.1 and removed in Keras 3; "
+                                f"use `{replacement}` ({assumed})", statement=call.statement, fix=fix)
+            elif call.attr in ("fit", "evaluate", "predict") and removed and keras.at_least(3):
+                yield self._removed_arguments(call, removed, assumed)
+
+    @staticmethod
+    def _removed_arguments(call: CallFact, removed: list[str], assumed: str) -> Violation:
+        return Violation(call.node, f"`{', '.join(removed)}` on `{call.attr}` was removed in Keras 3 (pass them to a "
+                         f"`keras.utils.PyDataset` instead) ({assumed})", statement=call.statement)
