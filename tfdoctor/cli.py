@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lint": ("tfdoctor.lint.command", "Find distributed-training anti-patterns in Python source."),
     "rules": ("tfdoctor.lint.rules_command", "List the lint rules, or write their documentation pages."),
     "rule": ("tfdoctor.lint.rule_command", "Show one rule's documentation."),
+    "clean": ("tfdoctor.lint.clean_command", "Remove the lint cache."),
     "reference": ("tfdoctor.reference.command", "Train the built-in YOLOv3 reference workload."),
 }
 

@@ -56,9 +56,16 @@ class Finding:
     message: str
     fixable: bool = False
     statement_line: int = field(default=0, compare=False)
+    cell: int | None = None  # in a notebook: the cell (1-based, every cell counted), `line` is within it
 
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.path, self.line, self.column, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
+
+    @property
+    def where(self) -> str:
+        """`path:line:col`, or `path:cell N:line:col` in a notebook."""
+        cell = f":cell {self.cell}" if self.cell is not None else ""
+        return f"{self.path}{cell}:{self.line}:{self.column}"
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -72,4 +79,5 @@ class Finding:
             "severity": self.severity.value,
             "message": self.message,
             "fixable": self.fixable,
+            **({"cell": self.cell} if self.cell is not None else {}),
         }

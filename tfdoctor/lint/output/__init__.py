@@ -1,3 +1,3 @@
 """Renderers of a LintReport: one module per format, each exposing `render(report, console/stream)`."""
 
-FORMATS = ("text", "concise", "json")
+FORMATS = ("text", "concise", "json", "sarif", "github")

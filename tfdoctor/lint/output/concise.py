@@ -1,4 +1,4 @@
-"""`path:line:col: CODE message`, one finding per line."""
+"""`path:line:col: CODE message` (`path:cell N:line:col: ...` in a notebook), one finding per line."""
 
 from __future__ import annotations
 
@@ -9,4 +9,4 @@ from tfdoctor.lint.engine import LintReport
 
 def render(report: LintReport, stream: TextIO) -> None:
     for finding in report.findings:
-        stream.write(f"{finding.path}:{finding.line}:{finding.column}: {finding.code} {finding.message}\n")
+        stream.write(f"{finding.where}: {finding.code} {finding.message}\n")

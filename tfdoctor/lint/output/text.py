@@ -13,18 +13,24 @@ from rich.text import Text
 
 from tfdoctor.lint.engine import LintReport
 from tfdoctor.lint.findings import Finding, Severity
+from tfdoctor.lint.notebooks import NotebookError, read_notebook
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
-def _source_line(path: str, line: int, cache: dict[str, list[str]]) -> str | None:
-    if path not in cache:
+def _source_line(finding: Finding, cache: dict[str, list[str]]) -> str | None:
+    """The finding's line of source: from the file, or from its cell in a notebook."""
+    key = finding.path if finding.cell is None else f"{finding.path}\0{finding.cell}"
+    if key not in cache:
         try:
-            cache[path] = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            cache[path] = []
-    lines = cache[path]
-    return lines[line - 1] if 0 < line <= len(lines) else None
+            if finding.cell is None:
+                cache[key] = Path(finding.path).read_text(encoding="utf-8", errors="replace").splitlines()
+            else:
+                cache[key] = read_notebook(Path(finding.path).read_bytes()).cell(finding.cell)
+        except (OSError, NotebookError):
+            cache[key] = []
+    lines = cache[key]
+    return lines[finding.line - 1] if 0 < finding.line <= len(lines) else None
 
 
 def render(report: LintReport, stream: TextIO) -> None:
@@ -40,11 +46,12 @@ def render(report: LintReport, stream: TextIO) -> None:
 
 def _print_finding(console: Console, finding: Finding, cache: dict[str, list[str]]) -> None:
     style = STYLE[finding.severity]
+    cell = f"cell {finding.cell}:" if finding.cell is not None else ""
     console.print(
-        f"  [dim]{finding.line}:{finding.column}[/dim] [{style}]{finding.code}[/{style}] "
+        f"  [dim]{cell}{finding.line}:{finding.column}[/dim] [{style}]{finding.code}[/{style}] "
         f"[{style}]{finding.severity.value}[/{style}] [bold]{finding.name}[/bold]: {escape(finding.message)}"
     )
-    source = _source_line(finding.path, finding.line, cache)
+    source = _source_line(finding, cache)
     if source is not None:
         gutter = f"{finding.line:>6} | "
         console.print(Text(gutter, style="dim") + Text(source.expandtabs(4)))
