@@ -145,11 +145,13 @@ def _python_lines(lines: list[str]) -> list[str]:
     """The cell's lines with IPython syntax replaced by placeholders, one line for one line."""
     if lines and lines[0].startswith("%%") and lines[0][2:].split(" ")[0] not in PYTHON_CELL_MAGICS:
         return [_PLACEHOLDER] * len(lines)
-    out, continued = [], False
+    out, continued, indent = [], False, ""
     for line in lines:
         stripped = line.strip()
+        if not continued:  # a continued magic line keeps the indentation of the line that began it
+            indent = line[: len(line) - len(line.lstrip())]
         magic = continued or (stripped.endswith("?") and not stripped.startswith("#")) or bool(_MAGIC.match(line))
-        out.append(line[: len(line) - len(line.lstrip())] + _PLACEHOLDER if magic else line)
+        out.append(indent + _PLACEHOLDER if magic else line)
         continued = magic and stripped.endswith("\\")
     return out
 

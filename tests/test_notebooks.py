@@ -1,0 +1,105 @@
+"""Notebooks: code cells linted as one module, IPython lines skipped, findings placed by cell and line."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.conftest import FIXTURES, ROOT, run_cli
+from tfdoctor.config import Settings
+from tfdoctor.lint.engine import lint_notebook
+from tfdoctor.lint.notebooks import NotebookError, read_notebook
+
+NOTEBOOK = FIXTURES / "notebooks" / "two_gpu_training.ipynb"
+
+
+def _notebook(*sources: str, language: str = "python") -> bytes:
+    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": source}
+             for source in sources]
+    data = {"cells": cells, "metadata": {"kernelspec": {"language": language, "name": "k"}}, "nbformat": 4,
+            "nbformat_minor": 5}
+    return (json.dumps(data, indent=1) + "\n").encode()
+
+
+def _expected(raw: bytes) -> set[tuple[int, int, str]]:
+    expected = set()
+    for number, cell in enumerate(json.loads(raw)["cells"], 1):
+        for line_number, line in enumerate("".join(cell["source"]).splitlines(), 1):
+            match = re.search(r"# expect: ([A-Z0-9, ]+)$", line)
+            if match:
+                expected |= {(number, line_number, code.strip()) for code in match.group(1).split(",")}
+    return expected
+
+
+def test_fixture_findings_are_placed_by_cell_and_line_across_cells():
+    raw = NOTEBOOK.read_bytes()
+    findings = lint_notebook(raw, str(NOTEBOOK), Settings(root=ROOT))
+    assert {(f.cell, f.line, f.code) for f in findings} == _expected(raw)
+    assert any(f.code == "TFD107" for f in findings)  # the strategy of cell 3, used in cell 7
+
+
+def test_outputs_name_the_cell():
+    concise = run_cli("lint", "--no-cache", "--format", "concise", str(NOTEBOOK))
+    assert concise.returncode == 1
+    assert f"{NOTEBOOK}:cell 6:2:12: TFD101 " in concise.stdout
+    report = json.loads(run_cli("lint", "--no-cache", "--format", "json", str(NOTEBOOK)).stdout)
+    assert {f["cell"] for f in report["findings"]} == {5, 6, 7}
+    text = run_cli("lint", "--no-cache", str(NOTEBOOK)).stdout
+    assert "cell 6:2:12 TFD101" in text and "parallel = multi_gpu_model(model, gpus=2)" in text
+
+
+def test_ipython_lines_become_pass_and_keep_line_numbers():
+    notebook = read_notebook(_notebook(
+        "%matplotlib inline\nx = 1\nfiles = !ls\nfor f in files:\n    !echo $f\n    y = f\nobj?\n%pip install \\\n  tensorflow\nz = 2\n",
+        "%%bash\nfor f in *; do\n  echo $f\ndone\n",
+        "%%time\nw = 3\n",
+    ))
+    lines = notebook.python.splitlines()
+    assert lines[1:11] == ["pass  # tfdoctor-ipython", "x = 1", "pass  # tfdoctor-ipython", "for f in files:",
+                           "    pass  # tfdoctor-ipython", "    y = f", "pass  # tfdoctor-ipython",
+                           "pass  # tfdoctor-ipython", "pass  # tfdoctor-ipython", "z = 2"]
+    assert lines[12:16] == ["pass  # tfdoctor-ipython"] * 4
+    assert lines[17:] == ["pass  # tfdoctor-ipython", "w = 3"]
+    compile(notebook.python, "notebook", "exec")
+
+
+def test_syntax_error_is_placed_in_its_cell_and_bad_notebooks_are_one_finding(tmp_path):
+    findings = lint_notebook(_notebook("import tensorflow as tf\n", "x = (\n"), "nb.ipynb", Settings(root=ROOT))
+    assert [(f.code, f.cell) for f in findings] == [("TFD000", 2)]
+    for name, content in (("broken.ipynb", b"{not json"), ("old.ipynb", b'{"nbformat": 3, "worksheets": []}'),
+                          ("list.ipynb", b"[1, 2]")):
+        (tmp_path / name).write_bytes(content + b" tensorflow")
+    (tmp_path / "old.ipynb").write_bytes(b'{"nbformat": 3, "worksheets": [], "tensorflow": 1}')
+    (tmp_path / "list.ipynb").write_bytes(b'["tensorflow"]')
+    result = run_cli("lint", "--no-cache", "--format", "concise", str(tmp_path))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    lines = sorted(result.stdout.splitlines())
+    assert len(lines) == 3 and all(" TFD000 cannot parse: not a notebook: " in line for line in lines)
+    assert "nbformat 3 is not supported" in result.stdout and "invalid JSON" in result.stdout
+
+
+def test_other_kernels_are_not_linted():
+    assert lint_notebook(_notebook("library(tensorflow)\nmulti_gpu_model(m)\n", language="R"), "r.ipynb",
+                         Settings(root=ROOT)) == []
+
+
+def test_unchanged_code_writes_back_the_same_bytes():
+    raw = NOTEBOOK.read_bytes()
+    notebook = read_notebook(raw)
+    assert notebook.with_python(notebook.python).dumps(raw) == raw
+
+
+def test_rewritten_cell_keeps_ipython_outputs_and_metadata():
+    raw = NOTEBOOK.read_bytes()
+    notebook = read_notebook(raw)
+    changed = notebook.python.replace(".map(parse)", ".map(parse, num_parallel_calls=tf.data.AUTOTUNE)")
+    after = json.loads(notebook.with_python(changed).dumps(raw))
+    before = json.loads(raw)
+    assert "num_parallel_calls" in "".join(after["cells"][4]["source"])
+    assert after["cells"][4]["source"][0] == "%%time\n" and after["cells"][4]["outputs"] == before["cells"][4]["outputs"]
+    assert [c for i, c in enumerate(after["cells"]) if i != 4] == [c for i, c in enumerate(before["cells"]) if i != 4]
+    assert after["metadata"] == before["metadata"]
+    with pytest.raises(NotebookError):
+        notebook.with_python(changed.replace("# tfdoctor-cell 7\n", ""))
