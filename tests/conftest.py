@@ -17,10 +17,14 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
 
-def lint_text(code: str, select: tuple[str, ...] = ("TFD",), keras: str | None = None) -> list[Finding]:
+def lint_text(code: str, select: tuple[str, ...] = ("TFD",), keras: str | None = None,
+              tensorflow: str | None = None) -> list[Finding]:
+    """Lint a snippet under the newest release, or the targets given."""
     targets = Targets.newest()
     if keras is not None:
         targets = Targets(targets.tensorflow, Target(parse_version(keras), "test"))
+    if tensorflow is not None:
+        targets = Targets(Target(parse_version(tensorflow), "test"), targets.keras)
     settings = Settings(root=ROOT, select=select, targets=targets)
     return lint_source(code.encode(), "example.py", settings)
 

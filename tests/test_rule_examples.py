@@ -21,9 +21,10 @@ def _cases(kind: str):
             yield pytest.param(rule, example, id=f"{rule.code}-{kind}-{index}")
 
 
-def _keras_target(code: str) -> str | None:
-    match = re.match(r"# tfdoctor: target-keras=(\S+)", code)
-    return match.group(1) if match else None
+def _targets(code: str) -> dict[str, str]:
+    """`# tfdoctor: target-keras=2.15 target-tensorflow=1.12` on an example's first line."""
+    first = code.split("\n", 1)[0]
+    return dict(re.findall(r"target-(keras|tensorflow)=(\S+)", first)) if first.startswith("# tfdoctor:") else {}
 
 
 def _marked_lines(code: str, rule_code: str) -> set[int]:
@@ -34,13 +35,13 @@ def _marked_lines(code: str, rule_code: str) -> set[int]:
 def test_invalid_examples_are_reported_on_marked_lines(rule, example):
     expected = _marked_lines(example, rule.code)
     assert expected, "an INVALID example must mark the lines it expects"
-    found = {f.line for f in lint_text(example, select=(rule.code,), keras=_keras_target(example)) if f.code == rule.code}
+    found = {f.line for f in lint_text(example, select=(rule.code,), **_targets(example)) if f.code == rule.code}
     assert found == expected
 
 
 @pytest.mark.parametrize(("rule", "example"), list(_cases("valid")))
 def test_valid_examples_are_not_reported(rule, example):
-    findings = lint_text(example, select=(rule.code,), keras=_keras_target(example))
+    findings = lint_text(example, select=(rule.code,), **_targets(example))
     assert [f for f in findings if f.code == rule.code] == []
 
 

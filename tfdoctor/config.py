@@ -7,7 +7,8 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tfdoctor.lint.versions import Target, Targets, parse_version
+from tfdoctor.lint.pins import Pin, nearest_pins
+from tfdoctor.lint.versions import Target, Targets, installed_version, keras_for_tensorflow, parse_version
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -44,7 +45,13 @@ class Settings:
     ignore: tuple[str, ...] = ()
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     exclude: tuple[str, ...] = ()
-    targets: Targets = field(default_factory=Targets.newest)
+    targets: Targets = field(default_factory=Targets.newest)  # resolved for one file: see `for_file`
+    explicit_tensorflow: Target | None = None  # from the command line or [tool.tfdoctor]
+    explicit_keras: Target | None = None
+
+    def for_file(self, path: Path) -> Settings:
+        """These settings with the targets resolved for one file (explicit, pinned, installed, newest)."""
+        return replace(self, targets=resolve_targets(self, path))
 
     def code_enabled(self, code: str, path: Path | None = None) -> bool:
         if not any(code.startswith(prefix) for prefix in self.select):
@@ -134,19 +141,23 @@ def load_settings(start: Path, overrides: Overrides = Overrides()) -> Settings:
         settings = replace(settings, per_file_ignores={
             pattern: _codes(codes, "per-file-ignores", pyproject) for pattern, codes in per_file.items()  # type: ignore[arg-type]
         })
-    targets = settings.targets
+    explicit: dict[str, Target] = {}
     for key, attribute in (("target-tensorflow", "tensorflow"), ("target-keras", "keras")):
         if key in table:
-            targets = replace(targets, **{attribute: _target(str(table[key]), where, key)})
+            explicit[attribute] = _target(str(table[key]), f"{where} [tool.tfdoctor] {key}", key)
     if overrides.select is not None:
         settings = replace(settings, select=tuple(c.upper() for c in overrides.select))
     if overrides.ignore is not None:
         settings = replace(settings, ignore=tuple(c.upper() for c in overrides.ignore))
     if overrides.target_tensorflow is not None:
-        targets = replace(targets, tensorflow=_target(overrides.target_tensorflow, "--target-tensorflow", "--target-tensorflow"))
+        explicit["tensorflow"] = _target(overrides.target_tensorflow, "--target-tensorflow", "--target-tensorflow")
     if overrides.target_keras is not None:
-        targets = replace(targets, keras=_target(overrides.target_keras, "--target-keras", "--target-keras"))
-    return replace(settings, targets=targets)
+        explicit["keras"] = _target(overrides.target_keras, "--target-keras", "--target-keras")
+    newest = Targets.newest()
+    return replace(
+        settings, explicit_tensorflow=explicit.get("tensorflow"), explicit_keras=explicit.get("keras"),
+        targets=Targets(explicit.get("tensorflow", newest.tensorflow), explicit.get("keras", newest.keras)),
+    )
 
 
 def _target(text: str, source: str, key: str) -> Target:
@@ -154,3 +165,28 @@ def _target(text: str, source: str, key: str) -> Target:
         return Target(parse_version(text), source)
     except ValueError:
         raise ConfigError(f"{key}: not a version: {text!r} (expected e.g. 2.15 or 3.8)") from None
+
+
+def resolve_targets(settings: Settings, path: Path) -> Targets:
+    """TensorFlow and Keras targets for one file: the command line or [tool.tfdoctor], else the pins nearest
+    above the file, else the installed packages, else the newest release. An unpinned Keras follows a
+    pinned or explicit TensorFlow (tf.keras is Keras 2 before TF 2.16)."""
+    folder = path.resolve() if path.is_dir() else path.resolve().parent
+    pins = nearest_pins(folder)
+    tensorflow = settings.explicit_tensorflow or _pinned(pins.get("tensorflow")) or installed_version(
+        "tensorflow") or Targets.newest().tensorflow
+    keras = settings.explicit_keras or _pinned(pins.get("keras")) or _pinned(pins.get("tf-keras"))
+    if keras is None and (settings.explicit_tensorflow or "tensorflow" in pins):
+        keras = keras_for_tensorflow(tensorflow)
+    keras = keras or installed_version("keras") or Targets.newest().keras
+    return Targets(tensorflow, keras)
+
+
+def _pinned(pin: Pin | None) -> Target | None:
+    if pin is None:
+        return None
+    try:
+        where = pin.file.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        where = pin.file
+    return Target(parse_version(pin.version), f"{where}: {pin.text}")

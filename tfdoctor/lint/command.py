@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
-from tfdoctor.config import ConfigError, Overrides
+from tfdoctor.config import ConfigError, Overrides, load_settings
 from tfdoctor.lint.engine import lint_paths
+from tfdoctor.lint.fixes import FixError, fix_paths, fix_source, unified_diff, write_atomically
 from tfdoctor.lint.findings import Severity
 from tfdoctor.lint.output import FORMATS
 
@@ -43,6 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-j", "--jobs", type=_jobs, default=0, metavar="N",
                         help="lint in N processes (default: 0, one per core)")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write .tfdoctor_cache/")
+    parser.add_argument("--fix", action="store_true", help="apply the safe fixes, then report what remains")
+    parser.add_argument("--unsafe-fixes", action="store_true", help="with --fix or --diff: also apply unsafe fixes")
+    parser.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
+    parser.add_argument("--show-target", action="store_true",
+                        help="print the TensorFlow and Keras versions assumed for each path, and where from")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,6 +57,14 @@ def run(args: argparse.Namespace) -> int:
                           target_tensorflow=args.target_tensorflow, target_keras=args.target_keras)
     stdin = sys.stdin.buffer.read() if "-" in args.paths else None
     try:
+        if args.show_target:
+            return _show_target(args.paths, overrides)
+        if args.fix and stdin is not None:
+            return _fix_stdin(stdin, args.stdin_filename, overrides, args.unsafe_fixes)
+        if args.fix or args.diff:
+            status = _fix(args.paths, overrides, args.unsafe_fixes, write=not args.diff)
+            if args.diff or status:
+                return status
         report = lint_paths(args.paths, overrides, stdin=stdin, stdin_filename=args.stdin_filename,
                             jobs=args.jobs, cache=not args.no_cache)
     except ConfigError as error:
@@ -66,3 +81,54 @@ def run(args: argparse.Namespace) -> int:
     threshold = Severity(args.fail_on).rank
     failing = [finding for finding in report.findings if finding.severity.rank <= threshold]
     return 0 if args.exit_zero or not failing else 1
+
+
+def _show_target(paths: list[str], overrides: Overrides) -> int:
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            print(f"error: {raw}: no such file or directory", file=sys.stderr)
+            return 2
+        targets = load_settings(path, overrides).for_file(path)
+        print(f"{raw}:")
+        print(f"  TensorFlow {targets.targets.tensorflow.text}  (from {targets.targets.tensorflow.source})")
+        print(f"  Keras {targets.targets.keras.text}  (from {targets.targets.keras.source})")
+    return 0
+
+
+def _fix(paths: list[str], overrides: Overrides, unsafe: bool, write: bool) -> int:
+    """Apply (or with `write=False`, print as a diff) the fixes. Returns an exit status, 0 to go on linting."""
+    fixes = fix_paths(paths, overrides, unsafe)
+    errors = list(fixes.errors)
+    count = 0
+    for file_fix in fixes.files:
+        if not write:
+            sys.stdout.write(unified_diff(str(file_fix.path), file_fix.before, file_fix.result.text))
+            count += len(file_fix.result.fixed)
+            continue
+        try:
+            write_atomically(file_fix.path, file_fix.result.text, file_fix.before)
+        except FixError as error:
+            errors.append(str(error))
+            continue
+        count += len(file_fix.result.fixed)
+        for finding, description in zip(file_fix.result.fixed, file_fix.result.descriptions):
+            print(f"fixed {finding.path}:{finding.line}:{finding.column}: {finding.code} {description}", file=sys.stderr)
+    files = len(fixes.files)
+    verb = "fixed" if write else "would fix"
+    print(f"{verb} {count} finding{'s' if count != 1 else ''} in {files} file{'s' if files != 1 else ''}",
+          file=sys.stderr)
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    if errors:
+        return 2
+    return (1 if fixes.files else 0) if not write else 0
+
+
+def _fix_stdin(stdin: bytes, filename: str | None, overrides: Overrides, unsafe: bool) -> int:
+    """With `--fix -`: print the fixed source to stdout."""
+    display = filename or "<stdin>"
+    settings = load_settings(Path(display).parent if filename else Path.cwd(), overrides).for_file(Path(display))
+    result = fix_source(stdin, display, settings, Path(display), unsafe)
+    sys.stdout.buffer.write(result.text)
+    return 0

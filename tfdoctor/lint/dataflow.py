@@ -372,8 +372,8 @@ def training_inputs(facts: ModuleFacts) -> list[TrainingInput]:
     if cached is not None:
         return cached
     found: list[TrainingInput] = []
-    for call in facts.method_calls("fit"):
-        x = call_arg(call.node, 0, "x")
+    for call in facts.method_calls("fit", "fit_generator"):
+        x = call_arg(call.node, 0, "x" if call.attr == "fit" else "generator")
         if x is not None:
             found.append(TrainingInput(call.scope, call.order, x, call.statement, "fit"))
     for call in facts.calls:

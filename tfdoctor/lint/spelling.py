@@ -34,8 +34,11 @@ def with_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst
         equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
     )
     args = list(call.args)
-    if args and isinstance(args[-1].comma, cst.Comma) and isinstance(
-        args[-1].comma.whitespace_after, cst.ParenthesizedWhitespace
-    ):
-        new_arg = new_arg.with_changes(comma=args[-1].comma)
+    last_comma = args[-1].comma if args else None
+    if isinstance(last_comma, cst.Comma) and isinstance(last_comma.whitespace_after, cst.ParenthesizedWhitespace):
+        # One argument per line with a trailing comma: the new one takes the last line's layout, and the old
+        # last argument takes the separator used between arguments (or the one after the opening paren).
+        separator = args[-2].comma if len(args) > 1 else cst.Comma(whitespace_after=call.whitespace_before_args)
+        args[-1] = args[-1].with_changes(comma=separator)
+        new_arg = new_arg.with_changes(comma=last_comma)
     return call.with_changes(args=[*args, new_arg])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from importlib import metadata
 
 NEWEST_TENSORFLOW = "2.21"
 NEWEST_KERAS = "3.15"
@@ -46,3 +47,35 @@ class Targets:
             Target(parse_version(NEWEST_TENSORFLOW), "newest release"),
             Target(parse_version(NEWEST_KERAS), "newest release"),
         )
+
+
+_TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-macos", "tensorflow-intel",
+                             "tf-nightly")
+
+
+def installed_version(package: str) -> Target | None:
+    """The version installed beside tfdoctor (read from package metadata; nothing is imported)."""
+    names = _TENSORFLOW_DISTRIBUTIONS if package == "tensorflow" else (package,)
+    for name in names:
+        try:
+            text = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        match = re.match(r"\d+(\.\d+)*", text)
+        if match:
+            return Target(parse_version(match.group(0)), f"installed {name} {text}")
+    return None
+
+
+def keras_for_tensorflow(tensorflow: Target) -> Target:
+    """The Keras that `tf.keras` is under a TensorFlow version: Keras 2 before TF 2.16, Keras 3 from then on
+    (pip then installs the newest Keras 3)."""
+    major, minor = (tensorflow.version + (0, 0))[:2]
+    where = f"tf.keras of TensorFlow {tensorflow.text} ({tensorflow.source})"
+    if major < 2:
+        return Target((2, 2), where)
+    if minor < 16:
+        keras_minor = {0: (2, 2, 4), 1: (2, 2, 4), 2: (2, 3), 3: (2, 4), 4: (2, 4), 5: (2, 5)}.get(minor, (2, minor))
+        return Target(keras_minor, where)
+    return Target(parse_version(NEWEST_KERAS), f"newest Keras 3, installed with TensorFlow {tensorflow.text} "
+                                               f"({tensorflow.source})")

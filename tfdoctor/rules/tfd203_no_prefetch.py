@@ -103,11 +103,24 @@ model.predict(ds)
                 continue
             seen.add(id(last))
             fix = None
-            if value is not None:
-                prefetched = cst.Call(func=cst.Attribute(value=last, attr=cst.Name("prefetch")), args=[cst.Arg(value)])
+            if value is not None and "prefetch" not in methods:  # a misplaced prefetch is TFD204's to move
+                prefetched = _append_prefetch(last, value)
                 fix = Fix(last, prefetched, "append .prefetch(AUTOTUNE)")
             node = last.func.attr if isinstance(last.func, cst.Attribute) else last
             call = facts.call_fact(last)
             yield Violation(node, "this training pipeline does not end in `prefetch`: input and compute take turns "
                             "instead of overlapping; append `.prefetch(tf.data.AUTOTUNE)`",
                             statement=call.statement if call else None, fix=fix)
+
+
+def _append_prefetch(last: cst.Call, value: cst.BaseExpression) -> cst.Call:
+    """`<chain>.prefetch(value)`, inside the chain's parentheses and on its own line if the chain has one
+    method per line."""
+    dot = last.func.dot if isinstance(last.func, cst.Attribute) else cst.Dot()
+    if isinstance(dot.whitespace_before, cst.ParenthesizedWhitespace):  # same layout, without the line's comment
+        dot = dot.with_changes(whitespace_before=dot.whitespace_before.with_changes(
+            first_line=cst.TrailingWhitespace(), empty_lines=[]))
+    return cst.Call(
+        func=cst.Attribute(value=last.with_changes(lpar=[], rpar=[]), attr=cst.Name("prefetch"), dot=dot),
+        args=[cst.Arg(value)], lpar=last.lpar, rpar=last.rpar,
+    )

@@ -114,7 +114,9 @@ ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
         order.insert(order.index(first), cache)
         node: cst.BaseExpression = _base(chain.ops[0].call)
         for op in order:
-            node = op.call.with_changes(func=op.call.func.with_changes(value=node))
+            node = op.call.with_changes(func=op.call.func.with_changes(value=node), lpar=[], rpar=[])
+        # Parentheses around the whole chain stay around the whole chain.
+        node = node.with_changes(lpar=calls[-1].lpar, rpar=calls[-1].rpar)
         return Fix(calls[-1], node, "move cache() before the first random step", safe=False)
 
 

@@ -19,7 +19,7 @@ class RemovedKerasApi(Rule):
     Keras 2.4, removed in Keras 3), and, when the target is Keras 3, `workers=`, `use_multiprocessing=`
     and `max_queue_size=` on `fit`/`evaluate`/`predict` (removed there; they moved to `PyDataset`).
     Severity follows the target: a warning under Keras 2, an error under Keras 3, where the call fails.
-    Code that targets Keras before 2.4, where these are the way to do it, is not flagged.
+    Code that targets TensorFlow 1.x with Keras before 2.4, where these are the way to do it, is not flagged.
 
     ## Why it is bad
     Under Keras 3 these calls raise `AttributeError`/`TypeError`. Under Keras 2 they are deprecated
@@ -68,8 +68,8 @@ model.fit(seq, epochs=3)
 import tensorflow as tf
 model.fit(seq, epochs=3, workers=4, use_multiprocessing=True)
 """,
-        # Keras 2.2 (TF 1.x era): fit_generator is the way to train on a generator
-        """# tfdoctor: target-keras=2.2.4
+        # Keras 2.2 with TF 1.x: fit_generator is the way to train on a generator
+        """# tfdoctor: target-keras=2.2.4 target-tensorflow=1.12
 import keras
 model.fit_generator(gen(), steps_per_epoch=10)
 """,
@@ -80,8 +80,8 @@ model.fit_generator(gen(), steps_per_epoch=10)
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         keras = context.targets.keras
-        if keras.below(2, 4):
-            return
+        if keras.below(2, 4) and context.targets.tensorflow.below(2, 1):
+            return  # standalone Keras 2.2/2.3 or TF 1.x: fit_generator is how generators are trained
         assumed = f"Keras {keras.text} assumed, from {keras.source}"
         for call in facts.calls:
             removed = [a.keyword.value for a in call.node.args if a.keyword and a.keyword.value in _REMOVED_ARGUMENTS]
