@@ -15,11 +15,13 @@ import os
 import tempfile
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 from tfdoctor import __version__
 from tfdoctor.config import Settings
 from tfdoctor.lint.findings import Finding, Severity
-from tfdoctor.lint.rule import all_rules
+from tfdoctor.lint.rule import Rule
+from tfdoctor.lint.versions import Targets
 
 CACHE_DIR = ".tfdoctor_cache"
 _LAYOUT = "v1"
@@ -42,10 +44,11 @@ class Cache:
     def for_settings(cls, settings: Settings) -> Cache:
         return cls.at(settings.root.resolve())
 
-    def key(self, source: bytes, settings: Settings, path: Path) -> str:
-        codes = ",".join(rule.code for rule in all_rules() if settings.code_enabled(rule.code, path))
+    def key(self, source: bytes, path: Path, rules: Sequence[Rule], targets: Targets) -> str:
+        """The entry for a file's bytes linted with these rules enabled and these targets."""
+        codes = ",".join(rule.code for rule in rules)
         digest = hashlib.sha256(source)
-        digest.update(f"\0{path.suffix}\0{codes}\0{settings.targets!r}\0{_code_digest()}".encode())
+        digest.update(f"\0{path.suffix}\0{codes}\0{targets!r}\0{_code_digest()}".encode())
         return digest.hexdigest()
 
     def get(self, key: str, display_path: str) -> list[Finding] | None:

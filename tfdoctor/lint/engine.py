@@ -53,7 +53,8 @@ class LintReport:
 
 
 def enabled_rules(settings: Settings, path: Path | None) -> list[Rule]:
-    return [rule for rule in all_rules() if settings.code_enabled(rule.code, path)]
+    where = path if settings.per_file_ignores else None  # only per-file ignores need the path (resolving it is slow)
+    return [rule for rule in all_rules() if settings.code_enabled(rule.code, where)]
 
 
 @dataclass(frozen=True)
@@ -275,7 +276,7 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
                 report.skipped += 1
                 continue
             file_settings = settings.for_file(file)
-            key = file_cache.key(source, file_settings, file) if file_cache else None
+            key = file_cache.key(source, file, enabled_rules(file_settings, file), file_settings.targets) if file_cache else None
             hit = file_cache.get(key, str(file)) if file_cache and key else None
             if hit is not None:
                 report.cached += 1
