@@ -103,3 +103,18 @@ def test_rewritten_cell_keeps_ipython_outputs_and_metadata():
     assert after["metadata"] == before["metadata"]
     with pytest.raises(NotebookError):
         notebook.with_python(changed.replace("# tfdoctor-cell 7\n", ""))
+
+
+def test_fix_rewrites_only_the_changed_cell(tmp_path):
+    notebook = tmp_path / "train.ipynb"
+    notebook.write_bytes(NOTEBOOK.read_bytes())
+    (tmp_path / "broken.ipynb").write_bytes(b"{tensorflow")
+    result = run_cli("lint", "--no-cache", "--fix", "--format", "concise", str(tmp_path))
+    assert f"fixed {notebook}:cell 5:2:37: TFD202" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 1 and "TFD202" not in result.stdout and "TFD101" in result.stdout
+    before, after = NOTEBOOK.read_text().splitlines(), notebook.read_text().splitlines()
+    changed = [(old, new) for old, new in zip(before, after) if old != new]
+    assert len(before) == len(after) and len(changed) == 1
+    assert ".map(parse, num_parallel_calls=tf.data.AUTOTUNE)" in changed[0][1]
+    again = run_cli("lint", "--no-cache", "--fix", str(notebook))
+    assert "fixed 0 findings" in again.stderr and notebook.read_text().splitlines() == after

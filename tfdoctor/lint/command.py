@@ -113,7 +113,7 @@ def _fix(paths: list[str], overrides: Overrides, unsafe: bool, write: bool) -> i
             continue
         count += len(file_fix.result.fixed)
         for finding, description in zip(file_fix.result.fixed, file_fix.result.descriptions):
-            print(f"fixed {finding.path}:{finding.line}:{finding.column}: {finding.code} {description}", file=sys.stderr)
+            print(f"fixed {finding.where}: {finding.code} {description}", file=sys.stderr)
     files = len(fixes.files)
     verb = "fixed" if write else "would fix"
     print(f"{verb} {count} finding{'s' if count != 1 else ''} in {files} file{'s' if files != 1 else ''}",

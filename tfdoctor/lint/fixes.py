@@ -12,13 +12,14 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Callable, Generic, TypeVar
 
 import libcst as cst
 
 from tfdoctor.config import Overrides, Settings, load_settings
 from tfdoctor.lint.engine import InternalError, Reported, check_module, discover, parse_source
 from tfdoctor.lint.findings import Finding
+from tfdoctor.lint.notebooks import NotebookError
 
 MAX_PASSES = 10
 Source = TypeVar("Source", str, bytes)
@@ -122,6 +123,12 @@ class FixReport:
     errors: list[str] = field(default_factory=list)
 
 
+def _notebook_fixer() -> Callable[..., FixResult[bytes]]:
+    from tfdoctor.lint.notebook_fixes import fix_notebook  # imported here: it builds on this module
+
+    return fix_notebook
+
+
 def fix_paths(paths: list[str], overrides: Overrides, unsafe: bool) -> FixReport:
     """The fixes for every Python file under the paths (nothing is written here)."""
     report = FixReport()
@@ -131,7 +138,7 @@ def fix_paths(paths: list[str], overrides: Overrides, unsafe: bool) -> FixReport
             continue  # stdin is fixed by the command; missing paths are reported by the lint run
         settings = load_settings(path, overrides)
         for file in (discover(path, settings) if path.is_dir() else [path]):
-            if file.suffix != ".py":
+            if file.suffix not in (".py", ".ipynb"):
                 continue
             try:
                 before = file.read_bytes()
@@ -139,9 +146,13 @@ def fix_paths(paths: list[str], overrides: Overrides, unsafe: bool) -> FixReport
                 report.errors.append(f"{file}: cannot read: {error.strerror or error}")
                 continue
             try:
-                result = fix_source(before, str(file), settings.for_file(file), file, unsafe)
+                fixer = _notebook_fixer() if file.suffix == ".ipynb" else fix_source
+                result = fixer(before, str(file), settings.for_file(file), file, unsafe)
             except InternalError as error:
                 report.errors.append(f"{file}: {error}")
+                continue
+            except NotebookError as error:
+                report.errors.append(f"{file}: not fixed: {error}")
                 continue
             if result.text != before:
                 report.files.append(FileFix(file, before, result))

@@ -1,0 +1,25 @@
+"""`--fix` for notebooks: fix the joined code cells as one module, then write back only the cells whose code
+changed; outputs, metadata, IPython lines and the JSON layout stay as they were."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tfdoctor.config import Settings
+from tfdoctor.lint.fixes import FixResult, fix_source
+from tfdoctor.lint.notebooks import NotebookError, read_notebook
+
+
+def fix_notebook(source: bytes, display_path: str, settings: Settings, path: Path | None = None,
+                 unsafe: bool = False) -> FixResult[bytes]:
+    """The notebook's bytes with fixes applied, and the fixed findings placed by cell. A file that is not a
+    notebook is left alone (linting reports it); NotebookError when a rewrite cannot be split back into cells."""
+    try:
+        notebook = read_notebook(source)
+    except NotebookError:
+        return FixResult(source)
+    result = fix_source(notebook.python.encode(), display_path, settings, path, unsafe)
+    if not result.fixed:
+        return FixResult(source)
+    fixed = notebook.with_python(result.text.decode())
+    return FixResult(fixed.dumps(source), notebook.to_cells(result.fixed), result.descriptions)
