@@ -109,7 +109,8 @@ def tuned_dataset(
         image, boxes = resize_tf(image, all_boxes[index], spec.img_size)
         classes = all_classes[index]
         if augment:
-            uniforms = tf.random.stateless_uniform((NUM_UNIFORMS,), seed=tf.stack([tf.constant(seed, tf.int64), position]))
+            stream_seed = tf.stack([tf.constant(seed, tf.int64), position])
+            uniforms = tf.random.stateless_uniform((NUM_UNIFORMS,), seed=stream_seed)
             image, boxes, classes = augment_tf(image, boxes, classes, uniforms)
         return image, assign_targets_tf(boxes, classes, spec), normalized_boxes_tf(boxes, classes, spec)
 

@@ -87,7 +87,8 @@ def assign_targets_tf(boxes: tf.Tensor, classes: tf.Tensor, spec: YoloSpec) -> t
 
     cell = tf.floor(centre[:, None, :] / tf.cast(stride, tf.float32)[None, :, None])
     cell = tf.minimum(tf.cast(cell, tf.int64), grid[None, :, None] - 1)
-    slot = offset[None] + (cell[..., 1] * grid[None] + cell[..., 0]) * a + tf.range(num_anchors, dtype=tf.int64)[None] % a
+    anchor_in_scale = tf.range(num_anchors, dtype=tf.int64)[None] % a
+    slot = offset[None] + (cell[..., 1] * grid[None] + cell[..., 0]) * a + anchor_in_scale
     pair = tf.reshape(tf.range(num_boxes * num_anchors), (-1, num_anchors))
     owner = tf.math.unsorted_segment_max(
         tf.reshape(pair, [-1]), tf.reshape(tf.where(assigned, slot, total), [-1]), total + 1
