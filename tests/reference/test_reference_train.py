@@ -32,7 +32,7 @@ def test_same_loss_on_the_same_first_batches(strategy, examples):
     first = [float(naive.naive_step(next(naive_batches))), float(tuned.tuned_step(next(tuned_batches)))]
     second = [float(naive.naive_step(next(naive_batches))), float(tuned.tuned_step(next(tuned_batches)))]
     assert first[0] == pytest.approx(first[1], rel=1e-5)
-    assert second[0] == pytest.approx(second[1], rel=1e-3)  # after one identical Adam update
+    assert second[0] == pytest.approx(second[1], rel=1e-4)  # after one identical Adam update
     assert second[0] != pytest.approx(first[0], rel=1e-3)
 
 
