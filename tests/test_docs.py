@@ -24,4 +24,4 @@ def test_readme_rule_table_and_test_command_are_current():
     assert render_table("rules/") in readme, "paste render_table('rules/') into README.md"
     ci = (ROOT / ".ci" / "run").read_text()
     test_command = ci.strip().splitlines()[-1]
-    assert f"```bash\n# Install everything" in readme and test_command in readme
+    assert "```bash\n# Install everything" in readme and test_command in readme

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -87,14 +88,12 @@ def test_unreadable_file_is_one_line(tmp_path):
 
 
 def _installed_package_dirs() -> list[Path]:
+    """Where tensorflow and keras are installed (found without importing them)."""
     dirs = []
     for name in ("tensorflow", "keras"):
-        try:
-            module = __import__(f"importlib.util").util.find_spec(name)
-        except (ImportError, ValueError):
-            module = None
-        if module is not None and module.submodule_search_locations:
-            dirs.append(Path(list(module.submodule_search_locations)[0]))
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            dirs.append(Path(list(spec.submodule_search_locations)[0]))
     return dirs
 
 

@@ -24,6 +24,8 @@ _CANONICAL_PREFIXES: tuple[tuple[str, str], ...] = (
     ("keras.api.", "keras."),
 )
 _CANONICAL_EXACT = {
+    "tensorflow.python.eager.def_function.function": "tensorflow.function",
+    "tensorflow.python.eager.polymorphic_function.polymorphic_function.function": "tensorflow.function",
     "tensorflow.compat.v1": "tensorflow",
     "tensorflow.compat.v2": "tensorflow",
     "tensorflow.keras": "keras",
