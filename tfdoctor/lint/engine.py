@@ -77,6 +77,8 @@ def lint_source(source: bytes, display_path: str, settings: Settings, path: Path
 
 def lint_notebook(source: bytes, display_path: str, settings: Settings, path: Path | None = None) -> list[Finding]:
     """Lint a notebook's code cells as one module; findings name the cell and the line in it."""
+    if not should_parse(source, settings, path):
+        return []
     try:
         notebook = read_notebook(source)
     except NotebookError as error:
