@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import NoReturn, Sequence
 
@@ -19,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rule": ("tfdoctor.lint.rule_command", "Show one rule's documentation."),
     "clean": ("tfdoctor.lint.clean_command", "Remove the lint cache."),
     "reference": ("tfdoctor.reference.command", "Train the built-in YOLOv3 reference workload."),
+    "profile": ("tfdoctor.profile.command", "Measure input / all-reduce / host / compute time per training step."),
 }
 
 
@@ -64,3 +66,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `tfdoctor lint | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

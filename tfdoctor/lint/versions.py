@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import metadata
 
 NEWEST_TENSORFLOW = "2.21"
@@ -53,6 +54,7 @@ _TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "
                              "tf-nightly")
 
 
+@lru_cache(maxsize=None)
 def installed_version(package: str) -> Target | None:
     """The version installed beside tfdoctor (read from package metadata; nothing is imported)."""
     names = _TENSORFLOW_DISTRIBUTIONS if package == "tensorflow" else (package,)

@@ -1,8 +1,8 @@
 """Training the reference workload under MirroredStrategy, the seeds' naive way and the tuned way.
 
 ``Trainer`` owns the model and optimizer (built in the strategy scope) and exposes step functions the
-profiler can call separately: ``naive_step`` on a raw batch, ``tuned_step`` on a distributed batch,
-``tuned_gradients`` (forward and backward only) and ``tuned_reduced_gradients`` (plus the
+profiler can call separately: ``naive_step`` on a raw batch, ``tuned_step`` on a distributed batch, and
+for each variant ``*_gradients`` (forward and backward only) and ``*_reduced_gradients`` (plus the
 all-reduce, no update); the all-reduce costs the difference between the last two.
 ``run_training`` is the whole loop behind ``tfdoctor reference``.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Iterator, Literal, Sequence
 
 import keras
@@ -77,8 +78,11 @@ class Trainer:
             self.optimizer.build(self.model.trainable_variables)
         self.naive_step = tf.function(self._naive_step)
         self.tuned_step = tf.function(self._tuned_step)
-        self.tuned_gradients = tf.function(self._tuned_gradients)
-        self.tuned_reduced_gradients = tf.function(self._tuned_reduced_gradients)
+        self.tuned_gradients = tf.function(partial(self._gradients, self._loss_and_gradients, all_reduce=False))
+        self.tuned_reduced_gradients = tf.function(partial(self._gradients, self._loss_and_gradients, all_reduce=True))
+        self.naive_gradients = tf.function(partial(self._gradients, self._naive_loss_and_gradients, all_reduce=False))
+        self.naive_reduced_gradients = tf.function(
+            partial(self._gradients, self._naive_loss_and_gradients, all_reduce=True))
 
     # Input pipelines.
 
@@ -102,13 +106,17 @@ class Trainer:
 
     # Naive: every replica receives the whole global batch and loops the model over all its pieces.
 
-    def _naive_replica(self, images, targets, gt_boxes) -> tf.Tensor:
+    def _naive_loss_and_gradients(self, images, targets, gt_boxes) -> tuple[tf.Tensor, list[tf.Tensor]]:
         n = self.replicas
         pieces = zip(tf.split(images, n), zip(*(tf.split(t, n) for t in targets)), tf.split(gt_boxes, n))
         with tf.GradientTape() as tape:
             losses = [tf.reduce_mean(self._per_example_loss(i, t, g)) for i, t, g in pieces]
             loss = tf.add_n(losses) / n
-        self._apply(tape.gradient(loss, self.model.trainable_variables))
+        return loss, tape.gradient(loss, self.model.trainable_variables)
+
+    def _naive_replica(self, images, targets, gt_boxes) -> tf.Tensor:
+        loss, grads = self._naive_loss_and_gradients(images, targets, gt_boxes)
+        self._apply(grads)
         return loss
 
     def _naive_step(self, batch: Batch) -> tf.Tensor:
@@ -134,18 +142,18 @@ class Trainer:
         per_replica = self.strategy.run(self._tuned_replica, args=batch)
         return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-    def _tuned_gradients(self, batch: Batch):
-        """Forward and backward on a distributed batch, no all-reduce, no update: (loss, per-replica grads)."""
-        loss, grads = self.strategy.run(self._loss_and_gradients, args=batch)
-        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None), grads
+    # Forward and backward without the update, for the profiler: the all-reduce costs the difference.
 
-    def _reduced_replica(self, images, targets, gt_boxes):
-        loss, grads = self._loss_and_gradients(images, targets, gt_boxes)
-        return loss, tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    def _gradients(self, loss_and_gradients, batch: Batch, all_reduce: bool):
+        """(summed loss, per-replica grads) of one batch, with or without the all-reduce a step does."""
 
-    def _tuned_reduced_gradients(self, batch: Batch):
-        """``tuned_gradients`` plus the all-reduce a step does, no update: (loss, summed grads on every replica)."""
-        loss, grads = self.strategy.run(self._reduced_replica, args=batch)
+        def replica(images, targets, gt_boxes):
+            loss, grads = loss_and_gradients(images, targets, gt_boxes)
+            if all_reduce:
+                grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
+            return loss, grads
+
+        loss, grads = self.strategy.run(replica, args=batch)
         return self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None), grads
 
 def run_training(

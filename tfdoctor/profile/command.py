@@ -1,0 +1,134 @@
+"""`tfdoctor profile`: measure where each distributed step's time goes, say what bounds it, rank the fixes."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tfdoctor.profile.report import Report, render
+from tfdoctor.profile.runner import ProfileError
+
+HELP = "Measure input / all-reduce / host / compute time per step of a multi-replica training run."
+MODELS = ("yolov3-tiny", "yolov3")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _image_size(text: str) -> int:
+    value = _positive(text)
+    if value % 32:
+        raise argparse.ArgumentTypeError(f"must be a multiple of 32 (YOLOv3's largest stride): {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--gpus", type=_positive, default=2, help="replicas to run (default: 2)")
+    parser.add_argument("--pipeline", choices=("naive", "tuned", "both"), default="tuned",
+                        help="reference input pipeline and step (default: tuned; both compares them)")
+    parser.add_argument("--model", choices=MODELS, default="yolov3-tiny", help="reference model")
+    parser.add_argument("--img-size", type=_image_size, default=128, help="input size in pixels (default: 128)")
+    parser.add_argument("--batch-per-replica", type=_positive, default=4, help="examples per replica per step")
+    parser.add_argument("--steps", type=_positive, default=10, help="measured steps per phase (default: 10)")
+    parser.add_argument("--scaling", action="store_true", help="also measure throughput on 1..N replicas")
+    parser.add_argument("--logdir", type=Path, default=Path("tfdoctor-profile"),
+                        help="where the TensorFlow profiler trace goes (tensorboard --logdir DIR)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--output", type=Path, help="write the report here (a PNG of the breakdown goes beside it)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfdoctor.profile.session import Options, profile
+
+    options = Options(gpus=args.gpus, model=args.model, img_size=args.img_size,
+                      batch_per_replica=args.batch_per_replica, steps=args.steps, scaling=args.scaling,
+                      logdir=args.logdir.resolve())
+    variants = ("naive", "tuned") if args.pipeline == "both" else (args.pipeline,)
+    console = Console(stderr=True)
+    reports: dict[str, Report] = {}
+    try:
+        with _progress(console) as progress:
+            for variant in variants:
+                task = progress.add_task(f"{variant}: starting", total=None)
+                reports[variant] = profile(replace(options, variant=variant), _follow(progress, task, variant))
+                progress.update(task, description=f"{variant}: done", completed=1, total=1)
+    except ProfileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    report = reports[variants[0]]
+    if len(variants) == 2:
+        tuned = reports["tuned"]
+        report.comparison = {
+            "tuned": tuned.to_json(),
+            "speedup_tuned_over_naive": ((tuned.examples_per_s or 0) / report.examples_per_s)
+            if report.examples_per_s else None,
+        }
+    return _write(report, args)
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                    TimeElapsedColumn(), console=console, transient=True)
+
+
+def _follow(progress: Progress, task: Any, variant: str):
+    def on_event(event: dict[str, Any]) -> None:
+        if event["event"] == "progress":
+            progress.update(task, description=f"{variant}: {event['phase']}", completed=event["done"],
+                            total=event["total"])
+        elif event["event"] == "devices":
+            progress.update(task, description=f"{variant}: {len(event['names'])} {event['kind']} replicas ready")
+    return on_event
+
+
+def _write(report: Report, args: argparse.Namespace) -> int:
+    from tfdoctor.profile.image import write_png
+
+    png = None
+    if report.breakdown is not None:
+        base = args.output if args.output else args.logdir / "breakdown"
+        try:
+            png = write_png(base.with_suffix(".png"), f"tfdoctor profile: {report.workload.get('name', '')}",
+                            report.breakdown, report.verdict.primary)
+        except OSError as error:
+            print(f"warning: cannot write the breakdown image: {error}", file=sys.stderr)
+    if args.format == "json":
+        document = report.to_json()
+        document["image"] = str(png) if png else None
+        text = json.dumps(document, indent=2) + "\n"
+    else:
+        buffer = io.StringIO()
+        console = Console(file=buffer, width=110) if args.output else Console()
+        render(report, console)
+        if png:
+            console.print(f"breakdown image: {png}", highlight=False)
+        text = buffer.getvalue()
+    if args.output:
+        try:
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(text, encoding="utf-8")
+        except OSError as error:
+            print(f"error: cannot write {args.output}: {error.strerror or error}", file=sys.stderr)
+            return 2
+        print(f"report written to {args.output}", file=sys.stderr)
+    elif text:
+        sys.stdout.write(text)
+    return 0

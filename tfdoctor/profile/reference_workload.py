@@ -1,0 +1,63 @@
+"""The built-in workload: the reference YOLOv3 training, naive or tuned, as StepFunctions."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+from tfdoctor.profile.workload import StepFunctions
+from tfdoctor.reference import pipelines, train
+from tfdoctor.reference.annotations import read_annotations
+from tfdoctor.reference.data import ensure_dataset
+from tfdoctor.reference.train import TrainConfig, Trainer
+
+NUM_IMAGES = 128
+
+# Where the naive variant does what the lint rules look for: (rule, function, a line of its source).
+_NAIVE_CAUSES = (
+    ("TFD201", pipelines.NaiveBatches.__next__, "def __next__"),
+    ("TFD206", pipelines.NaiveBatches._example, "float64"),
+    ("TFD103", Trainer._naive_step, "self.strategy.run"),
+    ("TFD102", Trainer._naive_loss_and_gradients, "tf.split"),
+)
+
+
+def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunctions:
+    config = TrainConfig(model=params.get("model", "yolov3-tiny"), img_size=int(params.get("img_size", 128)),
+                         batch_per_replica=int(params.get("batch_per_replica", 4)))
+    examples = read_annotations(ensure_dataset(NUM_IMAGES, config.img_size, config.seed, config.num_classes),
+                                config.num_classes)
+    trainer = Trainer(strategy, config)
+    variant = params.get("variant", "tuned")
+    if variant == "naive":
+        def batches() -> Any:
+            return iter(trainer.naive_batches(examples))
+
+        device_batch = tf.nest.map_structure(tf.constant, next(batches()))
+        step, gradients, reduced = trainer.naive_step, trainer.naive_gradients, trainer.naive_reduced_gradients
+        causes = [_locate(code, function, text) for code, function, text in _NAIVE_CAUSES]
+    elif variant == "tuned":
+        def batches() -> Any:
+            return trainer.tuned_batches(examples)
+
+        device_batch = next(batches())
+        step, gradients, reduced = trainer.tuned_step, trainer.tuned_gradients, trainer.tuned_reduced_gradients
+        causes = []
+    else:
+        raise ValueError(f"unknown variant {variant!r}")
+    return StepFunctions(
+        name=f"{config.model} {config.img_size}px, {variant} pipeline", replicas=trainer.replicas,
+        global_batch=trainer.global_batch, batches=batches, step=step, device_batch=device_batch,
+        gradients=gradients, reduced_gradients=reduced, per_replica_batch=config.batch_per_replica,
+        lint_targets=(pipelines.__file__, train.__file__), causes=causes,
+    )
+
+
+def _locate(code: str, function: Any, text: str) -> tuple[str, str, int]:
+    """The line of `function`'s source that contains `text` (the known location of a cause)."""
+    lines, first = inspect.getsourcelines(function)
+    offset = next((i for i, line in enumerate(lines) if text in line), 0)
+    return code, str(Path(inspect.getsourcefile(function) or "")), first + offset

@@ -1,0 +1,139 @@
+"""The profile report: one JSON object (the documented schema) and its terminal rendering."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tfdoctor.profile.breakdown import PARTS, Breakdown
+from tfdoctor.profile.suggest import Suggestion
+from tfdoctor.profile.verdict import Verdict
+
+COLOURS = {"input": "yellow", "sync": "magenta", "host": "cyan", "compute": "green"}
+CPU_NOTE = ("No GPU: the replicas are logical CPU devices sharing this machine's cores, so absolute times and "
+            "scaling are not GPU figures; the split between input, all-reduce, host and compute still holds.")
+VIRTUAL_GPU_NOTE = ("One GPU split into logical GPUs: NCCL does not support virtual GPUs and TensorFlow falls back "
+                    "to reducing on one device (TFD111), so all-reduce timings do not predict real multi-GPU runs.")
+
+
+@dataclass
+class Report:
+    mode: str
+    requested: int
+    device_kind: str
+    device_names: list[str]
+    workload: dict[str, Any]
+    breakdown: Breakdown | None
+    verdict: Verdict
+    suggestions: list[Suggestion]
+    examples_per_s: float | None = None
+    one_replica_examples_per_s: float | None = None
+    trace: dict[str, Any] = field(default_factory=lambda: {"logdir": None, "xprof": None})
+    scaling: list[dict[str, float]] | None = None
+    notes: list[str] = field(default_factory=list)
+    comparison: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        result = self.breakdown
+        out: dict[str, Any] = {
+            "version": 1,
+            "mode": self.mode,
+            "devices": {"requested": self.requested, "kind": self.device_kind, "names": self.device_names},
+            "workload": self.workload,
+            "step_time_s": ({"median": result.step.median, "p10": result.step.p10, "p90": result.step.p90}
+                            if result else None),
+            "throughput": {"examples_per_s": self.examples_per_s},
+            "breakdown_s": result.seconds() if result else None,
+            "shares": result.shares() if result else None,
+            "verdict": {"primary": self.verdict.primary, "level": self.verdict.level,
+                        "statement": self.verdict.statement},
+            "suggestions": [s.to_json() for s in self.suggestions],
+            "trace": {"logdir": self.trace.get("logdir"), "xprof": self.trace.get("xprof")},
+            "notes": self.notes,
+        }
+        if self.one_replica_examples_per_s:
+            out["throughput"]["one_replica_examples_per_s"] = self.one_replica_examples_per_s
+            out["throughput"]["scaling_efficiency"] = self.efficiency()
+        if self.scaling is not None:
+            out["scaling"] = self.scaling
+        if self.comparison is not None:
+            out["comparison"] = self.comparison
+        return out
+
+    def efficiency(self) -> float | None:
+        if not (self.examples_per_s and self.one_replica_examples_per_s):
+            return None
+        return self.examples_per_s / (self.requested * self.one_replica_examples_per_s)
+
+
+def render(report: Report, console: Console) -> None:
+    name = report.workload.get("name", "")
+    console.print(Text(f"tfdoctor profile: {name} on {report.requested} replicas ({report.device_kind})",
+                       style="bold"))
+    for note in report.notes:
+        console.print(Text(f"note: {note}", style="dim"))
+    result = report.breakdown
+    if result is not None:
+        console.print(_bar(result))
+        table = Table(show_header=True, header_style="bold")
+        for column in ("part", "ms / step", "share"):
+            table.add_column(column, justify="right" if column != "part" else "left")
+        shares = result.shares()
+        for part in PARTS:
+            table.add_row(Text(part, style=COLOURS[part]), f"{getattr(result, part) * 1000:.1f}", f"{shares[part]:.0%}")
+        table.add_row("step (median)", f"{result.step.median * 1000:.1f}",
+                      f"p10 {result.step.p10 * 1000:.0f} / p90 {result.step.p90 * 1000:.0f} ms")
+        console.print(table)
+        _print_throughput(report, console)
+        _print_trace(report, console)
+    style = "bold red" if report.verdict.primary != "compute-bound" else "bold green"
+    console.print(Text(f"Verdict: {report.verdict.statement}", style=style))
+    for rank, suggestion in enumerate(report.suggestions, 1):
+        saving = f"saves ~{suggestion.estimated_saving_s * 1000:.0f} ms/step" if suggestion.estimated_saving_s else ""
+        console.print(Text(f"{rank}. {suggestion.title} {saving}", style="bold"))
+        console.print(f"   evidence: {suggestion.evidence}", highlight=False)
+        console.print(f"   change: {suggestion.change}", highlight=False)
+        console.print(f"   lint rules: {', '.join(suggestion.rules)}"
+                      + (f" ({'; '.join(suggestion.locations)})" if suggestion.locations else ""), highlight=False)
+    if report.comparison:
+        console.print(Text(f"Tuned pipeline: {report.comparison['speedup_tuned_over_naive']:.1f}x the naive "
+                           f"throughput ({report.comparison['tuned']['throughput']['examples_per_s']:.1f} vs "
+                           f"{report.examples_per_s:.1f} examples/s).", style="bold"))
+
+
+def _bar(result: Breakdown, width: int = 60) -> Text:
+    bar = Text()
+    shares = result.shares()
+    for part in PARTS:
+        cells = round(shares[part] * width)
+        if cells:
+            bar.append("█" * cells, style=COLOURS[part])
+    bar.append("  " + "  ".join(f"{part} {shares[part]:.0%}" for part in PARTS))
+    return bar
+
+
+def _print_throughput(report: Report, console: Console) -> None:
+    if report.examples_per_s is None:
+        return
+    line = f"throughput {report.examples_per_s:.1f} examples/s"
+    if report.one_replica_examples_per_s:
+        line += (f"; one replica {report.one_replica_examples_per_s:.1f} examples/s; scaling efficiency "
+                 f"{report.efficiency():.0%}")
+    console.print(line, highlight=False)
+    if report.scaling:
+        console.print("scaling: " + ", ".join(
+            f"{row['replicas']:.0f} replicas {row['examples_per_s']:.1f}/s ({row['efficiency']:.0%})"
+            for row in report.scaling), highlight=False)
+
+
+def _print_trace(report: Report, console: Console) -> None:
+    xprof = report.trace.get("xprof")
+    if report.trace.get("logdir"):
+        console.print(f"trace: tensorboard --logdir {report.trace['logdir']}", highlight=False)
+    if xprof:
+        categories = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in xprof["ms_per_step"].items() if v)
+        console.print(f"xprof ({xprof.get('hardware_type')}), ms per step: {categories}", highlight=False)

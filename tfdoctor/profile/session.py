@@ -1,0 +1,117 @@
+"""One profile: run the workers, join the measurements with lint, and build the report (no TensorFlow here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+from typing import Any, Callable
+
+from tfdoctor.config import Overrides
+from tfdoctor.lint.engine import lint_paths
+from tfdoctor.profile.breakdown import breakdown
+from tfdoctor.profile.report import CPU_NOTE, VIRTUAL_GPU_NOTE, Report
+from tfdoctor.profile.runner import OutOfMemory, run_worker
+from tfdoctor.profile.suggest import Cause, suggest
+from tfdoctor.profile.verdict import judge, out_of_memory
+
+OnEvent = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Options:
+    gpus: int = 2
+    variant: str = "tuned"
+    model: str = "yolov3-tiny"
+    img_size: int = 128
+    batch_per_replica: int = 4
+    steps: int = 10
+    warmup: int = 2
+    scaling: bool = False
+    logdir: Path | None = None
+    workload: str = "reference"
+    params: dict[str, Any] | None = None
+    timeout_s: float = 900.0
+
+    def worker_config(self, **changes: Any) -> dict[str, Any]:
+        config = {
+            "workload": self.workload, "variant": self.variant, "replicas": self.gpus, "steps": self.steps,
+            "warmup": self.warmup, "model": self.model, "img_size": self.img_size,
+            "batch_per_replica": self.batch_per_replica, "trace_steps": 3,
+            "trace_dir": str(self.logdir / self.variant) if self.logdir else None, **(self.params or {}),
+        }
+        config.update(changes)
+        return config
+
+
+def profile(options: Options, on_event: OnEvent) -> Report:
+    """Measure one workload variant on `options.gpus` replicas (and on one replica, for scaling)."""
+    try:
+        main = run_worker(options.worker_config(), on_event, options.timeout_s)
+    except OutOfMemory as error:
+        return _oom_report(options, error, on_event)
+    result = breakdown(main["full"], main["on_device"], main["looped"], main["gradients"], main["reduced"])
+    examples_per_s = main["global_batch"] / result.step.median
+    throughputs = {options.gpus: examples_per_s}
+    replica_counts = range(1, options.gpus) if options.scaling else ([1] if options.gpus > 1 else [])
+    for count in replica_counts:
+        run = run_worker(options.worker_config(replicas=count, only_full=True, trace_dir=None), on_event,
+                         options.timeout_s)
+        throughputs[count] = run["global_batch"] / median(run["full"])
+    causes = [Cause(code, path, line) for code, path, line in main.get("causes", [])] + _lint_causes(main)
+    report = Report(
+        mode="reference" if options.workload == "reference" else "workload",
+        requested=options.gpus, device_kind=main["kind"], device_names=main["names"],
+        workload=_workload(options, main), breakdown=result, verdict=judge(result),
+        suggestions=suggest(result, causes, options.gpus), examples_per_s=examples_per_s,
+        one_replica_examples_per_s=throughputs.get(1) if options.gpus > 1 else None,
+        trace=main.get("trace") or {"logdir": None, "xprof": None}, notes=_notes(main),
+    )
+    if options.scaling:
+        one = throughputs.get(1, examples_per_s)
+        report.scaling = [{"replicas": n, "examples_per_s": throughputs[n], "efficiency": throughputs[n] / (n * one)}
+                          for n in sorted(throughputs)]
+    return report
+
+
+def _workload(options: Options, main: dict[str, Any]) -> dict[str, Any]:
+    return {"name": main["name"], "variant": options.variant, "model": options.model, "img_size": options.img_size,
+            "global_batch": main["global_batch"], "per_replica_batch": main["per_replica_batch"],
+            "steps": options.steps}
+
+
+def _notes(main: dict[str, Any]) -> list[str]:
+    notes = list(main.get("notes", []))
+    if main["kind"] == "cpu":
+        notes.append(CPU_NOTE)
+    elif main["kind"] == "virtual-gpu":
+        notes.append(VIRTUAL_GPU_NOTE)
+    return notes
+
+
+def _lint_causes(main: dict[str, Any]) -> list[Cause]:
+    """Findings of the lint rules in the workload's own source files."""
+    targets = [t for t in main.get("lint_targets", []) if Path(t).exists()]
+    if not targets:
+        return []
+    report = lint_paths(targets, Overrides(), cache=False)
+    return [Cause(f.code, f.path, f.line) for f in report.findings]
+
+
+def _oom_report(options: Options, error: OutOfMemory, on_event: OnEvent) -> Report:
+    """Out of memory: find the largest per-replica batch (halving) that runs, and report both."""
+    fits = None
+    batch = options.batch_per_replica // 2
+    while batch >= 1 and fits is None:
+        try:
+            run_worker(options.worker_config(batch_per_replica=batch, only_full=True, steps=1, warmup=1,
+                                             trace_dir=None), on_event, options.timeout_s)
+            fits = batch
+        except OutOfMemory:
+            batch //= 2
+    verdict = out_of_memory(options.batch_per_replica, fits, error.message)
+    return Report(mode="reference" if options.workload == "reference" else "workload", requested=options.gpus,
+                  device_kind="unknown", device_names=[],
+                  workload={"name": options.workload, "variant": options.variant,
+                            "per_replica_batch": options.batch_per_replica, "fits_per_replica_batch": fits},
+                  breakdown=None, verdict=verdict, suggestions=[])

@@ -1,0 +1,89 @@
+"""Fixes ranked by the time they would save per step, each with its evidence and the lint rules (and, when
+known, the source locations) that find the cause (pure Python: no TensorFlow)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tfdoctor.profile.breakdown import Breakdown
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A lint finding (or a known location) that explains a part of the step."""
+
+    code: str
+    path: str
+    line: int
+
+    def location(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    title: str
+    evidence: str
+    change: str
+    estimated_saving_s: float
+    rules: tuple[str, ...]
+    locations: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, object]:
+        return {"title": self.title, "evidence": self.evidence, "change": self.change,
+                "estimated_saving_s": round(self.estimated_saving_s, 6), "rules": list(self.rules),
+                "locations": list(self.locations)}
+
+
+RULES_FOR = {
+    "input": ("TFD201", "TFD103", "TFD202", "TFD203", "TFD206", "TFD204", "TFD205", "TFD305"),
+    "sync": ("TFD106", "TFD111"),
+    "host": ("TFD107", "TFD301"),
+    "compute": ("TFD102", "TFD103", "TFD302"),
+}
+_TEXT = {
+    "input": ("Feed the devices from a parallel, prefetched tf.data pipeline",
+              "Build the batches with tf.data from the files (parallel map, batch, prefetch) and give them to "
+              "strategy.experimental_distribute_dataset, so decoding overlaps the step and each replica gets "
+              "its own shard."),
+    "sync": ("Spend less of each step in the gradient all-reduce",
+             "Raise the per-replica batch (global batch = per-replica x num_replicas_in_sync) so the same "
+             "all-reduce serves more examples; on real GPUs keep NCCL (no virtual GPUs)."),
+    "host": ("Keep Python out of the step",
+             "Run the step in @tf.function, read step outputs every N steps instead of every step, and run "
+             "several steps per call (steps_per_execution for Keras fit)."),
+    "compute": ("Make the device work smaller or faster",
+                "Give each replica only its own shard (no tf.split of the batch again), and consider mixed "
+                "precision (with LossScaleOptimizer in custom loops) or XLA."),
+}
+
+
+def suggest(result: Breakdown, causes: list[Cause], replicas: int) -> list[Suggestion]:
+    """One suggestion per part that costs time, ranked by the time it would save per step."""
+    shares = result.shares()
+    a_ms = result.step.median * 1000
+    savings = {
+        "input": result.input,                 # overlapped with compute, it costs (almost) nothing
+        "sync": result.sync / 2,               # doubling the per-replica batch halves it per example
+        "host": result.host,                   # inside one graph it disappears (phase H)
+        "compute": 0.0,                        # not estimable from timings alone
+    }
+    evidence = {
+        "input": f"input {shares['input']:.0%} of the {a_ms:.0f} ms step: the same step takes "
+                 f"{(result.step.median - result.input) * 1000:.0f} ms when the batch is already on the devices",
+        "sync": f"all-reduce {shares['sync']:.0%} of the step ({result.sync * 1000:.1f} ms: gradients with the "
+                f"all-reduce minus gradients without it, {replicas} replicas)",
+        "host": f"host overhead {shares['host']:.0%} of the step ({result.host * 1000:.1f} ms per step disappears "
+                "when the steps run inside one graph call)",
+        "compute": f"device compute {shares['compute']:.0%} of the step ({result.compute * 1000:.0f} ms)",
+    }
+    suggestions = []
+    for part in ("input", "sync", "host", "compute"):
+        found = [c for c in causes if c.code in RULES_FOR[part]]
+        if getattr(result, part) <= 0 or (part == "compute" and not found and shares["compute"] < 0.5):
+            continue
+        title, change = _TEXT[part]
+        rules = tuple(dict.fromkeys(c.code for c in found)) or RULES_FOR[part][:3]
+        locations = tuple(f"{c.code} at {c.location()}" for c in found)
+        suggestions.append(Suggestion(title, evidence[part], change, savings[part], rules, locations))
+    return sorted(suggestions, key=lambda s: s.estimated_saving_s, reverse=True)

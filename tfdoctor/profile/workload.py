@@ -1,0 +1,31 @@
+"""What the profiler needs from a training workload: its input pipeline and step functions, built under
+its strategy. The reference YOLOv3 variants and the tests' small models both provide one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+
+@dataclass
+class StepFunctions:
+    """A workload ready to measure.
+
+    `step` is one full training step on an item of `batches()` (phase A) or on `device_batch` (phase B);
+    `gradients` runs forward and backward with no cross-replica reduction and no update, and
+    `reduced_gradients` adds the all-reduce a step does: the all-reduce costs the difference. Each returns
+    a value whose `numpy()` (after `tf.nest.flatten`) waits for the work to finish.
+    """
+
+    name: str
+    replicas: int
+    global_batch: int
+    batches: Callable[[], Iterator[Any]]
+    step: Callable[[Any], Any]
+    device_batch: Any
+    gradients: Callable[[Any], Any]
+    reduced_gradients: Callable[[Any], Any]
+    per_replica_batch: int = 0
+    lint_targets: tuple[str, ...] = ()  # source files whose lint findings explain this workload's bottlenecks
+    causes: list[tuple[str, str, int]] = field(default_factory=list)  # known (rule, path, line) causes
+    notes: list[str] = field(default_factory=list)
