@@ -32,6 +32,7 @@ class Options:
     workload: str = "reference"
     params: dict[str, Any] | None = None
     timeout_s: float = 900.0
+    one_replica: bool = True  # phase D: also run one replica, for scaling efficiency
 
     def worker_config(self, **changes: Any) -> dict[str, Any]:
         config = {
@@ -53,7 +54,8 @@ def profile(options: Options, on_event: OnEvent) -> Report:
     result = breakdown(main["full"], main["on_device"], main["looped"], main["gradients"], main["reduced"])
     examples_per_s = main["global_batch"] / result.step.median
     throughputs = {options.gpus: examples_per_s}
-    replica_counts = range(1, options.gpus) if options.scaling else ([1] if options.gpus > 1 else [])
+    replica_counts = range(1, options.gpus) if options.scaling else (
+        [1] if options.gpus > 1 and options.one_replica else [])
     for count in replica_counts:
         run = run_worker(options.worker_config(replicas=count, only_full=True, trace_dir=None), on_event,
                          options.timeout_s)

@@ -1,0 +1,107 @@
+"""Small workloads with injected ground truth, loaded by the profiler's worker process
+(`workload="tests.profile.workloads:build"`). Each reports its independently measured ground truth in a
+note `ground-truth <part> <seconds>`."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+import tensorflow as tf
+
+from tfdoctor.profile.phases import wait
+from tfdoctor.profile.workload import StepFunctions
+
+FEATURES, WIDTH, PER_REPLICA = 256, 512, 32
+
+
+def _median_time(function: Callable[[], Any], repeats: int = 15) -> float:
+    wait(function())
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        wait(function())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunctions:
+    """A two-layer MLP under `strategy`, plus what `params["inject"]` asks for: `input_delay` (seconds of
+    sleep per batch in a Python input), `payload_mb` (an extra all-reduce per step), or `eager` (no
+    tf.function around the distributed step)."""
+    inject = params.get("inject", "none")
+    replicas = strategy.num_replicas_in_sync
+    per_replica = int(params.get("batch_per_replica", PER_REPLICA))
+    global_batch = per_replica * replicas
+    if inject == "oom" and per_replica > int(params["fits"]):
+        # Exhausting real memory here would endanger the machine; raise what TensorFlow raises then.
+        raise tf.errors.ResourceExhaustedError(None, None, f"OOM when allocating tensor with shape[{per_replica},{WIDTH}]")
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input((FEATURES,)), tf.keras.layers.Dense(WIDTH, activation="relu"),
+                                     tf.keras.layers.Dense(WIDTH, activation="relu"), tf.keras.layers.Dense(1)])
+        optimizer = tf.keras.optimizers.SGD(1e-3)
+        optimizer.build(model.trainable_variables)
+    payload = tf.ones([int(params.get("payload_mb", 0) * 2**18)]) if inject == "payload" else None
+    data = tf.data.Dataset.from_tensor_slices((tf.random.normal([global_batch * 4, FEATURES], seed=1),
+                                               tf.random.normal([global_batch * 4, 1], seed=2)))
+    device_batch = next(iter(strategy.experimental_distribute_dataset(data.repeat().batch(global_batch))))
+
+    def loss_and_gradients(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.nn.compute_average_loss(tf.square(model(x) - y)[:, 0], global_batch_size=global_batch)
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    def reduce(grads, with_payload=True):
+        context = tf.distribute.get_replica_context()
+        reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        if payload is None or not with_payload:
+            return reduced
+        with tf.control_dependencies(grads):  # after the backward pass, as gradient all-reduces are
+            extra = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.identity(payload))
+        with tf.control_dependencies([extra]):  # the step waits for the extra all-reduce
+            return [tf.identity(g) for g in reduced]
+
+    def replica_step(x, y, with_payload=True):
+        loss, grads = loss_and_gradients(x, y)
+        optimizer.apply_gradients(zip(reduce(grads, with_payload), model.trainable_variables))
+        return loss
+
+    def step(batch, with_payload=True):
+        per_replica = strategy.run(replica_step, args=(*batch, with_payload))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    def gradients(batch, all_reduce):
+        def replica(x, y):
+            loss, grads = loss_and_gradients(x, y)
+            return loss, (reduce(grads) if all_reduce else grads)
+        loss, grads = strategy.run(replica, args=batch)
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None), grads
+
+    graph_step = tf.function(step)
+    notes = []
+    if inject == "input_delay":
+        delay = float(params["input_delay"])
+        notes.append(f"ground-truth input {delay}")
+
+        def batches():
+            while True:
+                time.sleep(delay)  # a slow Python input: decoding in the training thread
+                yield device_batch
+    else:
+        def batches():
+            while True:
+                yield device_batch
+    if inject == "payload":  # what the extra all-reduce adds to a step, timed with and without it
+        plain = tf.function(lambda b: step(b, with_payload=False))
+        added = _median_time(lambda: graph_step(device_batch), 30) - _median_time(lambda: plain(device_batch), 30)
+        notes.append(f"ground-truth sync {added}")
+    if inject == "eager":
+        eager = _median_time(lambda: step(device_batch))
+        notes.append(f"ground-truth host {eager - _median_time(lambda: graph_step(device_batch))}")
+    return StepFunctions(
+        name=f"mlp ({inject})", replicas=replicas, global_batch=global_batch, batches=batches,
+        step=step if inject == "eager" else graph_step, device_batch=device_batch,
+        gradients=tf.function(lambda b: gradients(b, False)), reduced_gradients=tf.function(lambda b: gradients(b, True)),
+        per_replica_batch=per_replica, notes=notes,
+    )
