@@ -50,14 +50,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the TensorFlow profiler trace goes (tensorboard --logdir DIR)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--output", type=Path, help="write the report here (a PNG of the breakdown goes beside it)")
+    parser.add_argument("--warmup", type=_positive, default=2, help="steps before the measured ones (default: 2)")
+    parser.add_argument("--max-seconds", type=_positive, default=600,
+                        help="script mode: give up when no measured window is complete by then (default: 600)")
+    parser.add_argument("script_command", nargs="*", metavar="-- python train.py ARGS",
+                        help="profile your own training script instead of the reference workload")
 
 
 def run(args: argparse.Namespace) -> int:
     from tfdoctor.profile.session import Options, profile
 
+    if args.script_command:
+        return _run_script(args)
     options = Options(gpus=args.gpus, model=args.model, img_size=args.img_size,
-                      batch_per_replica=args.batch_per_replica, steps=args.steps, scaling=args.scaling,
-                      logdir=args.logdir.resolve())
+                      batch_per_replica=args.batch_per_replica, steps=args.steps, warmup=args.warmup,
+                      scaling=args.scaling, logdir=args.logdir.resolve())
     variants = ("naive", "tuned") if args.pipeline == "both" else (args.pipeline,)
     console = Console(stderr=True)
     reports: dict[str, Report] = {}
@@ -81,6 +88,25 @@ def run(args: argparse.Namespace) -> int:
             "speedup_tuned_over_naive": ((tuned.examples_per_s or 0) / report.examples_per_s)
             if report.examples_per_s else None,
         }
+    return _write(report, args)
+
+
+def _run_script(args: argparse.Namespace) -> int:
+    """Script mode: `tfdoctor profile [flags] -- python train.py ARGS`."""
+    from tfdoctor.profile.script.parent import ScriptOptions, profile_script
+
+    options = ScriptOptions(command=tuple(args.script_command), gpus=args.gpus, steps=args.steps,
+                            warmup=args.warmup, max_seconds=args.max_seconds, logdir=args.logdir.resolve())
+    try:
+        with _progress(Console(stderr=True)) as progress:
+            task = progress.add_task("script: starting", total=None)
+            report = profile_script(options, _follow(progress, task, "script"))
+    except ProfileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
     return _write(report, args)
 
 

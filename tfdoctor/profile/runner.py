@@ -25,11 +25,13 @@ class OutOfMemory(Exception):
         self.message = message
 
 
-def run_worker(config: dict[str, Any], on_event: OnEvent, timeout_s: float) -> dict[str, Any]:
-    """The worker's events until its result; raises OutOfMemory or ProfileError."""
-    command = [sys.executable, "-m", "tfdoctor.profile.worker", json.dumps(config)]
+def run_worker(config: dict[str, Any], on_event: OnEvent, timeout_s: float, command: list[str] | None = None,
+               env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The worker's events until its result; raises OutOfMemory or ProfileError. `command` runs another
+    child that prints the same events (script mode's launcher); `env` adds to the environment."""
+    command = command or [sys.executable, "-m", "tfdoctor.profile.worker", json.dumps(config)]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", **(env or {})}
     events: dict[str, dict[str, Any]] = {}
     tail: deque[str] = deque(maxlen=20)
     try:

@@ -1,0 +1,180 @@
+"""Patches that find a script's training steps and time its input waits, reporting to a Recorder.
+
+Steps: top-level calls of `tf.function`s whose trace called `strategy.run`; eager `strategy.run` calls made
+outside any tf.function; `Model.fit` batches through an injected callback. Input: `next()` on tf.data and
+distributed iterators, batches of `keras.utils.PyDataset` (and `Sequence`) subclasses. Each patch costs two
+`perf_counter` calls and a few attribute reads per call.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from typing import Any, Callable
+
+import tensorflow as tf
+from tensorflow.python.data.ops import iterator_ops
+from tensorflow.python.distribute import distribute_lib, input_lib, mirrored_strategy
+from tensorflow.python.eager.polymorphic_function import polymorphic_function
+from tensorflow.python.framework import ops
+
+from tfdoctor.profile.script import replay
+from tfdoctor.profile.script.recorder import Recorder
+
+HOOKED = ("tf.function steps that call strategy.run", "eager strategy.run", "Model.fit batches",
+          "tf.data and distributed iterators", "keras PyDataset/Sequence batches")
+
+
+class _State:
+    recorder: Recorder | None = None
+    calling: list[Any] = []                       # the top-level step call in progress (a Function or "run")
+    steps: weakref.WeakSet = weakref.WeakSet()    # Functions whose trace called strategy.run
+    replicas = 1
+    installed = False
+
+
+def install(recorder: Recorder, devices: list[str] | None = None) -> None:
+    """Report to `recorder`; with `devices`, `MirroredStrategy()` without devices uses them."""
+    _State.recorder = recorder
+    recorder.hooked.update(HOOKED)
+    if _State.installed:
+        return
+    _State.installed = True
+    if devices:
+        _default_devices(devices)
+    _patch_function_call()
+    _patch_strategy_run()
+    _patch_all_reduce()
+    _patch_iterators()
+    _patch_keras()
+
+
+def recorder() -> Recorder | None:
+    return _State.recorder
+
+
+def _default_devices(devices: list[str]) -> None:
+    original = mirrored_strategy.MirroredStrategy.__init__
+
+    def __init__(self: Any, devices_: Any = None, cross_device_ops: Any = None) -> None:
+        original(self, devices_ if devices_ is not None else devices, cross_device_ops)
+
+    mirrored_strategy.MirroredStrategy.__init__ = __init__
+
+
+def _idle() -> Recorder | None:
+    """The recorder when a new top-level step may start here (eager, not replaying, no step running)."""
+    rec = _State.recorder
+    if rec is None or rec.done or rec.busy or _State.calling or ops.inside_function():
+        return None
+    return rec
+
+
+def _patch_function_call() -> None:
+    original = polymorphic_function.Function.__call__
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rec = _idle()
+        if rec is None:
+            return original(self, *args, **kwargs)
+        _State.calling.append(self)
+        start = time.perf_counter()
+        try:
+            out = original(self, *args, **kwargs)
+        finally:
+            _State.calling.pop()
+        end = time.perf_counter()
+        if self in _State.steps:
+            rec.step("tf.function", start, end, replay.of_function(self, args, kwargs, _State.replicas))
+        return out
+
+    polymorphic_function.Function.__call__ = __call__
+
+
+def _patch_strategy_run() -> None:
+    original = distribute_lib.StrategyBase.run
+
+    def run(self: Any, fn: Callable, args: tuple = (), kwargs: dict | None = None, options: Any = None) -> Any:
+        _State.replicas = self.num_replicas_in_sync
+        if ops.inside_function():
+            if _State.calling and not isinstance(_State.calling[-1], str):
+                _State.steps.add(_State.calling[-1])
+            return original(self, fn, args, kwargs, options)
+        rec = _idle()
+        if rec is None:
+            return original(self, fn, args, kwargs, options)
+        _State.calling.append("run")
+        start = time.perf_counter()
+        try:
+            out = original(self, fn, args, kwargs, options)
+        finally:
+            _State.calling.pop()
+        rec.step("eager strategy.run", start, time.perf_counter(),
+                 replay.of_eager_run(self, fn, tuple(args), dict(kwargs or {})))
+        return out
+
+    distribute_lib.StrategyBase.run = run
+
+
+def _patch_all_reduce() -> None:
+    original = distribute_lib.ReplicaContextBase.all_reduce
+
+    def all_reduce(self: Any, reduce_op: Any, value: Any, options: Any = None) -> Any:
+        if replay.PASSTHROUGH["on"]:
+            return tf.nest.map_structure(tf.identity, value)
+        return original(self, reduce_op, value, options)
+
+    distribute_lib.ReplicaContextBase.all_reduce = all_reduce
+
+
+def _timed_input(original: Callable) -> Callable:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        rec = _State.recorder
+        if rec is None or rec.busy or ops.inside_function():
+            return original(*args, **kwargs)
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            rec.input_wait(time.perf_counter() - start)
+    return timed
+
+
+def _patch_iterators() -> None:
+    for cls in (iterator_ops.OwnedIterator, input_lib.DistributedIteratorBase):
+        cls.__next__ = _timed_input(cls.__next__)
+
+
+def _patch_keras() -> None:
+    import keras
+
+    for cls in dict.fromkeys((keras.utils.PyDataset, keras.utils.Sequence)):
+        _time_subclass_batches(cls)
+    original_fit = keras.Model.fit
+
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from tfdoctor.profile.script.api import StepCallback
+
+        rec = _State.recorder
+        callbacks = list(kwargs.get("callbacks") or [])
+        if rec is not None and not any(isinstance(c, StepCallback) for c in callbacks):
+            kwargs["callbacks"] = [*callbacks, StepCallback(rec)]
+        return original_fit(self, *args, **kwargs)
+
+    keras.Model.fit = fit
+
+
+def _time_subclass_batches(base: type) -> None:
+    """Every later subclass of `base` has its `__getitem__` (one batch) counted as input wait."""
+    previous = base.__dict__.get("__init_subclass__")
+
+    @classmethod  # type: ignore[misc]
+    def __init_subclass__(cls: type, **kwargs: Any) -> None:
+        if previous is not None:
+            previous.__func__(cls, **kwargs)
+        else:
+            super(base, cls).__init_subclass__(**kwargs)
+        if "__getitem__" in cls.__dict__:
+            cls.__getitem__ = _timed_input(cls.__dict__["__getitem__"])
+
+    base.__init_subclass__ = __init_subclass__

@@ -1,0 +1,81 @@
+"""Script mode's measurements joined with the lint findings of the script and the modules it imports from
+its own folder, as the same Report as reference mode (no TensorFlow here)."""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+from typing import Any
+
+from tfdoctor.config import Overrides
+from tfdoctor.lint.engine import lint_paths
+from tfdoctor.lint.findings import Finding
+from tfdoctor.profile.breakdown import breakdown
+from tfdoctor.profile.report import CPU_NOTE, VIRTUAL_GPU_NOTE, Report
+from tfdoctor.profile.suggest import RULES_FOR, Cause, suggest
+from tfdoctor.profile.verdict import Verdict, judge
+
+DEVICE_NOTES = {"cpu": CPU_NOTE, "virtual-gpu": VIRTUAL_GPU_NOTE}
+PART_OF = {"input-bound": "input", "sync-bound": "sync", "host-bound": "host", "compute-bound": "compute"}
+
+
+def local_modules(script: Path) -> list[Path]:
+    """The script and the `.py` modules (or packages) of its folder that it imports, transitively."""
+    folder, found, todo = script.parent, [script], [script]
+    while todo:
+        try:
+            tree = ast.parse(todo.pop().read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+            for name in names:
+                head = folder / name.split(".")[0]
+                path = head.with_suffix(".py") if head.with_suffix(".py").is_file() else head
+                if path.exists() and path not in found:
+                    found.append(path)
+                    if path.suffix == ".py":
+                        todo.append(path)
+    return found
+
+
+def lint_findings(script: Path) -> list[Finding]:
+    """Findings in the script and its local modules, paths as given relative to the working folder."""
+    targets = [os.path.relpath(p) if not os.path.relpath(p).startswith("..") else str(p)
+               for p in local_modules(script)]
+    return lint_paths(targets, Overrides(), cache=False).findings
+
+
+def build(result: dict[str, Any], findings: list[Finding], requested: int, kind: str, names: list[str],
+          script: str, notes: list[str]) -> Report:
+    """The report of one script-mode (or API) measurement."""
+    measured = breakdown(result["full"], result["on_device"], result["looped"], result["gradients"],
+                         result["reduced"])
+    verdict = judge(measured)
+    causes = [Cause(f.code, f.path, f.line) for f in findings]
+    global_batch = int(result.get("global_batch") or 0)
+    part = PART_OF[verdict.primary]
+    joined = sorted((f for f in findings if f.code in RULES_FOR[part]), key=lambda f: RULES_FOR[part].index(f.code))
+    if joined:
+        first = joined[0]
+        verdict = Verdict(verdict.primary, verdict.level, (
+            f"{verdict.statement} {verdict.primary} {measured.shares()[part]:.0%}: {first.code} at "
+            f"{first.path}:{first.line} {first.message.split(':')[0]}."))
+    waits = result.get("input_wait") or []
+    extra = [f"script mode: steps seen through {result['source']} ({result['steps_seen']} in all); input = the "
+             "time between step calls plus any input inside them, i.e. step-to-step time minus the step replayed "
+             "on a batch already on the devices"]
+    if waits:
+        extra.append(f"hooked input waits: {sum(waits) / len(waits) * 1000:.1f} ms per step")
+    return Report(
+        mode="script", requested=requested, device_kind=kind, device_names=names,
+        workload={"name": script, "global_batch": global_batch,
+                  "per_replica_batch": global_batch // max(int(result.get("replicas") or requested), 1),
+                  "steps": len(result["full"]), "step_source": result["source"]},
+        breakdown=measured, verdict=verdict, suggestions=suggest(measured, causes, requested),
+        examples_per_s=global_batch / measured.step.median if global_batch else None,
+        trace=result.get("trace") or {"logdir": None, "xprof": None},
+        notes=[*extra, *result.get("notes", []), *notes, *filter(None, [DEVICE_NOTES.get(kind)])],
+    )

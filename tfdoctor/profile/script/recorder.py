@@ -1,0 +1,116 @@
+"""The step window of a running script: W warm-up steps, K measured step-to-step intervals, an optional
+trace of a few more steps, then the replays and one result (a dict, the worker's result format)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from tfdoctor.profile.script.replay import Replay, measure
+
+Progress = Callable[[str, int, int], None]
+
+
+class Recorder:
+    """Collects step boundaries from whichever hook reports first (one source only, so nothing is counted
+    twice) and, once the window is complete, measures the replays and hands the result to `on_done`."""
+
+    def __init__(self, steps: int, warmup: int, on_done: Callable[[dict[str, Any]], None], progress: Progress,
+                 trace_dir: str | None = None, trace_steps: int = 3) -> None:
+        self.steps, self.warmup, self.on_done, self.progress = steps, warmup, on_done, progress
+        self.trace_dir, self.trace_steps = trace_dir, trace_steps
+        self.source: str | None = None
+        self.seen = 0
+        self.starts: list[float] = []    # starts of the measured steps (K + 1 of them)
+        self.calls: list[float] = []     # how long each measured step call took
+        self.waits: list[float] = []     # hooked input waits in each measured interval
+        self._wait = 0.0
+        self.replay: Replay | None = None
+        self.hooked: set[str] = set()
+        self.busy = False                # replaying: the hooks must not report
+        self.done = False
+        self.deadline = float("inf")
+        self._traced = -1                # steps traced so far; -1 while no trace runs
+
+    def prefer(self, source: str) -> None:
+        """Use `source` for the step boundaries (Model.fit's callback over the Function inside fit)."""
+        if self.source is None:
+            self.source = source
+
+    def input_wait(self, seconds: float) -> None:
+        self._wait += seconds
+
+    def step(self, source: str, start: float, end: float, replay: Replay | None = None) -> None:
+        """A training step call ran from `start` to `end` (perf_counter seconds)."""
+        if self.done or self.busy:
+            return
+        self.source = self.source or source
+        if replay is not None:
+            self.replay = replay
+        if source != self.source:
+            return
+        self.seen += 1
+        wait, self._wait = self._wait, 0.0
+        if self._traced >= 0:
+            self._traced += 1
+            if self._traced >= self.trace_steps:
+                self.finish()
+            return
+        if self.seen <= self.warmup:
+            self.progress("warm-up steps", self.seen, self.warmup)
+            return
+        if self.starts:
+            self.waits.append(wait)
+        self.starts.append(start)
+        self.calls.append(end - start)
+        self.progress("measured steps", len(self.starts) - 1, self.steps)
+        if len(self.starts) > self.steps or (time.perf_counter() > self.deadline and len(self.starts) > 1):
+            if self.trace_dir and self.trace_steps:
+                self._start_trace()
+            else:
+                self.finish()
+
+    def finish(self, ended: str | None = None) -> None:
+        """Stop any trace, run the replays and report; `ended` says why the script stopped early."""
+        if self.done:
+            return
+        self.done = self.busy = True
+        trace = self._stop_trace()
+        intervals = [b - a for a, b in zip(self.starts, self.starts[1:])]
+        if not intervals:
+            self.on_done({"steps_seen": self.seen, "hooked": sorted(self.hooked), "ended": ended})
+            return
+        calls = self.calls[:len(intervals)]
+        notes = []
+        if ended and len(intervals) < self.steps:
+            notes.append(f"the script {ended} after {self.seen} steps: {len(intervals)} of {self.steps} measured")
+        phases = measure(self.replay, len(intervals), self.progress, notes) if self.replay else None
+        if phases is None:
+            notes.append("no step could be replayed on a captured batch (steps seen through "
+                         f"{self.source}): the time between step calls counts as input, the step calls as "
+                         "compute; host overhead and all-reduce are not separated")
+            phases = {"on_device": calls, "looped": min(calls), "gradients": [0.0], "reduced": [0.0],
+                      "global_batch": 0}
+        self.on_done({"full": intervals, "input_wait": self.waits[:len(intervals)], "step_calls": calls,
+                      "source": self.source, "hooked": sorted(self.hooked), "steps_seen": self.seen,
+                      "notes": notes, "trace": trace, **phases})
+
+    def _start_trace(self) -> None:
+        import tensorflow as tf
+
+        Path(self.trace_dir).mkdir(parents=True, exist_ok=True)
+        tf.profiler.experimental.start(self.trace_dir)
+        self._traced = 0
+
+    def _stop_trace(self) -> dict[str, Any] | None:
+        if self._traced < 0:
+            return None
+        import tensorflow as tf
+
+        from tfdoctor.profile.trace import summarise
+
+        tf.profiler.experimental.stop()
+        self._traced = -1
+        runs = sorted(Path(self.trace_dir).glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime)
+        return {"logdir": self.trace_dir, "xprof": summarise([str(runs[-1])]) if runs else None}
