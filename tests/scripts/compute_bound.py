@@ -6,13 +6,13 @@ strategy = tf.distribute.MirroredStrategy()
 GLOBAL_BATCH = 32 * strategy.num_replicas_in_sync
 
 with strategy.scope():
-    model = tf.keras.Sequential([tf.keras.Input((16, 16, 3))]
-                                + [tf.keras.layers.Conv2D(32, 3, padding="same", activation="relu") for _ in range(3)]
+    model = tf.keras.Sequential([tf.keras.Input((32, 32, 3))]
+                                + [tf.keras.layers.Conv2D(48, 3, padding="same", activation="relu") for _ in range(4)]
                                 + [tf.keras.layers.GlobalAveragePooling2D(), tf.keras.layers.Dense(1)])
     optimizer = tf.keras.optimizers.SGD(1e-3)
     optimizer.build(model.trainable_variables)
 
-images = tf.data.Dataset.from_tensor_slices((tf.random.normal([256, 16, 16, 3]), tf.random.normal([256, 1])))
+images = tf.data.Dataset.from_tensor_slices((tf.random.normal([256, 32, 32, 3]), tf.random.normal([256, 1])))
 dataset = strategy.experimental_distribute_dataset(images.cache().repeat().batch(GLOBAL_BATCH).prefetch(4))
 
 

@@ -32,6 +32,7 @@ class Recorder:
         self.done = False
         self.deadline = float("inf")
         self._traced = -1                # steps traced so far; -1 while no trace runs
+        self._step_mark: Any = None      # the profiler's step annotation in progress
 
     def prefer(self, source: str) -> None:
         """Use `source` for the step boundaries (Model.fit's callback over the Function inside fit)."""
@@ -54,6 +55,7 @@ class Recorder:
         wait, self._wait = self._wait, 0.0
         if self._traced >= 0:
             self._traced += 1
+            self._mark_trace_step()
             if self._traced >= self.trace_steps:
                 self.finish()
             return
@@ -85,7 +87,7 @@ class Recorder:
         notes = []
         if ended and len(intervals) < self.steps:
             notes.append(f"the script {ended} after {self.seen} steps: {len(intervals)} of {self.steps} measured")
-        phases = measure(self.replay, len(intervals), self.progress, notes) if self.replay else None
+        phases = measure(self.replay, calls, self.progress, notes) if self.replay else None
         if phases is None:
             notes.append("no step could be replayed on a captured batch (steps seen through "
                          f"{self.source}): the time between step calls counts as input, the step calls as "
@@ -102,6 +104,18 @@ class Recorder:
         Path(self.trace_dir).mkdir(parents=True, exist_ok=True)
         tf.profiler.experimental.start(self.trace_dir)
         self._traced = 0
+        self._mark_trace_step()
+
+    def _mark_trace_step(self) -> None:
+        """xprof's steps: from the end of one step call to the end of the next (input fetch, then the call)."""
+        import tensorflow as tf
+
+        if self._step_mark is not None:
+            self._step_mark.__exit__(None, None, None)
+            self._step_mark = None
+        if 0 <= self._traced < self.trace_steps:
+            self._step_mark = tf.profiler.experimental.Trace("train", step_num=self._traced, _r=1)
+            self._step_mark.__enter__()
 
     def _stop_trace(self) -> dict[str, Any] | None:
         if self._traced < 0:
@@ -110,6 +124,8 @@ class Recorder:
 
         from tfdoctor.profile.trace import summarise
 
+        self._traced = self.trace_steps
+        self._mark_trace_step()
         tf.profiler.experimental.stop()
         self._traced = -1
         runs = sorted(Path(self.trace_dir).glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime)

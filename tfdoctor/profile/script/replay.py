@@ -2,11 +2,13 @@
 already on the devices):
 
     B  the step again on the same batch (no input work)
-    H  K steps inside one tf.function call
+    H  LOOP steps inside one tf.function call
     C  the same Python step traced again with the cross-replica all-reduce passed through
 
-and the breakdown's G/R become C/B, so sync = B - C (PROFILER.md's phase C). Replays update the weights;
-the script is stopped after them.
+and the breakdown's G/R become C/B, so sync = B - C (PROFILER.md's phase C). Other work on the machine
+changes between the window and the replays, so B is taken from the window itself (the step calls, timed
+alongside A) and H and C keep their ratios to a B replayed right beside them. Replays update the weights; the
+script is stopped after them.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
-from tfdoctor.profile.phases import measure_looped, wait
-from tfdoctor.profile.workload import StepFunctions
+from tfdoctor.profile.phases import wait
 
 Batch = tuple[tuple[Any, ...], dict[str, Any]]  # a step's (args, kwargs)
 Progress = Callable[[str, int, int], None]
 PASSTHROUGH = {"on": False}  # read by the all-reduce hook
+LOOP = 4  # steps per graph call in phase H
 
 
 @contextlib.contextmanager
@@ -52,9 +54,14 @@ def of_function(function: Any, args: tuple, kwargs: dict, replicas: int) -> Repl
     """A `tf.function` step; None when its arguments are not a batch (an iterator, say)."""
     if not _is_batch(args, kwargs):
         return None
-    plain = tf.function(function.python_function)
-    return Replay("tf.function", (args, kwargs), lambda b: function(*b[0], **b[1]),
-                  lambda b: plain(*b[0], **b[1]), replicas)
+    traced: list[Any] = []  # the same Python function as a new tf.function, made when first replayed
+
+    def unreduced(batch: Batch) -> Any:
+        if not traced:
+            traced.append(tf.function(function.python_function))
+        return traced[0](*batch[0], **batch[1])
+
+    return Replay("tf.function", (args, kwargs), lambda b: function(*b[0], **b[1]), unreduced, replicas)
 
 
 def of_eager_run(strategy: Any, fn: Callable, args: tuple, kwargs: dict) -> Replay | None:
@@ -83,8 +90,11 @@ def examples(batch: Batch) -> int:
     return 0
 
 
-def measure(replay: Replay, steps: int, progress: Progress, notes: list[str]) -> dict[str, Any] | None:
-    """B and C interleaved (so drift hits both alike) and H; None if the step cannot be run again."""
+def measure(replay: Replay, calls: list[float], progress: Progress, notes: list[str]) -> dict[str, Any] | None:
+    """B, C and H in turns on the captured batch, as the breakdown's inputs scaled to the window's step
+    `calls`: each turn's C/B and H/B ratios are paired, so load that comes and goes cancels; None if the
+    step cannot be run again."""
+    looped = _looped(replay.step)
     try:
         wait(replay.step(replay.batch))
         with without_all_reduce():
@@ -92,27 +102,37 @@ def measure(replay: Replay, steps: int, progress: Progress, notes: list[str]) ->
     except Exception as error:  # noqa: BLE001 - a step that cannot be replayed is reported, not fatal
         notes.append(f"the {replay.kind} step could not be replayed ({type(error).__name__}: {error})"[:300])
         return None
-    on_device, unreduced = [], []
-    for index in range(steps):
-        on_device.append(_time(lambda: replay.step(replay.batch)))
-        with without_all_reduce():
-            unreduced.append(_time(lambda: replay.unreduced(replay.batch)))
-        progress("B/C replays", index + 1, steps)
-    global_batch = examples(replay.batch)
-    work = StepFunctions(name=replay.kind, replicas=replay.replicas, global_batch=global_batch,
-                         batches=lambda: iter(()), step=replay.step, device_batch=replay.batch,
-                         gradients=replay.unreduced, reduced_gradients=replay.step)
     try:
-        looped = measure_looped(work, steps, progress)
+        wait(looped(replay.batch, tf.constant(2)))
     except Exception as error:  # noqa: BLE001 - e.g. Python-only code in an eager step
         notes.append(f"the step could not run inside one tf.function ({type(error).__name__}); host overhead "
                      "is not separated from compute")
-        looped = statistics.median(on_device)
-    notes.append(f"replays on a captured batch of the {replay.kind} step: B {statistics.median(on_device) * 1e3:.1f}"
-                 f" ms, without the all-reduce {statistics.median(unreduced) * 1e3:.1f} ms, inside one graph "
-                 f"{looped * 1e3:.1f} ms per step")
-    return {"on_device": on_device, "looped": looped, "gradients": unreduced, "reduced": on_device,
-            "global_batch": global_batch, "replicas": replay.replicas}
+        looped = None
+    unreduced_ratio, looped_ratio = [], []
+    for index in range(len(calls)):
+        on_device = _time(lambda: replay.step(replay.batch))
+        with without_all_reduce():
+            unreduced_ratio.append(_time(lambda: replay.unreduced(replay.batch)) / on_device)
+        looped_ratio.append(_time(lambda: looped(replay.batch, tf.constant(LOOP))) / LOOP / on_device
+                            if looped else 1.0)
+        progress("replays", index + 1, len(calls))
+    step = statistics.median(calls)
+    sync, inside = statistics.median(unreduced_ratio), statistics.median(looped_ratio)
+    notes.append(f"replays of the {replay.kind} step on a captured batch, as shares of the replayed step: "
+                 f"without the all-reduce {sync:.0%}, {LOOP} steps inside one graph call {inside:.0%} per step")
+    return {"on_device": calls, "looped": step * inside, "gradients": [step * sync], "reduced": [step],
+            "global_batch": examples(replay.batch), "replicas": replay.replicas}
+
+
+def _looped(step: Callable[[Batch], Any]) -> Callable[[Batch, tf.Tensor], Any]:
+    """Phase H's graph: `count` steps in one tf.function call."""
+    @tf.function
+    def looped(batch: Batch, count: tf.Tensor) -> Any:
+        out = step(batch)
+        for _ in tf.range(count - 1):
+            out = step(batch)
+        return out
+    return looped
 
 
 def _time(function: Callable[[], Any]) -> float:
