@@ -29,7 +29,7 @@ class _State:
     recorder: Recorder | None = None
     calling: list[Any] = []                       # the top-level step call in progress (a Function or "run")
     steps: weakref.WeakSet = weakref.WeakSet()    # Functions whose trace called strategy.run
-    replicas = 1
+    devices: list[str] = []                       # the replicas of the last strategy that ran a step
     installed = False
 
 
@@ -51,6 +51,10 @@ def install(recorder: Recorder, devices: list[str] | None = None) -> None:
 
 def recorder() -> Recorder | None:
     return _State.recorder
+
+
+def devices() -> list[str]:
+    return _State.devices
 
 
 def _default_devices(devices: list[str]) -> None:
@@ -85,7 +89,7 @@ def _patch_function_call() -> None:
             _State.calling.pop()
         end = time.perf_counter()
         if self in _State.steps:
-            rec.step("tf.function", start, end, replay.of_function(self, args, kwargs, _State.replicas))
+            rec.step("tf.function", start, end, replay.of_function(self, args, kwargs, len(_State.devices) or 1))
         return out
 
     polymorphic_function.Function.__call__ = __call__
@@ -95,7 +99,7 @@ def _patch_strategy_run() -> None:
     original = distribute_lib.StrategyBase.run
 
     def run(self: Any, fn: Callable, args: tuple = (), kwargs: dict | None = None, options: Any = None) -> Any:
-        _State.replicas = self.num_replicas_in_sync
+        _State.devices = _worker_devices(self)
         if ops.inside_function():
             if _State.calling and not isinstance(_State.calling[-1], str):
                 _State.steps.add(_State.calling[-1])
@@ -114,6 +118,13 @@ def _patch_strategy_run() -> None:
         return out
 
     distribute_lib.StrategyBase.run = run
+
+
+def _worker_devices(strategy: Any) -> list[str]:
+    try:
+        return list(strategy.extended.worker_devices)
+    except (RuntimeError, AttributeError):  # the default strategy has none
+        return []
 
 
 def _patch_all_reduce() -> None:

@@ -83,7 +83,9 @@ class Recorder:
         if not intervals:
             self.on_done({"steps_seen": self.seen, "hooked": sorted(self.hooked), "ended": ended})
             return
-        calls = self.calls[:len(intervals)]
+        waits = self.waits[:len(intervals)]
+        calls = ([a - w for a, w in zip(intervals, waits)] if self.source == "marker"  # a marker has no duration
+                 else self.calls[:len(intervals)])
         notes = []
         if ended and len(intervals) < self.steps:
             notes.append(f"the script {ended} after {self.seen} steps: {len(intervals)} of {self.steps} measured")
@@ -94,7 +96,7 @@ class Recorder:
                          "compute; host overhead and all-reduce are not separated")
             phases = {"on_device": calls, "looped": min(calls), "gradients": [0.0], "reduced": [0.0],
                       "global_batch": 0}
-        self.on_done({"full": intervals, "input_wait": self.waits[:len(intervals)], "step_calls": calls,
+        self.on_done({"full": intervals, "input_wait": waits, "step_calls": calls,
                       "source": self.source, "hooked": sorted(self.hooked), "steps_seen": self.seen,
                       "notes": notes, "trace": trace, **phases})
 
