@@ -1,0 +1,121 @@
+"""Script mode (`tfdoctor profile -- python train.py`) and the Python API, on the small training scripts
+in tests/scripts/: each has a known bottleneck and known lint findings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+from tfdoctor.profile.runner import ProfileError
+from tfdoctor.profile.script.join import local_modules
+from tfdoctor.profile.script.parent import split_command
+
+SCRIPTS = ROOT / "tests" / "scripts"
+
+
+def _profile(script: str, tmp_path, *flags: str) -> dict:
+    result = run_cli("profile", "--gpus", "2", "--steps", "10", "--warmup", "2", "--format", "json", "--logdir",
+                     str(tmp_path), *flags, "--", "python", f"tests/scripts/{script}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+def _error(script: str, *flags: str) -> str:
+    result = run_cli("profile", "--gpus", "2", *flags, "--", "python", f"tests/scripts/{script}")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_the_command_after_the_double_dash_names_the_script_and_its_arguments():
+    python, script, args = split_command(("python3", "-u", "tests/scripts/host_bound.py", "--lr", "0.1"))
+    assert python == sys.executable and script.name == "host_bound.py" and args == ["--lr", "0.1"]
+    assert split_command(("tests/scripts/host_bound.py",))[2] == []
+    with pytest.raises(ProfileError, match="not -m or -c"):
+        split_command(("python", "-m", "train"))
+
+
+def test_lint_covers_the_modules_the_script_imports_from_its_folder(tmp_path):
+    (tmp_path / "train.py").write_text("import helpers\nfrom data import pipeline\nimport os\n")
+    (tmp_path / "helpers.py").write_text("import common\n")
+    (tmp_path / "common.py").write_text("")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "unused.py").write_text("")
+    found = {p.name for p in local_modules(tmp_path / "train.py")}
+    assert found == {"train.py", "helpers.py", "common.py", "data"}
+
+
+def test_the_package_imports_without_tensorflow():
+    code = "import sys, tfdoctor.profile, tfdoctor.profile.session; assert 'tensorflow' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+@pytest.mark.tf
+def test_slow_python_generator_is_input_bound_and_cites_tfd201(tmp_path):
+    report = _profile("input_bound.py", tmp_path)
+    assert report["mode"] == "script" and report["verdict"]["primary"] == "input-bound"
+    assert "TFD201 at tests/scripts/input_bound.py:38" in report["verdict"]["statement"]
+    first = report["suggestions"][0]
+    assert first["rules"][0] in ("TFD201", "TFD103") and "TFD201 at tests/scripts/input_bound.py:38" in first["locations"]
+    assert report["workload"]["step_source"] == "tf.function" and report["workload"]["global_batch"] == 32
+
+
+@pytest.mark.tf
+def test_eager_distributed_step_is_host_bound_and_cites_tfd107(tmp_path):
+    report = _profile("host_bound.py", tmp_path)
+    assert report["verdict"]["primary"] == "host-bound"
+    assert "TFD107 at tests/scripts/host_bound.py:26" in report["verdict"]["statement"]
+    first = report["suggestions"][0]
+    assert first["rules"] == ["TFD107"] and first["locations"] == ["TFD107 at tests/scripts/host_bound.py:26"]
+    assert report["workload"]["step_source"] == "eager strategy.run"
+
+
+@pytest.mark.tf
+def test_large_model_in_a_graph_step_is_compute_bound(tmp_path):
+    report = _profile("compute_bound.py", tmp_path)
+    assert report["verdict"]["primary"] == "compute-bound", report["shares"]
+    assert report["devices"]["names"] == ["/device:CPU:0", "/device:CPU:1"]
+    assert report["trace"]["logdir"] and report["trace"]["xprof"]["steps"] >= 1
+    assert all(not s["locations"] for s in report["suggestions"])  # the script is clean
+
+
+def test_missing_script_is_one_line():
+    assert _error("missing.py") == "error: script not found: tests/scripts/missing.py"
+
+
+@pytest.mark.tf
+def test_crash_shows_the_exit_code_and_where():
+    line = _error("crashes.py")
+    assert "exit code 1" in line and "FileNotFoundError" in line and "tests/scripts/crashes.py:7" in line
+
+
+@pytest.mark.tf
+def test_no_step_before_the_deadline_says_what_was_hooked_and_how_to_mark_steps():
+    line = _error("no_step.py", "--max-seconds", "5")
+    assert "no training step seen" in line and "tf.function steps that call strategy.run" in line
+    assert "prof.step()" in line
+
+
+@pytest.mark.tf
+def test_out_of_memory_is_the_verdict(tmp_path):
+    result = run_cli("profile", "--format", "json", "--logdir", str(tmp_path), "--", "python",
+                     "tests/scripts/out_of_memory.py")
+    assert result.returncode == 0, result.stderr
+    verdict = json.loads(result.stdout)["verdict"]
+    assert verdict["primary"] == "out-of-memory" and "shape[4096,4096,64]" in verdict["statement"]
+
+
+@pytest.mark.tf
+def test_api_session_and_keras_callback_report_in_process():
+    result = subprocess.run([sys.executable, str(SCRIPTS / "api_loop.py")], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if line.startswith(("LOOP", "FIT")))
+    assert lines["LOOP"].startswith("tf.function ")   # the hooks found the step, not only the marker
+    assert lines["FIT"].startswith("fit ")
+    assert "Verdict:" in result.stderr
