@@ -30,6 +30,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _width(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 4:
+        raise argparse.ArgumentTypeError(f"must be in (0, 4]: {text!r}")
+    return value
+
+
 def _image_size(text: str) -> int:
     value = _positive(text)
     if value % 32:
@@ -44,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", choices=MODELS, default="yolov3-tiny", help="reference model")
     parser.add_argument("--img-size", type=_image_size, default=128, help="input size in pixels (default: 128)")
     parser.add_argument("--batch-per-replica", type=_positive, default=4, help="examples per replica per step")
+    parser.add_argument("--width", type=_width, help="model width multiplier (default: 1 on GPUs, 0.25 on CPU)")
     parser.add_argument("--steps", type=_positive, default=10, help="measured steps per phase (default: 10)")
     parser.add_argument("--scaling", action="store_true", help="also measure throughput on 1..N replicas")
     parser.add_argument("--logdir", type=Path, default=Path("tfdoctor-profile"),

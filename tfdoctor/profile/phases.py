@@ -70,7 +70,7 @@ def measure_full(work: StepFunctions, steps: int, warmup: int, progress: Progres
 
 def measure_looped(work: StepFunctions, steps: int, progress: Progress) -> float:
     """Phase H: `steps` steps in one graph call on the device batch; seconds per step."""
-    step = work.step
+    step = work.device_step()
 
     @tf.function
     def looped(batch: Any, count: tf.Tensor) -> Any:
@@ -89,7 +89,8 @@ def measure_looped(work: StepFunctions, steps: int, progress: Progress) -> float
 
 def measure(work: StepFunctions, steps: int, warmup: int, progress: Progress) -> PhaseTimes:
     full, waits = measure_full(work, steps, warmup, progress)
-    on_device = _timed(lambda: work.step(work.device_batch), steps, warmup, "B batch on devices", progress)
+    device_step = work.device_step()
+    on_device = _timed(lambda: device_step(work.device_batch), steps, warmup, "B batch on devices", progress)
     looped = measure_looped(work, steps, progress)
     gradients = _timed(lambda: work.gradients(work.device_batch), steps, warmup, "G gradients", progress)
     reduced = _timed(lambda: work.reduced_gradients(work.device_batch), steps, warmup, "R gradients + all-reduce",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from tfdoctor.reference.data import ensure_dataset
 from tfdoctor.reference.train import TrainConfig, Trainer
 
 NUM_IMAGES = 128
+SOURCE_SIZE = 640  # the synthetic photos are drawn at 640 x 640, like camera or COCO images, then resized
+CPU_WIDTH = 0.25  # without a GPU, a thinner model keeps a step's compute near what a GPU spends on the full one
 
 # Where the naive variant does what the lint rules look for: (rule, function, a line of its source).
 _NAIVE_CAUSES = (
@@ -26,10 +29,15 @@ _NAIVE_CAUSES = (
 
 
 def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunctions:
+    on_gpu = bool(tf.config.list_logical_devices("GPU"))
+    width = params.get("width") or (1.0 if on_gpu else CPU_WIDTH)
     config = TrainConfig(model=params.get("model", "yolov3-tiny"), img_size=int(params.get("img_size", 128)),
-                         batch_per_replica=int(params.get("batch_per_replica", 4)))
-    examples = read_annotations(ensure_dataset(NUM_IMAGES, config.img_size, config.seed, config.num_classes),
+                         batch_per_replica=int(params.get("batch_per_replica", 4)), width=float(width))
+    source_size = max(SOURCE_SIZE, config.img_size)
+    examples = read_annotations(ensure_dataset(NUM_IMAGES, source_size, config.seed, config.num_classes),
                                 config.num_classes)
+    notes = [f"{NUM_IMAGES} synthetic {source_size} x {source_size} JPEG photos resized to {config.img_size} px; "
+             f"model width {config.width:g}" + ("" if on_gpu else " (thinner on CPU so compute stays GPU-like)")]
     trainer = Trainer(strategy, config)
     variant = params.get("variant", "tuned")
     if variant == "naive":
@@ -38,21 +46,24 @@ def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunct
 
         device_batch = tf.nest.map_structure(tf.constant, next(batches()))
         step, gradients, reduced = trainer.naive_step, trainer.naive_gradients, trainer.naive_reduced_gradients
+        step_on_device = step
         causes = [_locate(code, function, text) for code, function, text in _NAIVE_CAUSES]
     elif variant == "tuned":
-        def batches() -> Any:
-            return trainer.tuned_batches(examples)
+        def batches() -> Any:  # the step takes its batch from the iterator inside the graph
+            return itertools.repeat(trainer.tuned_batches(examples))
 
-        device_batch = next(batches())
-        step, gradients, reduced = trainer.tuned_step, trainer.tuned_gradients, trainer.tuned_reduced_gradients
+        device_batch = next(trainer.tuned_batches(examples))
+        step, gradients, reduced = trainer.tuned_iterator_step, trainer.tuned_gradients, trainer.tuned_reduced_gradients
+        step_on_device = trainer.tuned_step
         causes = []
     else:
         raise ValueError(f"unknown variant {variant!r}")
     return StepFunctions(
         name=f"{config.model} {config.img_size}px, {variant} pipeline", replicas=trainer.replicas,
         global_batch=trainer.global_batch, batches=batches, step=step, device_batch=device_batch,
+        step_on_device=step_on_device,
         gradients=gradients, reduced_gradients=reduced, per_replica_batch=config.batch_per_replica,
-        lint_targets=(pipelines.__file__, train.__file__), causes=causes,
+        lint_targets=(pipelines.__file__, train.__file__), causes=causes, notes=notes,
     )
 
 

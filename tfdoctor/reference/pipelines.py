@@ -93,7 +93,8 @@ def _decode(raw: tf.Tensor) -> tf.Tensor:
 def tuned_dataset(
     examples: Sequence[Example], spec: YoloSpec, batch_size: int, seed: int = 0, augment: bool = True
 ) -> tf.data.Dataset:
-    """Endless tf.data pipeline of global batches: parallel read, decode, augment and targets, then prefetch."""
+    """Endless tf.data pipeline of global batches: files read and decoded once in parallel, then parallel
+    augmentation and targets, then prefetch."""
     count, padded_size = len(examples), max_boxes(examples)
     paths = tf.constant([str(e.image) for e in examples])
     padded = [_padded(e.boxes, e.classes, padded_size) for e in examples]
@@ -104,10 +105,19 @@ def tuned_dataset(
         indices = tf.numpy_function(lambda e: epoch_order(count, seed, int(e)), [epoch], tf.int64)
         return tf.data.Dataset.from_tensor_slices(tf.ensure_shape(indices, (count,)))
 
-    def load(position: tf.Tensor, index: tf.Tensor) -> Batch:
+    def decode(index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         image = tf.cast(_decode(tf.io.read_file(paths[index])), tf.float32) / 255.0
-        image, boxes = resize_tf(image, all_boxes[index], spec.img_size)
-        classes = all_classes[index]
+        return resize_tf(image, all_boxes[index], spec.img_size)
+
+    # Decode and resize every file once, in parallel, and keep the result in memory: the equivalent of
+    # `.cache()` before the random steps (TFD204), with the random access the epoch order needs. The
+    # reference set is small (a few hundred images); a large one would use `.cache(filename)` instead.
+    decoded_images, decoded_boxes = (
+        tf.data.Dataset.range(count).map(decode, num_parallel_calls=tf.data.AUTOTUNE).batch(count).get_single_element()
+    )
+
+    def load(position: tf.Tensor, index: tf.Tensor) -> Batch:
+        image, boxes, classes = decoded_images[index], decoded_boxes[index], all_classes[index]
         if augment:
             stream_seed = tf.stack([tf.constant(seed, tf.int64), position])
             uniforms = tf.random.stateless_uniform((NUM_UNIFORMS,), seed=stream_seed)

@@ -1,7 +1,8 @@
 """Training the reference workload under MirroredStrategy, the seeds' naive way and the tuned way.
 
 ``Trainer`` owns the model and optimizer (built in the strategy scope) and exposes step functions the
-profiler can call separately: ``naive_step`` on a raw batch, ``tuned_step`` on a distributed batch, and
+profiler can call separately: ``naive_step`` on a raw batch, ``tuned_step`` on a distributed batch
+(``tuned_iterator_step`` takes the next one from a distributed iterator inside the graph), and
 for each variant ``*_gradients`` (forward and backward only) and ``*_reduced_gradients`` (plus the
 all-reduce, no update); the all-reduce costs the difference between the last two.
 ``run_training`` is the whole loop behind ``tfdoctor reference``.
@@ -78,6 +79,7 @@ class Trainer:
             self.optimizer.build(self.model.trainable_variables)
         self.naive_step = tf.function(self._naive_step)
         self.tuned_step = tf.function(self._tuned_step)
+        self.tuned_iterator_step = tf.function(lambda iterator: self._tuned_step(next(iterator)))
         self.tuned_gradients = tf.function(partial(self._gradients, self._loss_and_gradients, all_reduce=False))
         self.tuned_reduced_gradients = tf.function(partial(self._gradients, self._loss_and_gradients, all_reduce=True))
         self.naive_gradients = tf.function(partial(self._gradients, self._naive_loss_and_gradients, all_reduce=False))
