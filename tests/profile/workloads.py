@@ -16,14 +16,17 @@ from tfdoctor.profile.workload import StepFunctions
 FEATURES, WIDTH, PER_REPLICA = 256, 512, 32
 
 
-def _median_time(function: Callable[[], Any], repeats: int = 15) -> float:
+def _timed(function: Callable[[], Any]) -> float:
+    start = time.perf_counter()
     wait(function())
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        wait(function())
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return time.perf_counter() - start
+
+
+def _paired_difference(slower: Callable[[], Any], faster: Callable[[], Any], repeats: int = 30) -> float:
+    """Median of (slower - faster) over calls made in turn, so drift of the machine cancels out."""
+    wait(slower())
+    wait(faster())
+    return statistics.median(_timed(slower) - _timed(faster) for _ in range(repeats))
 
 
 def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunctions:
@@ -94,11 +97,11 @@ def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunct
                 yield device_batch
     if inject == "payload":  # what the extra all-reduce adds to a step, timed with and without it
         plain = tf.function(lambda b: step(b, with_payload=False))
-        added = _median_time(lambda: graph_step(device_batch), 30) - _median_time(lambda: plain(device_batch), 30)
+        added = _paired_difference(lambda: graph_step(device_batch), lambda: plain(device_batch))
         notes.append(f"ground-truth sync {added}")
     if inject == "eager":
-        eager = _median_time(lambda: step(device_batch))
-        notes.append(f"ground-truth host {eager - _median_time(lambda: graph_step(device_batch))}")
+        overhead = _paired_difference(lambda: step(device_batch), lambda: graph_step(device_batch))
+        notes.append(f"ground-truth host {overhead}")
     return StepFunctions(
         name=f"mlp ({inject})", replicas=replicas, global_batch=global_batch, batches=batches,
         step=step if inject == "eager" else graph_step, device_batch=device_batch,

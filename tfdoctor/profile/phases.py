@@ -1,5 +1,5 @@
 """Phases A/B/H/G/R: the same step timed with the real input, with the batch already on the devices, K steps
-inside one graph call, and forward/backward without and with the all-reduce.
+inside one graph call, and forward/backward without and with the all-reduce (B, G and R interleaved).
 
     input   = A - B     (waiting for the input pipeline, host-to-device copies)
     host    = B - H     (Python and dispatch overhead that disappears when steps run inside one graph)
@@ -41,13 +41,17 @@ def wait(value: Any) -> None:
             return
 
 
-def _timed(function: Callable[[], Any], steps: int, warmup: int, label: str, progress: Progress) -> list[float]:
-    times = []
+def _interleaved(functions: dict[str, Callable[[], Any]], steps: int, warmup: int, label: str,
+                 progress: Progress) -> dict[str, list[float]]:
+    """Time several functions in turn, one call each per round, so that drift of the machine (other work,
+    clock changes) touches them alike: their differences are what the breakdown uses."""
+    times: dict[str, list[float]] = {name: [] for name in functions}
     for index in range(warmup + steps):
-        start = time.perf_counter()
-        wait(function())
-        if index >= warmup:
-            times.append(time.perf_counter() - start)
+        for name, function in functions.items():
+            start = time.perf_counter()
+            wait(function())
+            if index >= warmup:
+                times[name].append(time.perf_counter() - start)
         progress(label, index + 1, warmup + steps)
     return times
 
@@ -89,10 +93,11 @@ def measure_looped(work: StepFunctions, steps: int, progress: Progress) -> float
 
 def measure(work: StepFunctions, steps: int, warmup: int, progress: Progress) -> PhaseTimes:
     full, waits = measure_full(work, steps, warmup, progress)
-    device_step = work.device_step()
-    on_device = _timed(lambda: device_step(work.device_batch), steps, warmup, "B batch on devices", progress)
+    device_step, batch = work.device_step(), work.device_batch
+    rounds = _interleaved({
+        "on_device": lambda: device_step(batch),
+        "gradients": lambda: work.gradients(batch),
+        "reduced": lambda: work.reduced_gradients(batch),
+    }, steps, warmup, "B/G/R batch on devices", progress)
     looped = measure_looped(work, steps, progress)
-    gradients = _timed(lambda: work.gradients(work.device_batch), steps, warmup, "G gradients", progress)
-    reduced = _timed(lambda: work.reduced_gradients(work.device_batch), steps, warmup, "R gradients + all-reduce",
-                     progress)
-    return PhaseTimes(full, waits, on_device, looped, gradients, reduced)
+    return PhaseTimes(full, waits, rounds["on_device"], looped, rounds["gradients"], rounds["reduced"])
