@@ -17,15 +17,15 @@ from tfdoctor.profile.script.parent import split_command
 SCRIPTS = ROOT / "tests" / "scripts"
 
 
-def _profile(script: str, tmp_path, *flags: str) -> dict:
+def _profile(script: str, tmp_path, *args: str) -> dict:
     result = run_cli("profile", "--gpus", "2", "--steps", "10", "--warmup", "2", "--format", "json", "--logdir",
-                     str(tmp_path), *flags, "--", "python", f"tests/scripts/{script}")
+                     str(tmp_path), "--", "python", f"tests/scripts/{script}", *args)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout)
 
 
-def _error(script: str, *flags: str) -> str:
-    result = run_cli("profile", "--gpus", "2", *flags, "--", "python", f"tests/scripts/{script}")
+def _error(script: str, *flags: str, args: tuple[str, ...] = ()) -> str:
+    result = run_cli("profile", "--gpus", "2", *flags, "--", "python", f"tests/scripts/{script}", *args)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, result.stderr
@@ -59,9 +59,10 @@ def test_the_package_imports_without_tensorflow():
 def test_slow_python_generator_is_input_bound_and_cites_tfd201(tmp_path):
     report = _profile("input_bound.py", tmp_path)
     assert report["mode"] == "script" and report["verdict"]["primary"] == "input-bound"
-    assert "TFD201 at tests/scripts/input_bound.py:38" in report["verdict"]["statement"]
+    assert "TFD201 at tests/scripts/input_bound.py:40" in report["verdict"]["statement"]
     first = report["suggestions"][0]
-    assert first["rules"][0] in ("TFD201", "TFD103") and "TFD201 at tests/scripts/input_bound.py:38" in first["locations"]
+    assert first["rules"] == ["TFD201", "TFD103"]
+    assert first["locations"][0] == "TFD201 at tests/scripts/input_bound.py:40"
     assert report["workload"]["step_source"] == "tf.function" and report["workload"]["global_batch"] == 32
 
 
@@ -82,6 +83,19 @@ def test_large_model_in_a_graph_step_is_compute_bound(tmp_path):
     assert report["devices"]["names"] == ["/device:CPU:0", "/device:CPU:1"]
     assert report["trace"]["logdir"] and report["trace"]["xprof"]["steps"] >= 1
     assert all(not s["locations"] for s in report["suggestions"])  # the script is clean
+
+
+@pytest.mark.tf
+def test_a_script_that_stops_early_is_measured_on_the_steps_it_ran(tmp_path):
+    report = _profile("input_bound.py", tmp_path, "8")  # the script's own argument: stop after 9 steps
+    assert report["verdict"]["primary"] == "input-bound" and report["workload"]["steps"] == 6
+    assert any("ended after 9 steps: 6 of 10 measured" in note for note in report["notes"])
+
+
+@pytest.mark.tf
+def test_too_few_steps_to_measure_is_one_line():
+    line = _error("input_bound.py", "--warmup", "5", args=("3",))
+    assert "only 4 training steps ran" in line and "--warmup" in line
 
 
 def test_missing_script_is_one_line():

@@ -1,5 +1,6 @@
 """Input-bound: a small model fed by a slow Python generator (decoding in the training thread)."""
 
+import sys
 import time
 
 import numpy as np
@@ -7,6 +8,7 @@ import tensorflow as tf
 
 strategy = tf.distribute.MirroredStrategy()
 GLOBAL_BATCH = 16 * strategy.num_replicas_in_sync
+LAST_STEP = int(sys.argv[1]) if len(sys.argv) > 1 else 300
 
 
 def batches():
@@ -37,5 +39,5 @@ def train_step(x, y):
 
 for step, (x, y) in enumerate(batches()):
     loss = train_step(x, y)
-    if step == 300:
+    if step == LAST_STEP:
         break

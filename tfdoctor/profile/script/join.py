@@ -54,10 +54,12 @@ def build(result: dict[str, Any], findings: list[Finding], requested: int, kind:
     measured = breakdown(result["full"], result["on_device"], result["looped"], result["gradients"],
                          result["reduced"])
     verdict = judge(measured)
+    part = PART_OF[verdict.primary]
+    rank = {code: index for index, code in enumerate(RULES_FOR[part])}
+    findings = sorted(findings, key=lambda f: rank.get(f.code, len(rank)))  # the verdict's rules first
     causes = [Cause(f.code, f.path, f.line) for f in findings]
     global_batch = int(result.get("global_batch") or 0)
-    part = PART_OF[verdict.primary]
-    joined = sorted((f for f in findings if f.code in RULES_FOR[part]), key=lambda f: RULES_FOR[part].index(f.code))
+    joined = [f for f in findings if f.code in rank]
     if joined:
         first = joined[0]
         verdict = Verdict(verdict.primary, verdict.level, (

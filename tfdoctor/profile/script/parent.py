@@ -85,6 +85,9 @@ def _explain(seen: dict[str, Any], script: Path, error: ProfileError) -> Profile
     if "crash" in seen:
         crash = seen["crash"]
         return ProfileError(f"{script} failed with exit code {crash['code']}: {crash['message']}")
+    if "nostep" in seen and seen["nostep"].get("steps_seen"):
+        return ProfileError(f"only {seen['nostep']['steps_seen']} training steps ran in {script}: the warm-up "
+                            "and at least 2 measured steps are needed; lower --warmup or let it train longer")
     if "nostep" in seen:
         why = seen["nostep"].get("ended") or "stopped"
         return ProfileError(f"no training step seen in {script} (it {why}); hooked: "
