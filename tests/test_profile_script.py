@@ -127,7 +127,7 @@ def test_out_of_memory_is_the_verdict(tmp_path):
 @pytest.mark.tf
 def test_api_session_and_keras_callback_report_in_process():
     result = subprocess.run([sys.executable, str(SCRIPTS / "api_loop.py")], cwd=ROOT, capture_output=True,
-                            text=True, timeout=300)
+                            text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if line.startswith(("LOOP", "FIT")))
     assert lines["LOOP"].startswith("tf.function ")   # the hooks found the step, not only the marker

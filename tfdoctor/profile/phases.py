@@ -72,17 +72,20 @@ def measure_full(work: StepFunctions, steps: int, warmup: int, progress: Progres
     return full, waits
 
 
-def measure_looped(work: StepFunctions, steps: int, progress: Progress) -> float:
-    """Phase H: `steps` steps in one graph call on the device batch; seconds per step."""
-    step = work.device_step()
-
+def in_one_graph(step: Callable[[Any], Any]) -> Callable[[Any, tf.Tensor], Any]:
+    """Phase H's graph: `looped(batch, count)` runs `count` steps in one tf.function call."""
     @tf.function
     def looped(batch: Any, count: tf.Tensor) -> Any:
         out = step(batch)
         for _ in tf.range(count - 1):
             out = step(batch)
         return out
+    return looped
 
+
+def measure_looped(work: StepFunctions, steps: int, progress: Progress) -> float:
+    """Phase H: `steps` steps in one graph call on the device batch; seconds per step."""
+    looped = in_one_graph(work.device_step())
     wait(looped(work.device_batch, tf.constant(2)))  # trace and warm up
     progress("H steps in one graph", 1, 2)
     start = time.perf_counter()

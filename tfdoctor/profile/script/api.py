@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import keras
 
@@ -35,7 +35,7 @@ class Session:
         self.owner = launched is None or launched.done
         self.recorder = Recorder(steps, warmup, self._done, lambda *_: None) if self.owner else launched
 
-    def __enter__(self) -> Session:
+    def __enter__(self) -> Self:
         if self.owner:
             hooks.install(self.recorder)
         return self
@@ -45,7 +45,7 @@ class Session:
         now = time.perf_counter()
         self.recorder.step("marker", now, now)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if not self.owner or self.report is not None or exc[0] is not None:
             return
         self.recorder.finish(ended="left the profiling session")

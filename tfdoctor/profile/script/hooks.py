@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import tensorflow as tf
 from tensorflow.python.data.ops import iterator_ops
@@ -27,9 +27,9 @@ HOOKED = ("tf.function steps that call strategy.run", "eager strategy.run", "Mod
 
 class _State:
     recorder: Recorder | None = None
-    calling: list[Any] = []                       # the top-level step call in progress (a Function or "run")
-    steps: weakref.WeakSet = weakref.WeakSet()    # Functions whose trace called strategy.run
-    devices: list[str] = []                       # the replicas of the last strategy that ran a step
+    calling: ClassVar[list[Any]] = []               # the top-level step call in progress (a Function or "run")
+    steps: ClassVar[weakref.WeakSet] = weakref.WeakSet()  # Functions whose trace called strategy.run
+    devices: ClassVar[list[str]] = []               # the replicas of the last strategy that ran a step
     installed = False
 
 

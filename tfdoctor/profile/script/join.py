@@ -66,9 +66,9 @@ def build(result: dict[str, Any], findings: list[Finding], requested: int, kind:
             f"{verdict.statement} {verdict.primary} {measured.shares()[part]:.0%}: {first.code} at "
             f"{first.path}:{first.line} {first.message.split(':')[0]}."))
     waits = result.get("input_wait") or []
-    extra = [f"steps seen through {result['source']} ({result['steps_seen']} in all); input = the "
-             "time between step calls plus any input inside them, i.e. step-to-step time minus the step replayed "
-             "on a batch already on the devices"]
+    extra = [(f"steps seen through {result['source']} ({result['steps_seen']} in all); input = the time between "
+              "step calls plus any input inside them, i.e. step-to-step time minus the step on a batch already on "
+              "the devices")]
     if waits:
         extra.append(f"hooked input waits: {sum(waits) / len(waits) * 1000:.1f} ms per step")
     return Report(

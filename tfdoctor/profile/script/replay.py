@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
-from tfdoctor.profile.phases import wait
+from tfdoctor.profile.phases import in_one_graph, wait
 
 Batch = tuple[tuple[Any, ...], dict[str, Any]]  # a step's (args, kwargs)
 Progress = Callable[[str, int, int], None]
@@ -94,7 +94,7 @@ def measure(replay: Replay, calls: list[float], progress: Progress, notes: list[
     """B, C and H in turns on the captured batch, as the breakdown's inputs scaled to the window's step
     `calls`: each turn's C/B and H/B ratios are paired, so load that comes and goes cancels; None if the
     step cannot be run again."""
-    looped = _looped(replay.step)
+    looped = in_one_graph(replay.step)
     try:
         wait(replay.step(replay.batch))
         with without_all_reduce():
@@ -122,17 +122,6 @@ def measure(replay: Replay, calls: list[float], progress: Progress, notes: list[
                  f"without the all-reduce {sync:.0%}, {LOOP} steps inside one graph call {inside:.0%} per step")
     return {"on_device": calls, "looped": step * inside, "gradients": [step * sync], "reduced": [step],
             "global_batch": examples(replay.batch), "replicas": replay.replicas}
-
-
-def _looped(step: Callable[[Batch], Any]) -> Callable[[Batch, tf.Tensor], Any]:
-    """Phase H's graph: `count` steps in one tf.function call."""
-    @tf.function
-    def looped(batch: Batch, count: tf.Tensor) -> Any:
-        out = step(batch)
-        for _ in tf.range(count - 1):
-            out = step(batch)
-        return out
-    return looped
 
 
 def _time(function: Callable[[], Any]) -> float:
