@@ -57,11 +57,11 @@ def devices() -> list[str]:
     return _State.devices
 
 
-def _default_devices(devices: list[str]) -> None:
+def _default_devices(replicas: list[str]) -> None:
     original = mirrored_strategy.MirroredStrategy.__init__
 
-    def __init__(self: Any, devices_: Any = None, cross_device_ops: Any = None) -> None:
-        original(self, devices_ if devices_ is not None else devices, cross_device_ops)
+    def __init__(self: Any, devices: Any = None, cross_device_ops: Any = None) -> None:
+        original(self, devices if devices is not None else replicas, cross_device_ops)
 
     mirrored_strategy.MirroredStrategy.__init__ = __init__
 

@@ -3,6 +3,7 @@ trace of a few more steps, then the replays and one result (a dict, the worker's
 
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -94,7 +95,7 @@ class Recorder:
             notes.append("no step could be replayed on a captured batch (steps seen through "
                          f"{self.source}): the time between step calls counts as input, the step calls as "
                          "compute; host overhead and all-reduce are not separated")
-            phases = {"on_device": calls, "looped": min(calls), "gradients": [0.0], "reduced": [0.0],
+            phases = {"on_device": calls, "looped": statistics.median(calls), "gradients": [0.0], "reduced": [0.0],
                       "global_batch": 0}
         self.on_done({"full": intervals, "input_wait": waits, "step_calls": calls,
                       "source": self.source, "hooked": sorted(self.hooked), "steps_seen": self.seen,
