@@ -24,6 +24,7 @@ def run_once(variant: str, replicas: int, args: argparse.Namespace) -> dict:
         sys.executable, "-m", "tfdoctor", "reference", "--json",
         "--variant", variant, "--replicas", str(replicas), "--steps", str(args.steps),
         "--model", args.model, "--img-size", str(args.img_size), "--batch-per-replica", str(args.batch_per_replica),
+        "--width", str(args.width), "--source-size", str(args.source_size),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
@@ -37,8 +38,12 @@ def main() -> None:
     parser.add_argument("--replicas", default="1,2", help="comma-separated replica counts")
     parser.add_argument("--repeats", type=int, default=3, help="runs per cell; the best is shown")
     parser.add_argument("--model", default="yolov3-tiny")
-    parser.add_argument("--img-size", type=int, default=160)
+    parser.add_argument("--img-size", type=int, default=128)
     parser.add_argument("--batch-per-replica", type=int, default=4)
+    # The profiler's CPU set-up: a thinner model keeps compute near what a GPU spends on the full one, and
+    # photos larger than the network input, as real data sets have.
+    parser.add_argument("--width", type=float, default=0.25)
+    parser.add_argument("--source-size", type=int, default=640)
     args = parser.parse_args()
     replica_counts = [int(n) for n in args.replicas.split(",")]
 
@@ -56,7 +61,8 @@ def main() -> None:
                 )
 
     print(
-        f"{args.model} {args.img_size} px, {args.batch_per_replica} images per replica, {args.steps} steps "
+        f"{args.model} width {args.width} at {args.img_size} px from {args.source_size} px photos, "
+        f"{args.batch_per_replica} images per replica, {args.steps} steps "
         f"(first untimed), best of {args.repeats}; load average at start {load_at_start:.2f} "
         f"on {os.cpu_count()} cores"
     )

@@ -53,6 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--batch-per-replica", type=_bounded_int(1), default=4, help="images per replica (default 4)")
     parser.add_argument("--width", type=_positive_float, default=1.0, help="model width multiplier (default 1.0)")
+    parser.add_argument(
+        "--source-size", type=_bounded_int(32, 4096), default=640,
+        help="side of the synthetic photos, resized to --img-size when loaded (default 640)",
+    )
     parser.add_argument("--num-classes", type=_bounded_int(1, 1000), default=3, help="synthetic classes (default 3)")
     parser.add_argument(
         "--num-images", type=_bounded_int(1), default=256, help="synthetic images to draw (default 256)"
@@ -69,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
     from tfdoctor.reference.data import ensure_dataset
 
     try:  # check the data before TensorFlow starts, so bad input fails fast
-        path = args.annotations or ensure_dataset(args.num_images, args.img_size, args.seed, args.num_classes)
+        path = args.annotations or ensure_dataset(
+            args.num_images, max(args.source_size, args.img_size), args.seed, args.num_classes
+        )
         examples = read_annotations(path, args.num_classes)
     except AnnotationError as error:
         print(f"error: {error}", file=sys.stderr)

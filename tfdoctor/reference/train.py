@@ -180,14 +180,20 @@ def run_training(
     strategy, kind, _ = setup_replicas(replicas)
     trainer = Trainer(strategy, config)
     if variant == "naive":
-        batches, step = trainer.naive_batches(examples), trainer.naive_step
+        batches = trainer.naive_batches(examples)
+
+        def train_step() -> tf.Tensor:
+            return trainer.naive_step(next(batches))
     else:
-        batches, step = trainer.tuned_batches(examples), trainer.tuned_step
+        iterator = trainer.tuned_batches(examples)
+
+        def train_step() -> tf.Tensor:  # the batch is taken from the iterator inside the graph
+            return trainer.tuned_iterator_step(iterator)
 
     losses = []
     started = time.perf_counter()
     for index in range(steps):
-        losses.append(float(step(next(batches))))
+        losses.append(float(train_step()))
         if index == 0:
             after_first = time.perf_counter()
     finished = time.perf_counter()
