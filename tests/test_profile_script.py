@@ -86,6 +86,14 @@ def test_large_model_in_a_graph_step_is_compute_bound(tmp_path):
 
 
 @pytest.mark.tf
+def test_model_fit_fed_by_a_slow_pydataset_is_input_bound(tmp_path):
+    report = _profile("fit_slow_dataset.py", tmp_path)
+    assert report["workload"]["step_source"] == "fit" and report["workload"]["global_batch"] == 32
+    assert report["verdict"]["primary"] == "input-bound", report["shares"]
+    assert report["suggestions"][0]["locations"][0] == "TFD201 at tests/scripts/fit_slow_dataset.py:24"
+
+
+@pytest.mark.tf
 def test_a_script_that_stops_early_is_measured_on_the_steps_it_ran(tmp_path):
     report = _profile("input_bound.py", tmp_path, "8")  # the script's own argument: stop after 9 steps
     assert report["verdict"]["primary"] == "input-bound" and report["workload"]["steps"] == 6

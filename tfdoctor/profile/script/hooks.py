@@ -170,6 +170,9 @@ def _patch_keras() -> None:
         callbacks = list(kwargs.get("callbacks") or [])
         if rec is not None and not any(isinstance(c, StepCallback) for c in callbacks):
             kwargs["callbacks"] = [*callbacks, StepCallback(rec)]
+        if rec is not None and not rec.done:
+            data, targets = (list(args) + [kwargs.get("x"), kwargs.get("y")][len(args):])[:2]
+            rec.replay = replay.of_fit(self, data, targets, kwargs.get("batch_size"))
         return original_fit(self, *args, **kwargs)
 
     keras.Model.fit = fit

@@ -90,13 +90,14 @@ class Recorder:
         notes = []
         if ended and len(intervals) < self.steps:
             notes.append(f"the script {ended} after {self.seen} steps: {len(intervals)} of {self.steps} measured")
-        phases = measure(self.replay, calls, self.progress, notes) if self.replay else None
+        phases = measure(self.replay, intervals, calls, self.progress, notes) if self.replay else None
         if phases is None:
             notes.append("no step could be replayed on a captured batch (steps seen through "
-                         f"{self.source}): the time between step calls counts as input, the step calls as "
-                         "compute; host overhead and all-reduce are not separated")
-            phases = {"on_device": calls, "looped": statistics.median(calls), "gradients": [0.0], "reduced": [0.0],
-                      "global_batch": 0}
+                         f"{self.source}): input is the time between step calls and the hooked input waits, the "
+                         "rest compute; host overhead and all-reduce are not separated")
+            on_device = [min(c, a - w) for a, c, w in zip(intervals, calls, waits)]
+            phases = {"on_device": on_device, "looped": statistics.median(on_device), "gradients": [0.0],
+                      "reduced": [0.0], "global_batch": 0}
         self.on_done({"full": intervals, "input_wait": waits, "step_calls": calls,
                       "source": self.source, "hooked": sorted(self.hooked), "steps_seen": self.seen,
                       "notes": notes, "trace": trace, **phases})

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+import keras
 import tensorflow as tf
 
 from tfdoctor.profile.phases import in_one_graph, wait
@@ -48,6 +49,7 @@ class Replay:
     step: Callable[[Batch], Any]
     unreduced: Callable[[Batch], Any]
     replicas: int
+    input_inside: bool = False  # the real step calls fetch their input (Model.fit): B is the replay itself
 
 
 def of_function(function: Any, args: tuple, kwargs: dict, replicas: int) -> Replay | None:
@@ -75,6 +77,34 @@ def of_eager_run(strategy: Any, fn: Callable, args: tuple, kwargs: dict) -> Repl
     return Replay("eager strategy.run", (args, kwargs), run, run, strategy.num_replicas_in_sync)
 
 
+def of_fit(model: Any, data: Any, targets: Any, batch_size: int | None) -> Replay | None:
+    """`Model.fit`'s train_step under the model's strategy, on one batch of fit's own data (arrays, tensors,
+    a tf.data.Dataset or a keras PyDataset); None for other inputs."""
+    strategy = model.distribute_strategy
+    if isinstance(data, keras.utils.PyDataset) and len(data):
+        first = data[0]
+        data, targets, batch_size = first[0], first[1], len(first[0])
+    if isinstance(data, tf.data.Dataset):
+        dataset = data.take(1)
+    elif hasattr(data, "shape") and hasattr(targets, "shape"):
+        size = batch_size or 32
+        dataset = tf.data.Dataset.from_tensor_slices((data[:size], targets[:size])).batch(size)
+    else:
+        return None
+    batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
+    graphs: list[Any] = []  # with and without the all-reduce, traced when first replayed
+
+    def runner(index: int) -> Callable[[Batch], Any]:
+        def run(replayed: Batch) -> Any:
+            while len(graphs) <= index:
+                graphs.append(tf.function(lambda b: strategy.run(model.train_step, args=(b,))))
+            return graphs[index](*replayed[0])
+        return run
+
+    return Replay("Model.fit train_step", ((batch,), {}), runner(0), runner(1), strategy.num_replicas_in_sync,
+                  input_inside=True)
+
+
 def _is_batch(args: tuple, kwargs: dict) -> bool:
     values = tf.nest.flatten((args, kwargs))
     return not any(hasattr(v, "get_next") or isinstance(v, Iterator) for v in values)
@@ -90,10 +120,12 @@ def examples(batch: Batch) -> int:
     return 0
 
 
-def measure(replay: Replay, calls: list[float], progress: Progress, notes: list[str]) -> dict[str, Any] | None:
+def measure(replay: Replay, intervals: list[float], calls: list[float], progress: Progress,
+            notes: list[str]) -> dict[str, Any] | None:
     """B, C and H in turns on the captured batch, as the breakdown's inputs scaled to the window's step
     `calls`: each turn's C/B and H/B ratios are paired, so load that comes and goes cancels; None if the
-    step cannot be run again."""
+    step cannot be run again. When the calls fetch their own input (Model.fit), B is each step-to-step
+    interval less the call's excess over the replayed step, so fit's Python between batches stays host time."""
     looped = in_one_graph(replay.step)
     try:
         wait(replay.step(replay.batch))
@@ -108,19 +140,24 @@ def measure(replay: Replay, calls: list[float], progress: Progress, notes: list[
         notes.append(f"the step could not run inside one tf.function ({type(error).__name__}); host overhead "
                      "is not separated from compute")
         looped = None
-    unreduced_ratio, looped_ratio = [], []
-    for index in range(len(calls)):
+    replayed, unreduced_ratio, looped_ratio = [], [], []
+    for index in range(len(intervals)):
         on_device = _time(lambda: replay.step(replay.batch))
+        replayed.append(on_device)
         with without_all_reduce():
             unreduced_ratio.append(_time(lambda: replay.unreduced(replay.batch)) / on_device)
         looped_ratio.append(_time(lambda: looped(replay.batch, tf.constant(LOOP))) / LOOP / on_device
                             if looped else 1.0)
-        progress("replays", index + 1, len(calls))
-    step = statistics.median(calls)
+        progress("replays", index + 1, len(intervals))
+    step = statistics.median(replayed if replay.input_inside else calls)
+    on_device = ([a - max(c - step, 0.0) for a, c in zip(intervals, calls)] if replay.input_inside else calls)
+    if replay.input_inside:
+        notes.append(f"the step calls fetch their own input: input = the calls' excess over the replayed step "
+                     f"({step * 1e3:.1f} ms)")
     sync, inside = statistics.median(unreduced_ratio), statistics.median(looped_ratio)
     notes.append(f"replays of the {replay.kind} step on a captured batch, as shares of the replayed step: "
                  f"without the all-reduce {sync:.0%}, {LOOP} steps inside one graph call {inside:.0%} per step")
-    return {"on_device": calls, "looped": step * inside, "gradients": [step * sync], "reduced": [step],
+    return {"on_device": on_device, "looped": step * inside, "gradients": [step * sync], "reduced": [step],
             "global_batch": examples(replay.batch), "replicas": replay.replicas}
 
 
