@@ -43,7 +43,7 @@ def main() -> None:
     # The profiler's CPU set-up: a thinner model keeps compute near what a GPU spends on the full one, and
     # photos larger than the network input, as real data sets have.
     parser.add_argument("--width", type=float, default=0.25)
-    parser.add_argument("--source-size", type=int, default=640)
+    parser.add_argument("--source-size", type=int, default=1024)
     args = parser.parse_args()
     replica_counts = [int(n) for n in args.replicas.split(",")]
 

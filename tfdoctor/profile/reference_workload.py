@@ -16,7 +16,7 @@ from tfdoctor.reference.data import ensure_dataset
 from tfdoctor.reference.train import TrainConfig, Trainer
 
 NUM_IMAGES = 128
-SOURCE_SIZE = 640  # the synthetic photos are drawn at 640 x 640, like camera or COCO images, then resized
+SOURCE_SIZE = 1024  # the synthetic photos are drawn at 1024 x 1024, like camera images, then resized
 CPU_WIDTH = 0.25  # without a GPU, a thinner model keeps a step's compute near what a GPU spends on the full one
 
 # Where the naive variant does what the lint rules look for: (rule, function, a line of its source).

@@ -54,8 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-per-replica", type=_bounded_int(1), default=4, help="images per replica (default 4)")
     parser.add_argument("--width", type=_positive_float, default=1.0, help="model width multiplier (default 1.0)")
     parser.add_argument(
-        "--source-size", type=_bounded_int(32, 4096), default=640,
-        help="side of the synthetic photos, resized to --img-size when loaded (default 640)",
+        "--source-size", type=_bounded_int(32, 4096), default=1024,
+        help="side of the synthetic photos, resized to --img-size when loaded (default 1024)",
     )
     parser.add_argument("--num-classes", type=_bounded_int(1, 1000), default=3, help="synthetic classes (default 3)")
     parser.add_argument(
