@@ -87,7 +87,7 @@ def test_bad_flags_are_one_line_errors(args):
 # -- real runs with injected ground truth --------------------------------------------------------------------
 
 def _profile(inject: str, **params):
-    from tfdoctor.profile.session import Options, profile
+    from tfdoctor.profile.measure import Options, profile
 
     options = Options(gpus=2, steps=20, warmup=3, workload="tests.profile.workloads:build", one_replica=False,
                       params={"inject": inject, **params}, timeout_s=300)
@@ -124,7 +124,7 @@ def test_eager_distributed_step_is_host_bound_and_measured():
 
 @pytest.mark.tf
 def test_out_of_memory_reports_the_batch_and_what_fits():
-    from tfdoctor.profile.session import Options, profile
+    from tfdoctor.profile.measure import Options, profile
 
     options = Options(gpus=2, steps=3, warmup=1, batch_per_replica=32, workload="tests.profile.workloads:build",
                       one_replica=False, params={"inject": "oom", "fits": 8}, timeout_s=300)

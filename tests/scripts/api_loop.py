@@ -4,7 +4,7 @@ Keras callback. Prints `LOOP <step source> <verdict>` and `FIT <step source> <ve
 import tensorflow as tf
 
 import tfdoctor.profile
-import tfdoctor.profile.session  # importing the module must not hide the API's session()
+import tfdoctor.profile.measure  # importing the profiler modules must not hide the API's session()
 
 strategy = tf.distribute.MirroredStrategy()
 with strategy.scope():

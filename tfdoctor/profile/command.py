@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfdoctor.profile.session import Options, profile
+    from tfdoctor.profile.measure import Options, profile
 
     if args.script_command:
         return _run_script(args)

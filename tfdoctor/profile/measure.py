@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import types
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
@@ -120,15 +118,3 @@ def _oom_report(options: Options, error: OutOfMemory, on_event: OnEvent) -> Repo
                             "per_replica_batch": options.batch_per_replica, "fits_per_replica_batch": fits},
                   breakdown=None, verdict=verdict, suggestions=[])
 
-
-class _CallableModule(types.ModuleType):
-    """Importing this module sets `tfdoctor.profile.session` to it, hiding the API's `session()` of the same
-    name; calling the module keeps `with tfdoctor.profile.session() as prof:` working either way."""
-
-    def __call__(self, steps: int = 10, warmup: int = 2) -> Any:
-        from tfdoctor.profile.script.api import session
-
-        return session(steps, warmup)
-
-
-sys.modules[__name__].__class__ = _CallableModule
