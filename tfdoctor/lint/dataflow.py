@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Iterator, Literal
 
 import libcst as cst
 
@@ -228,6 +228,19 @@ def loss_kind(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope,
         else:
             state = None
     return state
+
+
+def differentiated_losses(facts: ModuleFacts) -> Iterator[tuple[CallFact, Loss]]:
+    """(gradient call, loss) for every `tape.gradient(loss, ...)`/`optimizer.minimize(loss, ...)` in a replica
+    function whose loss scaling the module shows."""
+    for replica in facts.replica_functions:
+        for call in replica.calls:
+            if call.attr not in ("gradient", "minimize"):
+                continue
+            target = call_arg(call.node, 0, "target" if call.attr == "gradient" else "loss")
+            loss = loss_kind(facts, target, replica, call.order)
+            if loss is not None:
+                yield call, loss
 
 
 def _scaled(inner: Loss | None) -> LossKind:

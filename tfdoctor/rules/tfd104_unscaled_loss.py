@@ -2,10 +2,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import loss_kind
+from tfdoctor.lint.dataflow import differentiated_losses
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg
 from tfdoctor.lint.rule import Context, Rule
 
 
@@ -169,26 +168,18 @@ def step(x, y):
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         keras = context.targets.keras
-        for replica in facts.replica_functions:
-            for call in replica.calls:
-                if call.attr == "gradient":
-                    target = call_arg(call.node, 0, "target")
-                elif call.attr == "minimize":
-                    target = call_arg(call.node, 0, "loss")
-                else:
+        for call, loss in differentiated_losses(facts):
+            if loss.kind in ("scaled", "keras-default-scaled"):
+                continue
+            if loss.kind == "keras-default":
+                if keras.at_least(3, 8):
                     continue
-                loss = loss_kind(facts, target, replica, call.order)
-                if loss is None or loss.kind in ("scaled", "keras-default-scaled"):
-                    continue
-                if loss.kind == "keras-default":
-                    if keras.at_least(3, 8):
-                        continue
-                    why = (f"a Keras loss with the default `sum_over_batch_size` reduction averages over this "
-                           f"replica's examples only (Keras {keras.text} assumed, from {keras.source})")
-                elif loss.kind == "mean":
-                    why = "this loss is a per-replica mean"
-                else:
-                    why = "this loss is a sum that is not divided by the global batch size"
-                yield Violation(loss.node, f"{why}: gradients are summed across replicas, so they come out N times "
-                                "too large; use `tf.nn.compute_average_loss(per_example, global_batch_size=...)`",
-                                statement=loss.statement or call.statement)
+                why = (f"a Keras loss with the default `sum_over_batch_size` reduction averages over this "
+                       f"replica's examples only (Keras {keras.text} assumed, from {keras.source})")
+            elif loss.kind == "mean":
+                why = "this loss is a per-replica mean"
+            else:
+                why = "this loss is a sum that is not divided by the global batch size"
+            yield Violation(loss.node, f"{why}: gradients are summed across replicas, so they come out N times "
+                            "too large; use `tf.nn.compute_average_loss(per_example, global_batch_size=...)`",
+                            statement=loss.statement or call.statement)

@@ -2,10 +2,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import loss_kind
+from tfdoctor.lint.dataflow import differentiated_losses
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg
 from tfdoctor.lint.rule import Context, Rule
 
 
@@ -114,14 +113,9 @@ def step(x, y):
         keras = context.targets.keras
         if not keras.at_least(3, 8):
             return
-        for replica in facts.replica_functions:
-            for call in replica.calls:
-                if call.attr not in ("gradient", "minimize"):
-                    continue
-                target = call_arg(call.node, 0, "target" if call.attr == "gradient" else "loss")
-                loss = loss_kind(facts, target, replica, call.order)
-                if loss is not None and loss.kind == "keras-default-scaled":
-                    yield Violation(loss.node, f"Keras {keras.text} (from {keras.source}) already divides a "
-                                    "default-reduction loss by the replica count inside `strategy.run`; dividing "
-                                    "again makes gradients N times too small: drop the manual division",
-                                    statement=loss.statement or call.statement)
+        for call, loss in differentiated_losses(facts):
+            if loss.kind == "keras-default-scaled":
+                yield Violation(loss.node, f"Keras {keras.text} (from {keras.source}) already divides a "
+                                "default-reduction loss by the replica count inside `strategy.run`; dividing "
+                                "again makes gradients N times too small: drop the manual division",
+                                statement=loss.statement or call.statement)
