@@ -95,7 +95,9 @@ class Trainer:
     def tuned_batches(self, examples: Sequence[Example]) -> Iterator:
         """An iterator of distributed batches: each replica gets its own slice, already on its device."""
         dataset = tuned_dataset(examples, self.spec, self.global_batch, self.config.seed, self.config.augment)
-        return iter(self.strategy.experimental_distribute_dataset(dataset))
+        # A few batches wait on each device, so the step never waits for the split-and-copy of the next one.
+        options = tf.distribute.InputOptions(experimental_per_replica_buffer_size=4)
+        return iter(self.strategy.experimental_distribute_dataset(dataset, options))
 
     # Shared maths.
 
