@@ -10,7 +10,7 @@ from typing import Any, Callable
 from tfdoctor.config import Overrides
 from tfdoctor.lint.engine import lint_paths
 from tfdoctor.profile.breakdown import breakdown
-from tfdoctor.profile.report import CPU_NOTE, VIRTUAL_GPU_NOTE, Report
+from tfdoctor.profile.report import DEVICE_NOTES, Report
 from tfdoctor.profile.runner import OutOfMemory, run_worker
 from tfdoctor.profile.suggest import Cause, suggest
 from tfdoctor.profile.verdict import judge, out_of_memory
@@ -83,12 +83,7 @@ def _workload(options: Options, main: dict[str, Any]) -> dict[str, Any]:
 
 
 def _notes(main: dict[str, Any]) -> list[str]:
-    notes = list(main.get("notes", []))
-    if main["kind"] == "cpu":
-        notes.append(CPU_NOTE)
-    elif main["kind"] == "virtual-gpu":
-        notes.append(VIRTUAL_GPU_NOTE)
-    return notes
+    return [*main.get("notes", []), *filter(None, [DEVICE_NOTES.get(main["kind"])])]
 
 
 def _lint_causes(main: dict[str, Any]) -> list[Cause]:

@@ -18,6 +18,7 @@ CPU_NOTE = ("No GPU: the replicas are logical CPU devices sharing this machine's
             "scaling are not GPU figures; the split between input, all-reduce, host and compute still holds.")
 VIRTUAL_GPU_NOTE = ("One GPU split into logical GPUs: NCCL does not support virtual GPUs and TensorFlow falls back "
                     "to reducing on one device (TFD111), so all-reduce timings do not predict real multi-GPU runs.")
+DEVICE_NOTES = {"cpu": CPU_NOTE, "virtual-gpu": VIRTUAL_GPU_NOTE}  # what a report must say about its devices
 
 
 @dataclass

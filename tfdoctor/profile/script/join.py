@@ -12,11 +12,10 @@ from tfdoctor.config import Overrides
 from tfdoctor.lint.engine import lint_paths
 from tfdoctor.lint.findings import Finding
 from tfdoctor.profile.breakdown import breakdown
-from tfdoctor.profile.report import CPU_NOTE, VIRTUAL_GPU_NOTE, Report
+from tfdoctor.profile.report import DEVICE_NOTES, Report
 from tfdoctor.profile.suggest import RULES_FOR, Cause, suggest
 from tfdoctor.profile.verdict import Verdict, judge
 
-DEVICE_NOTES = {"cpu": CPU_NOTE, "virtual-gpu": VIRTUAL_GPU_NOTE}
 PART_OF = {"input-bound": "input", "sync-bound": "sync", "host-bound": "host", "compute-bound": "compute"}
 
 
