@@ -576,9 +576,6 @@ class ModuleFacts:
         full = self.aliases[head] + ("." + rest if rest else "")
         return canonical(full)
 
-    def qualname(self, call: CallFact) -> str | None:
-        return self.resolve(call.func)
-
     @cached_property
     def _call_facts(self) -> dict[int, CallFact]:
         return {id(call.node): call for call in self.calls}
@@ -587,23 +584,9 @@ class ModuleFacts:
         """The fact recorded for a call node (e.g. a method of a dataset chain)."""
         return self._call_facts.get(id(node))
 
-    def calls_named(self, *qualnames: str) -> Iterator[CallFact]:
-        wanted = set(qualnames)
-        return (c for c in self.calls if c.func is not None and self.resolve(c.func) in wanted)
-
-    def calls_matching(self, pattern: re.Pattern[str]) -> Iterator[CallFact]:
-        for call in self.calls:
-            name = self.resolve(call.func)
-            if name is not None and pattern.search(name):
-                yield call
-
     def method_calls(self, *attrs: str) -> Iterator[CallFact]:
         wanted = set(attrs)
         return (c for c in self.calls if c.attr in wanted)
-
-    @cached_property
-    def imports_tensorflow(self) -> bool:
-        return any(canonical(full).split(".")[0] in ("tensorflow", "keras") for full in self.aliases.values())
 
     # -- functions ------------------------------------------------------------------------------------
     @cached_property
@@ -743,9 +726,6 @@ class ModuleFacts:
                     found[id(wrapped)] = wrapped
         return list(found.values())
 
-    def is_tf_function(self, scope: Scope) -> bool:
-        return any(s is scope for s in self.tf_functions)
-
     def runs_in_graph(self, scope: Scope) -> bool:
         """True when a function is a tf.function, nested in one, or only ever called from graph code."""
         return self._graph_scopes.get(id(scope), False)
@@ -863,16 +843,6 @@ class ModuleFacts:
                         if target is not None:
                             found[id(target)] = target
         return list(found.values())
-
-    def in_replica_function(self, scope: Scope) -> Scope | None:
-        """The replica function that lexically contains `scope` (or is it)."""
-        replica_ids = {id(s): s for s in self.replica_functions}
-        current: Scope | None = scope
-        while current is not None:
-            if id(current) in replica_ids:
-                return current
-            current = current.parent
-        return None
 
     # -- strategy.scope() -----------------------------------------------------------------------------
     @cached_property
