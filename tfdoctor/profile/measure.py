@@ -7,8 +7,6 @@ from pathlib import Path
 from statistics import median
 from typing import Any, Callable
 
-from tfdoctor.config import Overrides
-from tfdoctor.lint.engine import lint_paths
 from tfdoctor.profile.breakdown import breakdown
 from tfdoctor.profile.report import DEVICE_NOTES, Report
 from tfdoctor.profile.runner import OutOfMemory, run_worker
@@ -60,7 +58,7 @@ def profile(options: Options, on_event: OnEvent) -> Report:
         run = run_worker(options.worker_config(replicas=count, only_full=True, trace_dir=None), on_event,
                          options.timeout_s)
         throughputs[count] = run["global_batch"] / median(run["full"])
-    causes = [Cause(code, path, line) for code, path, line in main.get("causes", [])] + _lint_causes(main)
+    causes = [Cause(code, path, line) for code, path, line in main.get("causes", [])]
     report = Report(
         mode="reference" if options.workload == "reference" else "workload",
         requested=options.gpus, device_kind=main["kind"], device_names=main["names"],
@@ -84,15 +82,6 @@ def _workload(options: Options, main: dict[str, Any]) -> dict[str, Any]:
 
 def _notes(main: dict[str, Any]) -> list[str]:
     return [*main.get("notes", []), *filter(None, [DEVICE_NOTES.get(main["kind"])])]
-
-
-def _lint_causes(main: dict[str, Any]) -> list[Cause]:
-    """Findings of the lint rules in the workload's own source files."""
-    targets = [t for t in main.get("lint_targets", []) if Path(t).exists()]
-    if not targets:
-        return []
-    report = lint_paths(targets, Overrides(), cache=False)
-    return [Cause(f.code, f.path, f.line) for f in report.findings]
 
 
 def _oom_report(options: Options, error: OutOfMemory, on_event: OnEvent) -> Report:

@@ -63,7 +63,7 @@ def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunct
         global_batch=trainer.global_batch, batches=batches, step=step, device_batch=device_batch,
         step_on_device=step_on_device,
         gradients=gradients, reduced_gradients=reduced, per_replica_batch=config.batch_per_replica,
-        causes=causes, notes=notes,  # both variants share their files: cite the known causes, not all findings
+        causes=causes, notes=notes,  # known locations: both variants share their files, so findings alone cannot tell
     )
 
 

@@ -48,7 +48,7 @@ def run(config: dict[str, Any]) -> None:
     try:
         work = load_workload(config.get("workload", "reference"))(strategy, config)
         emit("workload", name=work.name, global_batch=work.global_batch, per_replica_batch=work.per_replica_batch,
-             lint_targets=list(work.lint_targets), notes=work.notes,
+             notes=work.notes,
              causes=[list(cause) for cause in work.causes])
         if config.get("only_full"):
             full, waits = phases.measure_full(work, int(config["steps"]), int(config["warmup"]), _progress)

@@ -28,7 +28,6 @@ class StepFunctions:
     reduced_gradients: Callable[[Any], Any]
     step_on_device: Callable[[Any], Any] | None = None
     per_replica_batch: int = 0
-    lint_targets: tuple[str, ...] = ()  # source files whose lint findings explain this workload's bottlenecks
     causes: list[tuple[str, str, int]] = field(default_factory=list)  # known (rule, path, line) causes
     notes: list[str] = field(default_factory=list)
 
