@@ -22,7 +22,7 @@ def _timed(function: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def _paired_difference(slower: Callable[[], Any], faster: Callable[[], Any], repeats: int = 30) -> float:
+def _paired_difference(slower: Callable[[], Any], faster: Callable[[], Any], repeats: int = 200) -> float:
     """Median of (slower - faster) over calls made in turn, so drift of the machine cancels out."""
     wait(slower())
     wait(faster())

@@ -54,8 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", choices=MODELS, default="yolov3-tiny", help="reference model")
     parser.add_argument("--img-size", type=_image_size, default=128, help="input size in pixels (default: 128)")
     parser.add_argument("--batch-per-replica", type=_positive, default=4, help="examples per replica per step")
-    parser.add_argument("--width", type=_width, help="model width multiplier (default: 1 on GPUs, 0.25 on CPU)")
-    parser.add_argument("--steps", type=_positive, default=10, help="measured steps per phase (default: 10)")
+    parser.add_argument("--width", type=_width, help="model width multiplier (default: 1 on GPUs, 0.5 on CPU)")
+    parser.add_argument("--steps", type=_positive,
+                        help="measured steps per phase (default: 40 on the reference workload, 10 in script mode)")
     parser.add_argument("--scaling", action="store_true", help="also measure throughput on 1..N replicas")
     parser.add_argument("--logdir", type=Path, default=Path("tfdoctor-profile"),
                         help="where the TensorFlow profiler trace goes (tensorboard --logdir DIR)")
@@ -74,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
     if args.script_command:
         return _run_script(args)
     options = Options(gpus=args.gpus, model=args.model, img_size=args.img_size,
-                      batch_per_replica=args.batch_per_replica, steps=args.steps, warmup=args.warmup,
-                      scaling=args.scaling, logdir=args.logdir.resolve())
+                      batch_per_replica=args.batch_per_replica, width=args.width, steps=args.steps or 40,
+                      warmup=args.warmup, scaling=args.scaling, logdir=args.logdir.resolve())
     variants = ("naive", "tuned") if args.pipeline == "both" else (args.pipeline,)
     console = Console(stderr=True)
     reports: dict[str, Report] = {}
@@ -106,7 +107,7 @@ def _run_script(args: argparse.Namespace) -> int:
     """Script mode: `tfdoctor profile [flags] -- python train.py ARGS`."""
     from tfdoctor.profile.script.parent import ScriptOptions, profile_script
 
-    options = ScriptOptions(command=tuple(args.script_command), gpus=args.gpus, steps=args.steps,
+    options = ScriptOptions(command=tuple(args.script_command), gpus=args.gpus, steps=args.steps or 10,
                             warmup=args.warmup, max_seconds=args.max_seconds, logdir=args.logdir.resolve())
     try:
         with _progress(Console(stderr=True)) as progress:

@@ -23,7 +23,8 @@ class Options:
     model: str = "yolov3-tiny"
     img_size: int = 128
     batch_per_replica: int = 4
-    steps: int = 10
+    width: float | None = None  # None: the workload's default for the device
+    steps: int = 40
     warmup: int = 2
     scaling: bool = False
     logdir: Path | None = None
@@ -36,7 +37,7 @@ class Options:
         config = {
             "workload": self.workload, "variant": self.variant, "replicas": self.gpus, "steps": self.steps,
             "warmup": self.warmup, "model": self.model, "img_size": self.img_size,
-            "batch_per_replica": self.batch_per_replica, "trace_steps": 3,
+            "batch_per_replica": self.batch_per_replica, "width": self.width, "trace_steps": 3,
             "trace_dir": str(self.logdir / self.variant) if self.logdir else None, **(self.params or {}),
         }
         config.update(changes)

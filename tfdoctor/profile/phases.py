@@ -1,5 +1,6 @@
 """Phases A/B/H/G/R: the same step timed with the real input, with the batch already on the devices, K steps
-inside one graph call, and forward/backward without and with the all-reduce (B, G and R interleaved).
+inside one graph call, and forward/backward without and with the all-reduce (B, G and R interleaved, and
+in turns with blocks of A).
 
     input   = A - B     (waiting for the input pipeline, host-to-device copies)
     host    = B - H     (Python and dispatch overhead that disappears when steps run inside one graph)
@@ -14,13 +15,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
 from tfdoctor.profile.workload import StepFunctions
 
 Progress = Callable[[str, int, int], None]
+BLOCK = 10  # A steps per block, and B/G/R rounds between two A blocks
+SETTLE = 2  # untimed A steps at the start of each later block
 
 
 @dataclass
@@ -41,35 +44,53 @@ def wait(value: Any) -> None:
             return
 
 
-def _interleaved(functions: dict[str, Callable[[], Any]], steps: int, warmup: int, label: str,
-                 progress: Progress) -> dict[str, list[float]]:
+def _interleaved(functions: dict[str, Callable[[], Any]], rounds: int, skip: int, tick: Callable[[], None],
+                 ) -> dict[str, list[float]]:
     """Time several functions in turn, one call each per round, so that drift of the machine (other work,
-    clock changes) touches them alike: their differences are what the breakdown uses."""
+    clock changes) touches them alike: their differences are what the breakdown uses. The first `skip`
+    rounds are not kept."""
     times: dict[str, list[float]] = {name: [] for name in functions}
-    for index in range(warmup + steps):
+    for index in range(rounds):
         for name, function in functions.items():
             start = time.perf_counter()
             wait(function())
-            if index >= warmup:
+            if index >= skip:
                 times[name].append(time.perf_counter() - start)
-        progress(label, index + 1, warmup + steps)
+        tick()
     return times
 
 
-def measure_full(work: StepFunctions, steps: int, warmup: int, progress: Progress) -> tuple[list[float], list[float]]:
-    """Phase A: the real input pipeline and the step, as a training loop runs them."""
-    batches = work.batches()
+def _full_steps(work: StepFunctions, batches: Iterator[Any], count: int, skip: int,
+                tick: Callable[[], None]) -> tuple[list[float], list[float]]:
+    """`count` steps on the real input, as a training loop runs them: seconds per step and seconds spent in
+    `next(batches)`, both without the first `skip` steps."""
     full, waits = [], []
-    for index in range(warmup + steps):
+    for index in range(count):
         start = time.perf_counter()
         batch = next(batches)
         got = time.perf_counter()
         wait(work.step(batch))
-        if index >= warmup:
+        if index >= skip:
             full.append(time.perf_counter() - start)
             waits.append(got - start)
-        progress("A full step", index + 1, warmup + steps)
+        tick()
     return full, waits
+
+
+def _counter(progress: Progress, label: str, total: int) -> Callable[[], None]:
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        progress(label, done, total)
+    return tick
+
+
+def measure_full(work: StepFunctions, steps: int, warmup: int, progress: Progress) -> tuple[list[float], list[float]]:
+    """Phase A alone, in one run of steps."""
+    return _full_steps(work, work.batches(), warmup + steps, warmup,
+                       _counter(progress, "A full step", warmup + steps))
 
 
 def in_one_graph(step: Callable[[Any], Any]) -> Callable[[Any, tf.Tensor], Any]:
@@ -95,12 +116,27 @@ def measure_looped(work: StepFunctions, steps: int, progress: Progress) -> float
 
 
 def measure(work: StepFunctions, steps: int, warmup: int, progress: Progress) -> PhaseTimes:
-    full, waits = measure_full(work, steps, warmup, progress)
-    device_step, batch = work.device_step(), work.device_batch
-    rounds = _interleaved({
+    """A in blocks of `BLOCK` steps that alternate with as many rounds of B/G/R, so that the machine's drift
+    (on a shared 2-core host a step's time wanders by 10% from one second to the next) touches A and B alike:
+    `input = A - B` is often a difference of a few percent. After the first block, each A block starts with
+    `SETTLE` untimed steps, which use up what a prefetching pipeline buffered while B/G/R ran."""
+    batches, device_step, batch = work.batches(), work.device_step(), work.device_batch
+    others = {
         "on_device": lambda: device_step(batch),
         "gradients": lambda: work.gradients(batch),
         "reduced": lambda: work.reduced_gradients(batch),
-    }, steps, warmup, "B/G/R batch on devices", progress)
+    }
+    sizes = [BLOCK] * (steps // BLOCK) + ([steps % BLOCK] if steps % BLOCK else [])
+    total = 2 * warmup + 2 * steps + SETTLE * (len(sizes) - 1)
+    tick = _counter(progress, "A and B/G/R in turns", total)
+    times: dict[str, list[float]] = {"full": [], "waits": [], **{name: [] for name in others}}
+    for index, size in enumerate(sizes):
+        settle, warm = (warmup, warmup) if index == 0 else (SETTLE, 0)
+        full, waits = _full_steps(work, batches, settle + size, settle, tick)
+        times["full"] += full
+        times["waits"] += waits
+        for name, values in _interleaved(others, warm + size, warm, tick).items():
+            times[name] += values
     looped = measure_looped(work, steps, progress)
-    return PhaseTimes(full, waits, rounds["on_device"], looped, rounds["gradients"], rounds["reduced"])
+    return PhaseTimes(times["full"], times["waits"], times["on_device"], looped, times["gradients"],
+                      times["reduced"])
