@@ -33,6 +33,13 @@ def test_noise_never_makes_a_part_negative():
     assert sum(result.seconds().values()) == pytest.approx(0.100)
 
 
+def test_paired_rounds_take_each_rounds_difference():
+    full = [0.100, 0.140, 0.101]        # the machine slowed down in the second round
+    on_device = [0.095, 0.135, 0.130]   # and B alone hit a hiccup in the third
+    assert breakdown(full, on_device, 0.0, [0.0] * 3, [0.0] * 3).input == 0.0  # medians: 101 - 130 ms
+    assert breakdown(full, on_device, 0.0, [0.0] * 3, [0.0] * 3, paired=True).input == pytest.approx(0.005)
+
+
 @pytest.mark.parametrize(("timings", "primary", "level"), [
     ((100, 70, 70, 50, 50), "input-bound", "high"),       # input 30%
     ((100, 90, 90, 50, 50), "input-bound", "moderate"),   # input 10%

@@ -44,11 +44,22 @@ class Breakdown:
 
 
 def breakdown(full: list[float], on_device: list[float], looped: float, gradients: list[float],
-              reduced: list[float]) -> Breakdown:
-    """input = A - B, host = B - H, sync = R - G, compute = the rest of H (each at least 0)."""
+              reduced: list[float], paired: bool = False) -> Breakdown:
+    """input = A - B, host = B - H, sync = R - G, compute = the rest of H (each at least 0).
+
+    `paired`: the i-th values of A and B (and of G and R) were timed next to each other. Neighbouring calls
+    share most of the machine's drift, so the median of the differences is then far steadier than the
+    difference of the medians."""
     step = StepTime.of(full)
-    a, b = step.median, statistics.median(on_device)
-    b = min(b, a)
+    a = step.median
+    input_s = _difference(full, on_device, paired)
+    b = a - min(max(input_s, 0.0), a)
     h = min(looped, b)
-    sync = min(max(statistics.median(reduced) - statistics.median(gradients), 0.0), h)
+    sync = min(max(_difference(reduced, gradients, paired), 0.0), h)
     return Breakdown(step=step, input=a - b, host=b - h, sync=sync, compute=h - sync)
+
+
+def _difference(slower: list[float], faster: list[float], paired: bool) -> float:
+    if paired:
+        return statistics.median(x - y for x, y in zip(slower, faster, strict=True))
+    return statistics.median(slower) - statistics.median(faster)

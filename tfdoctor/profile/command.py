@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-per-replica", type=_positive, default=4, help="examples per replica per step")
     parser.add_argument("--width", type=_width, help="model width multiplier (default: 1 on GPUs, 0.5 on CPU)")
     parser.add_argument("--steps", type=_positive,
-                        help="measured steps per phase (default: 40 on the reference workload, 10 in script mode)")
+                        help="measured steps per phase (default: 30 on the reference workload, 10 in script mode)")
     parser.add_argument("--scaling", action="store_true", help="also measure throughput on 1..N replicas")
     parser.add_argument("--logdir", type=Path, default=Path("tfdoctor-profile"),
                         help="where the TensorFlow profiler trace goes (tensorboard --logdir DIR)")
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if args.script_command:
         return _run_script(args)
     options = Options(gpus=args.gpus, model=args.model, img_size=args.img_size,
-                      batch_per_replica=args.batch_per_replica, width=args.width, steps=args.steps or 40,
+                      batch_per_replica=args.batch_per_replica, width=args.width, steps=args.steps or 30,
                       warmup=args.warmup, scaling=args.scaling, logdir=args.logdir.resolve())
     variants = ("naive", "tuned") if args.pipeline == "both" else (args.pipeline,)
     console = Console(stderr=True)

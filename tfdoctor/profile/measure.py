@@ -24,7 +24,7 @@ class Options:
     img_size: int = 128
     batch_per_replica: int = 4
     width: float | None = None  # None: the workload's default for the device
-    steps: int = 40
+    steps: int = 30
     warmup: int = 2
     scaling: bool = False
     logdir: Path | None = None
@@ -50,7 +50,8 @@ def profile(options: Options, on_event: OnEvent) -> Report:
         main = run_worker(options.worker_config(), on_event, options.timeout_s)
     except OutOfMemory as error:
         return _oom_report(options, error, on_event)
-    result = breakdown(main["full"], main["on_device"], main["looped"], main["gradients"], main["reduced"])
+    result = breakdown(main["full"], main["on_device"], main["looped"], main["gradients"], main["reduced"],
+                       paired=True)
     examples_per_s = main["global_batch"] / result.step.median
     throughputs = {options.gpus: examples_per_s}
     replica_counts = range(1, options.gpus) if options.scaling else (

@@ -1,6 +1,5 @@
 """Phases A/B/H/G/R: the same step timed with the real input, with the batch already on the devices, K steps
-inside one graph call, and forward/backward without and with the all-reduce (B, G and R interleaved, and
-in turns with blocks of A).
+inside one graph call, and forward/backward without and with the all-reduce (A, B, G and R in rounds).
 
     input   = A - B     (waiting for the input pipeline, host-to-device copies)
     host    = B - H     (Python and dispatch overhead that disappears when steps run inside one graph)
@@ -22,8 +21,8 @@ import tensorflow as tf
 from tfdoctor.profile.workload import StepFunctions
 
 Progress = Callable[[str, int, int], None]
-BLOCK = 10  # A steps per block, and B/G/R rounds between two A blocks
-SETTLE = 2  # untimed A steps at the start of each later block
+SETTLE = 1  # untimed A steps at the start of each round
+PIPELINE_WARMUP = 10  # untimed A steps before the rounds
 
 
 @dataclass
@@ -116,27 +115,29 @@ def measure_looped(work: StepFunctions, steps: int, progress: Progress) -> float
 
 
 def measure(work: StepFunctions, steps: int, warmup: int, progress: Progress) -> PhaseTimes:
-    """A in blocks of `BLOCK` steps that alternate with as many rounds of B/G/R, so that the machine's drift
-    (on a shared 2-core host a step's time wanders by 10% from one second to the next) touches A and B alike:
-    `input = A - B` is often a difference of a few percent. After the first block, each A block starts with
-    `SETTLE` untimed steps, which use up what a prefetching pipeline buffered while B/G/R ran."""
+    """`steps` rounds of A, B, G and R. On a shared host a step's time wanders by 10% from second to second,
+    but neighbouring calls share most of that drift, so the breakdown takes each round's differences
+    (A - B, R - G): `input = A - B` is often a few percent of the step. Each round first runs `SETTLE`
+    untimed A steps, which take what a prefetching pipeline buffered while B/G/R ran; before the rounds,
+    `PIPELINE_WARMUP` more let a tf.data pipeline fill its buffers and tune its parallelism."""
     batches, device_step, batch = work.batches(), work.device_step(), work.device_batch
     others = {
         "on_device": lambda: device_step(batch),
         "gradients": lambda: work.gradients(batch),
         "reduced": lambda: work.reduced_gradients(batch),
     }
-    sizes = [BLOCK] * (steps // BLOCK) + ([steps % BLOCK] if steps % BLOCK else [])
-    total = 2 * warmup + 2 * steps + SETTLE * (len(sizes) - 1)
-    tick = _counter(progress, "A and B/G/R in turns", total)
+    rounds = warmup + steps
+    tick = _counter(progress, "A/B/G/R in rounds", PIPELINE_WARMUP + rounds)
+    _full_steps(work, batches, PIPELINE_WARMUP, PIPELINE_WARMUP, tick)
     times: dict[str, list[float]] = {"full": [], "waits": [], **{name: [] for name in others}}
-    for index, size in enumerate(sizes):
-        settle, warm = (warmup, warmup) if index == 0 else (SETTLE, 0)
-        full, waits = _full_steps(work, batches, settle + size, settle, tick)
-        times["full"] += full
-        times["waits"] += waits
-        for name, values in _interleaved(others, warm + size, warm, tick).items():
-            times[name] += values
+    for index in range(rounds):
+        full, waits = _full_steps(work, batches, SETTLE + 1, SETTLE, lambda: None)
+        measured = _interleaved(others, 1, 0, tick)
+        if index >= warmup:
+            times["full"] += full
+            times["waits"] += waits
+            for name, values in measured.items():
+                times[name] += values
     looped = measure_looped(work, steps, progress)
     return PhaseTimes(times["full"], times["waits"], times["on_device"], looped, times["gradients"],
                       times["reduced"])

@@ -17,10 +17,11 @@ from tfdoctor.reference.train import TrainConfig, Trainer
 
 NUM_IMAGES = 128
 SOURCE_SIZE = 1024  # the synthetic photos are drawn at 1024 x 1024, like camera images, then resized
-# Without a GPU a thinner model keeps a step's compute near what a GPU spends on the full one. Not thinner
-# than half: the input pipeline's threads share the host cores with the replicas, and at width 0.25 a
-# tuned batch's ~7 ms of pipeline work took 5-15% of a 50 ms step (input-bound by contention alone, which a
-# GPU host with cores to spare does not see); at 0.5 it is about 1% of an 80 ms step.
+# Without a GPU a thinner model keeps a step's compute near what a GPU spends on the full one. Not much
+# thinner than this: the input pipeline's threads share the host cores with the replicas, and a tuned
+# batch's ~7 ms of pipeline work on 2 cores cost 4 ms of a 50 ms step at width 0.25 (input-bound by
+# contention alone, which a GPU host with cores to spare does not see) and 3-4 ms of 100 ms at 0.5; 0.75
+# (2-3 ms of 160 ms) makes the default run take over 90 s.
 CPU_WIDTH = 0.5
 
 # Where the naive variant does what the lint rules look for: (rule, function, a line of its source).
