@@ -14,6 +14,7 @@ from tfdoctor.profile.suggest import Cause, suggest
 from tfdoctor.profile.verdict import judge, out_of_memory
 
 OnEvent = Callable[[dict[str, Any]], None]
+THROUGHPUT_STEPS = 10  # phase D needs only a median step time
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,8 @@ def profile(options: Options, on_event: OnEvent) -> Report:
     replica_counts = range(1, options.gpus) if options.scaling else (
         [1] if options.gpus > 1 and options.one_replica else [])
     for count in replica_counts:
-        run = run_worker(options.worker_config(replicas=count, only_full=True, trace_dir=None), on_event,
-                         options.timeout_s)
+        run = run_worker(options.worker_config(replicas=count, only_full=True, trace_dir=None,
+                                               steps=min(options.steps, THROUGHPUT_STEPS)), on_event, options.timeout_s)
         throughputs[count] = run["global_batch"] / median(run["full"])
     causes = [Cause(code, path, line) for code, path, line in main.get("causes", [])]
     report = Report(

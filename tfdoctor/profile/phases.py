@@ -105,7 +105,7 @@ def in_one_graph(step: Callable[[Any], Any]) -> Callable[[Any, tf.Tensor], Any]:
 
 def measure_looped(work: StepFunctions, steps: int, progress: Progress) -> float:
     """Phase H: `steps` steps in one graph call on the device batch; seconds per step."""
-    looped = in_one_graph(work.device_step())
+    looped = in_one_graph(work.step)
     wait(looped(work.device_batch, tf.constant(2)))  # trace and warm up
     progress("H steps in one graph", 1, 2)
     start = time.perf_counter()
@@ -120,9 +120,9 @@ def measure(work: StepFunctions, steps: int, warmup: int, progress: Progress) ->
     (A - B, R - G): `input = A - B` is often a few percent of the step. Each round first runs `SETTLE`
     untimed A steps, which take what a prefetching pipeline buffered while B/G/R ran; before the rounds,
     `PIPELINE_WARMUP` more let a tf.data pipeline fill its buffers and tune its parallelism."""
-    batches, device_step, batch = work.batches(), work.device_step(), work.device_batch
+    batches, batch = work.batches(), work.device_batch
     others = {
-        "on_device": lambda: device_step(batch),
+        "on_device": lambda: work.step(batch),
         "gradients": lambda: work.gradients(batch),
         "reduced": lambda: work.reduced_gradients(batch),
     }

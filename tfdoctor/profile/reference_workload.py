@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import itertools
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +16,11 @@ from tfdoctor.reference.train import TrainConfig, Trainer
 
 NUM_IMAGES = 128
 SOURCE_SIZE = 1024  # the synthetic photos are drawn at 1024 x 1024, like camera images, then resized
-# Without a GPU a thinner model keeps a step's compute near what a GPU spends on the full one. Not much
-# thinner than this: the input pipeline's threads share the host cores with the replicas, and a tuned
-# batch's ~7 ms of pipeline work on 2 cores cost 4 ms of a 50 ms step at width 0.25 (input-bound by
-# contention alone, which a GPU host with cores to spare does not see) and 3-4 ms of 100 ms at 0.5; 0.75
-# (2-3 ms of 160 ms) makes the default run take over 90 s.
+# Without a GPU a thinner model keeps a step's compute near what a GPU spends on the full one. Not thinner
+# than half: the input pipeline's threads share the host cores with the replicas, and a tuned batch's ~7 ms
+# of pipeline work on 2 cores cost 4 ms of a 50 ms step at width 0.25 (input-bound by contention alone,
+# which a GPU host with cores to spare does not see) and 4-6 ms of 90-100 ms at 0.5. Width 0.75 (2-3 ms
+# of 160-230 ms) made the default run take 95-115 s.
 CPU_WIDTH = 0.5
 
 # Where the naive variant does what the lint rules look for: (rule, function, a line of its source).
@@ -51,22 +50,21 @@ def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunct
 
         device_batch = tf.nest.map_structure(tf.constant, next(batches()))
         step, gradients, reduced = trainer.naive_step, trainer.naive_gradients, trainer.naive_reduced_gradients
-        step_on_device = step
         causes = [_locate(code, function, text) for code, function, text in _NAIVE_CAUSES]
     elif variant == "tuned":
-        def batches() -> Any:  # the step takes its batch from the iterator inside the graph
-            return itertools.repeat(trainer.tuned_batches(examples))
+        # As a custom loop takes them: `step(next(iterator))`, each batch already split onto the replicas.
+        # A, B and H then share one traced step (tracing YOLOv3 costs seconds).
+        def batches() -> Any:
+            return trainer.tuned_batches(examples)
 
         device_batch = next(trainer.tuned_batches(examples))
-        step, gradients, reduced = trainer.tuned_iterator_step, trainer.tuned_gradients, trainer.tuned_reduced_gradients
-        step_on_device = trainer.tuned_step
+        step, gradients, reduced = trainer.tuned_step, trainer.tuned_gradients, trainer.tuned_reduced_gradients
         causes = []
     else:
         raise ValueError(f"unknown variant {variant!r}")
     return StepFunctions(
         name=f"{config.model} {config.img_size}px, {variant} pipeline", replicas=trainer.replicas,
         global_batch=trainer.global_batch, batches=batches, step=step, device_batch=device_batch,
-        step_on_device=step_on_device,
         gradients=gradients, reduced_gradients=reduced, per_replica_batch=config.batch_per_replica,
         causes=causes, notes=notes,  # known locations: both variants share their files, so findings alone cannot tell
     )

@@ -11,8 +11,8 @@ from typing import Any, Callable, Iterator
 class StepFunctions:
     """A workload ready to measure.
 
-    `step` is one full training step on an item of `batches()` (phase A); `step_on_device` (default: `step`)
-    takes `device_batch`, a batch already on the devices (phases B and H);
+    `step` is one full training step on an item of `batches()` (phase A) and on `device_batch`, a batch
+    already on the devices (phases B and H);
     `gradients` runs forward and backward with no cross-replica reduction and no update, and
     `reduced_gradients` adds the all-reduce a step does: the all-reduce costs the difference. Each returns
     a value whose `numpy()` (after `tf.nest.flatten`) waits for the work to finish.
@@ -26,10 +26,6 @@ class StepFunctions:
     device_batch: Any
     gradients: Callable[[Any], Any]
     reduced_gradients: Callable[[Any], Any]
-    step_on_device: Callable[[Any], Any] | None = None
     per_replica_batch: int = 0
     causes: list[tuple[str, str, int]] = field(default_factory=list)  # known (rule, path, line) causes
     notes: list[str] = field(default_factory=list)
-
-    def device_step(self) -> Callable[[Any], Any]:
-        return self.step_on_device or self.step
