@@ -43,19 +43,13 @@ def wait(value: Any) -> None:
             return
 
 
-def _interleaved(functions: dict[str, Callable[[], Any]], rounds: int, skip: int, tick: Callable[[], None],
-                 ) -> dict[str, list[float]]:
-    """Time several functions in turn, one call each per round, so that drift of the machine (other work,
-    clock changes) touches them alike: their differences are what the breakdown uses. The first `skip`
-    rounds are not kept."""
-    times: dict[str, list[float]] = {name: [] for name in functions}
-    for index in range(rounds):
-        for name, function in functions.items():
-            start = time.perf_counter()
-            wait(function())
-            if index >= skip:
-                times[name].append(time.perf_counter() - start)
-        tick()
+def _one_round(functions: dict[str, Callable[[], Any]]) -> dict[str, float]:
+    """Time each function once, one after the other: neighbouring calls share the machine's drift."""
+    times = {}
+    for name, function in functions.items():
+        start = time.perf_counter()
+        wait(function())
+        times[name] = time.perf_counter() - start
     return times
 
 
@@ -132,12 +126,13 @@ def measure(work: StepFunctions, steps: int, warmup: int, progress: Progress) ->
     times: dict[str, list[float]] = {"full": [], "waits": [], **{name: [] for name in others}}
     for index in range(rounds):
         full, waits = _full_steps(work, batches, SETTLE + 1, SETTLE, lambda: None)
-        measured = _interleaved(others, 1, 0, tick)
+        measured = _one_round(others)
+        tick()
         if index >= warmup:
             times["full"] += full
             times["waits"] += waits
-            for name, values in measured.items():
-                times[name] += values
+            for name, seconds in measured.items():
+                times[name].append(seconds)
     looped = measure_looped(work, steps, progress)
     return PhaseTimes(times["full"], times["waits"], times["on_device"], looped, times["gradients"],
                       times["reduced"])
