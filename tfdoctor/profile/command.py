@@ -70,28 +70,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfdoctor.profile.measure import Options, profile
-
-    if args.script_command:
-        return _run_script(args)
-    options = Options(gpus=args.gpus, model=args.model, img_size=args.img_size,
-                      batch_per_replica=args.batch_per_replica, width=args.width, steps=args.steps or 30,
-                      warmup=args.warmup, scaling=args.scaling, logdir=args.logdir.resolve())
-    variants = ("naive", "tuned") if args.pipeline == "both" else (args.pipeline,)
-    console = Console(stderr=True)
-    reports: dict[str, Report] = {}
     try:
-        with _progress(console) as progress:
-            for variant in variants:
-                task = progress.add_task(f"{variant}: starting", total=None)
-                reports[variant] = profile(replace(options, variant=variant), _follow(progress, task, variant))
-                progress.update(task, description=f"{variant}: done", completed=1, total=1)
+        report = _script_report(args) if args.script_command else _reference_report(args)
     except ProfileError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    return _write(report, args)
+
+
+def _reference_report(args: argparse.Namespace) -> Report:
+    """The reference workload, one variant or both (then the first report carries the comparison)."""
+    from tfdoctor.profile.measure import Options, profile
+
+    options = Options(gpus=args.gpus, model=args.model, img_size=args.img_size,
+                      batch_per_replica=args.batch_per_replica, width=args.width, steps=args.steps or 30,
+                      warmup=args.warmup, scaling=args.scaling, logdir=args.logdir.resolve())
+    variants = ("naive", "tuned") if args.pipeline == "both" else (args.pipeline,)
+    reports: dict[str, Report] = {}
+    with _progress(Console(stderr=True)) as progress:
+        for variant in variants:
+            task = progress.add_task(f"{variant}: starting", total=None)
+            reports[variant] = profile(replace(options, variant=variant), _follow(progress, task, variant))
+            progress.update(task, description=f"{variant}: done", completed=1, total=1)
     report = reports[variants[0]]
     if len(variants) == 2:
         tuned = reports["tuned"]
@@ -100,26 +103,18 @@ def run(args: argparse.Namespace) -> int:
             "speedup_tuned_over_naive": ((tuned.examples_per_s or 0) / report.examples_per_s)
             if report.examples_per_s else None,
         }
-    return _write(report, args)
+    return report
 
 
-def _run_script(args: argparse.Namespace) -> int:
+def _script_report(args: argparse.Namespace) -> Report:
     """Script mode: `tfdoctor profile [flags] -- python train.py ARGS`."""
     from tfdoctor.profile.script.parent import ScriptOptions, profile_script
 
     options = ScriptOptions(command=tuple(args.script_command), gpus=args.gpus, steps=args.steps or 10,
                             warmup=args.warmup, max_seconds=args.max_seconds, logdir=args.logdir.resolve())
-    try:
-        with _progress(Console(stderr=True)) as progress:
-            task = progress.add_task("script: starting", total=None)
-            report = profile_script(options, _follow(progress, task, "script"))
-    except ProfileError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    return _write(report, args)
+    with _progress(Console(stderr=True)) as progress:
+        task = progress.add_task("script: starting", total=None)
+        return profile_script(options, _follow(progress, task, "script"))
 
 
 def _progress(console: Console) -> Progress:
