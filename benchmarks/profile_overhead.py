@@ -66,7 +66,7 @@ def main() -> None:
 
     # The bookkeeping alone: phase A's loop and a plain loop around a step that costs nothing.
     done = out
-    free = replace(work, step=lambda batch: done, batches=lambda: itertools.repeat(None))
+    free = replace(work, step=lambda batch: done)
 
     def plain_free(count: int) -> None:
         items = itertools.repeat(None)
@@ -76,14 +76,13 @@ def main() -> None:
         wait(result)
 
     def timed_free(count: int) -> None:
-        measure_full(free, count, 0, _progress)  # progress events as the worker writes them
+        measure_full(free, itertools.repeat(None), count, 0, _progress)  # progress events as the worker writes them
 
     with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
         bookkeeping_s = _per_step(timed_free, 20_000) - _per_step(plain_free, 20_000)
     direct = bookkeeping_s / step_s
 
     # Cross-check end to end: paired blocks, plain and timed, on the real step.
-    same_input = replace(work, batches=lambda: batches)  # both loops draw from one iterator
 
     def plain_block() -> float:
         start = time.perf_counter()
@@ -95,7 +94,7 @@ def main() -> None:
 
     def timed_block() -> float:
         start = time.perf_counter()
-        measure_full(same_input, args.steps, 0, lambda *_: None)
+        measure_full(work, batches, args.steps, 0, lambda *_: None)  # both loops draw from one iterator
         return (time.perf_counter() - start) / args.steps
 
     ratios = []

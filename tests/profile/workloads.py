@@ -22,11 +22,13 @@ def _timed(function: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def _paired_difference(slower: Callable[[], Any], faster: Callable[[], Any], repeats: int = 200) -> float:
-    """Median of (slower - faster) over calls made in turn, so drift of the machine cancels out."""
+def _paired_difference(slower: Callable[[], Any], faster: Callable[[], Any], repeats: int = 200) -> tuple[float, float]:
+    """Median of (slower - faster) over calls made in turn, so drift of the machine cancels out, and the
+    median of `slower` alone."""
     wait(slower())
     wait(faster())
-    return statistics.median(_timed(slower) - _timed(faster) for _ in range(repeats))
+    pairs = [(_timed(slower), _timed(faster)) for _ in range(repeats)]
+    return statistics.median(s - f for s, f in pairs), statistics.median(s for s, _ in pairs)
 
 
 def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunctions:
@@ -97,10 +99,13 @@ def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunct
                 yield device_batch
     if inject == "payload":  # what the extra all-reduce adds to a step, timed with and without it
         plain = tf.function(lambda b: step(b, with_payload=False))
-        added = _paired_difference(lambda: graph_step(device_batch), lambda: plain(device_batch))
+        added, _ = _paired_difference(lambda: graph_step(device_batch), lambda: plain(device_batch))
         notes.append(f"ground-truth sync {added}")
     if inject == "eager":
-        overhead = _paired_difference(lambda: step(device_batch), lambda: graph_step(device_batch))
+        # The overhead is Python on the host: it scales with the machine's speed, which can change by 20%
+        # between this measurement and the profile's, so the eager step's own time is noted beside it.
+        overhead, eager_step = _paired_difference(lambda: step(device_batch), lambda: graph_step(device_batch))
+        notes.append(f"ground-truth host-step {eager_step}")
         notes.append(f"ground-truth host {overhead}")
     return StepFunctions(
         name=f"mlp ({inject})", replicas=replicas, global_batch=global_batch, batches=batches,

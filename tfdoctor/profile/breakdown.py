@@ -27,13 +27,16 @@ class StepTime:
 
 @dataclass(frozen=True)
 class Breakdown:
-    """Seconds per step in each part; they add up to the median full step."""
+    """Seconds per step in each part; they add up to the median full step. `contention` is the part of
+    `compute` that is the replicas running slower while the input pipeline's threads take host cores from
+    them (measured only where the replicas are logical CPU devices, None elsewhere)."""
 
     step: StepTime
     input: float
     sync: float
     host: float
     compute: float
+    contention: float | None = None
 
     def seconds(self) -> dict[str, float]:
         return {part: getattr(self, part) for part in PARTS}
@@ -43,20 +46,37 @@ class Breakdown:
         return {part: value / total for part, value in self.seconds().items()}
 
 
-def breakdown(full: list[float], on_device: list[float], looped: float, gradients: list[float],
-              reduced: list[float], paired: bool = False) -> Breakdown:
+def breakdown(full: list[float], on_device: list[float], looped: list[float], gradients: list[float],
+              reduced: list[float], paired: bool = False, waits: list[float] | None = None,
+              stored: list[float] | None = None) -> Breakdown:
     """input = A - B, host = B - H, sync = R - G, compute = the rest of H (each at least 0).
 
     `paired`: the i-th values of A and B (and of G and R) were timed next to each other. Neighbouring calls
     share most of the machine's drift, so the median of the differences is then far steadier than the
-    difference of the medians."""
+    difference of the medians. `looped`: seconds per step of each H call.
+
+    `waits` and `stored`: each A step's time in `next(batches)`, and phase S (the step on batches taken from
+    the pipeline earlier, timed while it is idle), given when the replicas are logical CPU devices. They share
+    the host's cores with the pipeline's threads, so a prefetching pipeline that never makes the step wait
+    still slows the replicas down; on GPUs that work runs beside the devices. That part of A - B, A's step
+    call against S, is then counted as compute and kept as `contention`."""
     step = StepTime.of(full)
     a = step.median
-    input_s = _difference(full, on_device, paired)
-    b = a - min(max(input_s, 0.0), a)
-    h = min(looped, b)
-    sync = min(max(_difference(reduced, gradients, paired), 0.0), h)
-    return Breakdown(step=step, input=a - b, host=b - h, sync=sync, compute=h - sync)
+    a_minus_b = _clamp(_difference(full, on_device, paired), a)
+    contention = None
+    if waits and stored:
+        calls = [f - w for f, w in zip(full, waits, strict=True)]
+        contention = _clamp(_difference(calls, stored, paired), a_minus_b)
+    input_s = a_minus_b - (contention or 0.0)
+    b = a - a_minus_b
+    h = min(statistics.median(looped), b)
+    sync = _clamp(_difference(reduced, gradients, paired), h)
+    return Breakdown(step=step, input=input_s, host=b - h, sync=sync, compute=h - sync + (contention or 0.0),
+                     contention=contention)
+
+
+def _clamp(seconds: float, most: float) -> float:
+    return min(max(seconds, 0.0), most)
 
 
 def _difference(slower: list[float], faster: list[float], paired: bool) -> float:

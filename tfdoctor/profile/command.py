@@ -54,9 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", choices=MODELS, default="yolov3-tiny", help="reference model")
     parser.add_argument("--img-size", type=_image_size, default=128, help="input size in pixels (default: 128)")
     parser.add_argument("--batch-per-replica", type=_positive, default=4, help="examples per replica per step")
-    parser.add_argument("--width", type=_width, help="model width multiplier (default: 1 on GPUs, 0.5 on CPU)")
+    parser.add_argument("--width", type=_width, help="model width multiplier (default: 1 on GPUs, 0.75 on CPU)")
     parser.add_argument("--steps", type=_positive,
-                        help="measured steps per phase (default: 30 on the reference workload, 10 in script mode)")
+                        help="measured steps per phase (default: 20 on the reference workload, 10 in script mode)")
     parser.add_argument("--scaling", action="store_true", help="also measure throughput on 1..N replicas")
     parser.add_argument("--logdir", type=Path, default=Path("tfdoctor-profile"),
                         help="where the TensorFlow profiler trace goes (tensorboard --logdir DIR)")
@@ -86,7 +86,7 @@ def _reference_report(args: argparse.Namespace) -> Report:
     from tfdoctor.profile.measure import Options, profile
 
     options = Options(gpus=args.gpus, model=args.model, img_size=args.img_size,
-                      batch_per_replica=args.batch_per_replica, width=args.width, steps=args.steps or 30,
+                      batch_per_replica=args.batch_per_replica, width=args.width, steps=args.steps or 20,
                       warmup=args.warmup, scaling=args.scaling, logdir=args.logdir.resolve())
     variants = ("naive", "tuned") if args.pipeline == "both" else (args.pipeline,)
     reports: dict[str, Report] = {}

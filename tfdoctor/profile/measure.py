@@ -25,7 +25,7 @@ class Options:
     img_size: int = 128
     batch_per_replica: int = 4
     width: float | None = None  # None: the workload's default for the device
-    steps: int = 30
+    steps: int = 20
     warmup: int = 2
     scaling: bool = False
     logdir: Path | None = None
@@ -47,20 +47,20 @@ class Options:
 
 def profile(options: Options, on_event: OnEvent) -> Report:
     """Measure one workload variant on `options.gpus` replicas (and on one replica, for scaling)."""
+    replica_counts = list(range(1, options.gpus)) if options.scaling else (
+        [1] if options.gpus > 1 and options.one_replica else [])
     try:
-        main = run_worker(options.worker_config(), on_event, options.timeout_s)
+        main = run_worker(options.worker_config(fewer_replicas=replica_counts,
+                                                fewer_replicas_steps=min(options.steps, THROUGHPUT_STEPS)),
+                          on_event, options.timeout_s)
     except OutOfMemory as error:
         return _oom_report(options, error, on_event)
     result = breakdown(main["full"], main["on_device"], main["looped"], main["gradients"], main["reduced"],
-                       paired=True)
+                       paired=True, waits=main["input_wait"], stored=main["stored"])
     examples_per_s = main["global_batch"] / result.step.median
     throughputs = {options.gpus: examples_per_s}
-    replica_counts = range(1, options.gpus) if options.scaling else (
-        [1] if options.gpus > 1 and options.one_replica else [])
-    for count in replica_counts:
-        run = run_worker(options.worker_config(replicas=count, only_full=True, trace_dir=None,
-                                               steps=min(options.steps, THROUGHPUT_STEPS)), on_event, options.timeout_s)
-        throughputs[count] = run["global_batch"] / median(run["full"])
+    for run in main["fewer_replicas"]:
+        throughputs[run["replicas"]] = run["global_batch"] / median(run["full"])
     causes = [Cause(code, path, line) for code, path, line in main.get("causes", [])]
     report = Report(
         mode="reference" if options.workload == "reference" else "workload",

@@ -1,5 +1,8 @@
 """Phases A/B/H/G/R: the same step timed with the real input, with the batch already on the devices, K steps
 inside one graph call, and forward/backward without and with the all-reduce (A, B, G and R in rounds).
+Where the replicas share the host's cores (logical CPU devices), phase S adds the step on batches the
+pipeline made earlier, while the pipeline is idle: A's step call minus S is the pipeline's threads slowing
+the replicas down, which breakdown.py counts as compute (on GPUs that work runs beside the devices).
 
     input   = A - B     (waiting for the input pipeline, host-to-device copies)
     host    = B - H     (Python and dispatch overhead that disappears when steps run inside one graph)
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Iterator
 
 import tensorflow as tf
@@ -23,6 +27,8 @@ from tfdoctor.profile.workload import StepFunctions
 Progress = Callable[[str, int, int], None]
 SETTLE = 1  # untimed A steps at the start of each round
 PIPELINE_WARMUP = 10  # untimed A steps before the rounds
+STORED_BATCHES = 4  # phase S cycles through this many batches taken from the pipeline before the rounds
+H_CALLS = 2  # phase H runs `steps` steps in this many calls, spread among the rounds
 
 
 @dataclass
@@ -30,9 +36,10 @@ class PhaseTimes:
     full: list[float]         # A: seconds per step, real input
     input_wait: list[float]   # A: seconds per step spent in next(batches)
     on_device: list[float]    # B
-    looped: float             # H: seconds per step, K steps inside one tf.function call
+    looped: list[float]       # H: seconds per step of each call of K / H_CALLS steps inside one tf.function
     gradients: list[float]    # G
     reduced: list[float]      # R
+    stored: list[float]       # S (empty unless the replicas share the host's cores)
 
 
 def wait(value: Any) -> None:
@@ -43,14 +50,15 @@ def wait(value: Any) -> None:
             return
 
 
+def _timed(function: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    wait(function())
+    return time.perf_counter() - start
+
+
 def _one_round(functions: dict[str, Callable[[], Any]]) -> dict[str, float]:
     """Time each function once, one after the other: neighbouring calls share the machine's drift."""
-    times = {}
-    for name, function in functions.items():
-        start = time.perf_counter()
-        wait(function())
-        times[name] = time.perf_counter() - start
-    return times
+    return {name: _timed(function) for name, function in functions.items()}
 
 
 def _full_steps(work: StepFunctions, batches: Iterator[Any], count: int, skip: int,
@@ -80,10 +88,10 @@ def _counter(progress: Progress, label: str, total: int) -> Callable[[], None]:
     return tick
 
 
-def measure_full(work: StepFunctions, steps: int, warmup: int, progress: Progress) -> tuple[list[float], list[float]]:
-    """Phase A alone, in one run of steps."""
-    return _full_steps(work, work.batches(), warmup + steps, warmup,
-                       _counter(progress, "A full step", warmup + steps))
+def measure_full(work: StepFunctions, batches: Iterator[Any], steps: int, warmup: int, progress: Progress,
+                 label: str = "A full step") -> tuple[list[float], list[float]]:
+    """Phase A alone, in one run of steps on `batches` (an iterator of `work.batches()`)."""
+    return _full_steps(work, batches, warmup + steps, warmup, _counter(progress, label, warmup + steps))
 
 
 def in_one_graph(step: Callable[[Any], Any]) -> Callable[[Any, tf.Tensor], Any]:
@@ -97,42 +105,43 @@ def in_one_graph(step: Callable[[Any], Any]) -> Callable[[Any, tf.Tensor], Any]:
     return looped
 
 
-def measure_looped(work: StepFunctions, steps: int, progress: Progress) -> float:
-    """Phase H: `steps` steps in one graph call on the device batch; seconds per step."""
+def measure(work: StepFunctions, batches: Iterator[Any], steps: int, warmup: int, progress: Progress,
+            shared_cores: bool = False) -> PhaseTimes:
+    """`steps` rounds of A, B, G and R (and S when `shared_cores`), and H. On a shared host a step's time
+    wanders by 10% from second to second, but neighbouring calls share most of that drift, so the breakdown
+    takes each round's differences (A - B, R - G): `input = A - B` is often a few percent of the step. H's
+    calls run at even intervals among the rounds, so its median and B's cover the same stretch of time (run
+    after the rounds, H once met a machine 15% faster, which looked like host overhead). Each round first
+    runs `SETTLE` untimed A steps, which take what a prefetching pipeline buffered while the others ran;
+    before the rounds, `PIPELINE_WARMUP` more let a tf.data pipeline fill its buffers and tune its
+    parallelism. `batches` is an iterator of `work.batches()`."""
+    batch = work.device_batch
+    progress("tracing H", 0, 1)
     looped = in_one_graph(work.step)
-    wait(looped(work.device_batch, tf.constant(2)))  # trace and warm up
-    progress("H steps in one graph", 1, 2)
-    start = time.perf_counter()
-    wait(looped(work.device_batch, tf.constant(steps)))
-    progress("H steps in one graph", 2, 2)
-    return (time.perf_counter() - start) / steps
-
-
-def measure(work: StepFunctions, steps: int, warmup: int, progress: Progress) -> PhaseTimes:
-    """`steps` rounds of A, B, G and R. On a shared host a step's time wanders by 10% from second to second,
-    but neighbouring calls share most of that drift, so the breakdown takes each round's differences
-    (A - B, R - G): `input = A - B` is often a few percent of the step. Each round first runs `SETTLE`
-    untimed A steps, which take what a prefetching pipeline buffered while B/G/R ran; before the rounds,
-    `PIPELINE_WARMUP` more let a tf.data pipeline fill its buffers and tune its parallelism."""
-    batches, batch = work.batches(), work.device_batch
+    wait(looped(batch, tf.constant(2)))
+    per_call = max(1, steps // H_CALLS)
+    h_after = {warmup + steps * (number + 1) // (H_CALLS + 1) for number in range(H_CALLS)}
+    tick = _counter(progress, "A/B/G/R in rounds", PIPELINE_WARMUP + warmup + steps)
+    _full_steps(work, batches, PIPELINE_WARMUP, PIPELINE_WARMUP, tick)
+    stored = [next(batches) for _ in range(STORED_BATCHES if shared_cores else 0)]
     others = {
         "on_device": lambda: work.step(batch),
+        **({"stored": lambda: work.step(stored[index % len(stored)])} if stored else {}),
         "gradients": lambda: work.gradients(batch),
         "reduced": lambda: work.reduced_gradients(batch),
     }
-    rounds = warmup + steps
-    tick = _counter(progress, "A/B/G/R in rounds", PIPELINE_WARMUP + rounds)
-    _full_steps(work, batches, PIPELINE_WARMUP, PIPELINE_WARMUP, tick)
-    times: dict[str, list[float]] = {"full": [], "waits": [], **{name: [] for name in others}}
-    for index in range(rounds):
+    times: dict[str, list[float]] = {"full": [], "waits": [], "stored": [], "looped": [],
+                                     **{name: [] for name in others}}
+    for index in range(warmup + steps):
         full, waits = _full_steps(work, batches, SETTLE + 1, SETTLE, lambda: None)
         measured = _one_round(others)
+        if index in h_after:
+            measured["looped"] = _timed(partial(looped, batch, tf.constant(per_call))) / per_call
         tick()
         if index >= warmup:
             times["full"] += full
             times["waits"] += waits
             for name, seconds in measured.items():
                 times[name].append(seconds)
-    looped = measure_looped(work, steps, progress)
-    return PhaseTimes(times["full"], times["waits"], times["on_device"], looped, times["gradients"],
-                      times["reduced"])
+    return PhaseTimes(times["full"], times["waits"], times["on_device"], times["looped"], times["gradients"],
+                      times["reduced"], times["stored"])

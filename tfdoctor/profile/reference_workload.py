@@ -17,11 +17,10 @@ from tfdoctor.reference.train import TrainConfig, Trainer
 NUM_IMAGES = 128
 SOURCE_SIZE = 1024  # the synthetic photos are drawn at 1024 x 1024, like camera images, then resized
 # Without a GPU a thinner model keeps a step's compute near what a GPU spends on the full one. Not thinner
-# than half: the input pipeline's threads share the host cores with the replicas, and a tuned batch's ~7 ms
-# of pipeline work on 2 cores cost 4 ms of a 50 ms step at width 0.25 (input-bound by contention alone,
-# which a GPU host with cores to spare does not see) and 4-6 ms of 90-100 ms at 0.5. Width 0.75 (2-3 ms
-# of 160-230 ms) made the default run take 95-115 s.
-CPU_WIDTH = 0.5
+# than 0.75: on 2 cores the tuned pipeline's `next()` waits 3-4 ms while its threads refill the buffers, a
+# fixed cost that was 3-4% of a 100 ms step at width 0.5, and with a step's ~5% noise some runs crossed the
+# 5% moderately-input-bound line (at 0.75: about 2% of 200 ms). Host overhead is fixed per call as well.
+CPU_WIDTH = 0.75
 
 # Where the naive variant does what the lint rules look for: (rule, function, a line of its source).
 _NAIVE_CAUSES = (

@@ -56,6 +56,8 @@ class Report:
             "trace": {"logdir": self.trace.get("logdir"), "xprof": self.trace.get("xprof")},
             "notes": self.notes,
         }
+        if result and result.contention is not None:
+            out["pipeline_contention_s"] = result.contention
         if self.one_replica_examples_per_s:
             out["throughput"]["one_replica_examples_per_s"] = self.one_replica_examples_per_s
             out["throughput"]["scaling_efficiency"] = self.efficiency()
@@ -89,6 +91,10 @@ def render(report: Report, console: Console) -> None:
         table.add_row("step (median)", f"{result.step.median * 1000:.1f}",
                       f"p10 {result.step.p10 * 1000:.0f} / p90 {result.step.p90 * 1000:.0f} ms")
         console.print(table)
+        if result.contention:
+            console.print(f"of compute, {result.contention * 1000:.1f} ms is the replicas slowed by the input "
+                          "pipeline's threads on the same host cores (not input: on GPUs that work runs beside "
+                          "the devices)", highlight=False)
         _print_throughput(report, console)
         _print_trace(report, console)
     style = "bold red" if report.verdict.primary != "compute-bound" else "bold green"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import tensorflow as tf
 
@@ -25,10 +25,9 @@ _CATEGORIES = {
 }
 
 
-def capture(work: StepFunctions, logdir: Path, steps: int) -> dict[str, Any]:
-    """Trace `steps` full steps into `logdir` and summarise xprof's input-pipeline analysis."""
+def capture(work: StepFunctions, batches: Iterator[Any], logdir: Path, steps: int) -> dict[str, Any]:
+    """Trace `steps` full steps on `batches` into `logdir` and summarise xprof's input-pipeline analysis."""
     logdir.mkdir(parents=True, exist_ok=True)
-    batches = work.batches()
     wait(work.step(next(batches)))  # warm: tracing and first-step work stay out of the trace
     tf.profiler.experimental.start(str(logdir))
     try:

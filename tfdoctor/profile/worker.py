@@ -16,6 +16,10 @@ from pathlib import Path
 from typing import Any
 
 EVENT_PREFIX = "TFDOCTOR_EVENT "
+# Every input iterator stays referenced until the process ends without teardown (`os._exit`): deleting a
+# tf.data iterator waits for its autotuning thread to wake, and after a minute of use that thread sleeps for
+# up to a minute (stalls of 10-30 s were seen here, in the middle of a profile).
+_ITERATORS: list[Any] = []
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -45,26 +49,51 @@ def run(config: dict[str, Any]) -> None:
     started = time.perf_counter()
     strategy, kind, names = setup_replicas(int(config["replicas"]))
     emit("devices", kind=kind, names=names)
+    build = load_workload(config.get("workload", "reference"))
     try:
-        work = load_workload(config.get("workload", "reference"))(strategy, config)
+        work = build(strategy, config)
         emit("workload", name=work.name, global_batch=work.global_batch, per_replica_batch=work.per_replica_batch,
              notes=work.notes,
              causes=[list(cause) for cause in work.causes])
         if config.get("only_full"):
-            full, waits = phases.measure_full(work, int(config["steps"]), int(config["warmup"]), _progress)
+            full, waits = phases.measure_full(work, _iterator(work), int(config["steps"]), int(config["warmup"]),
+                                              _progress)
             emit("result", full=full, input_wait=waits, elapsed_s=time.perf_counter() - started)
             return
-        times = phases.measure(work, int(config["steps"]), int(config["warmup"]), _progress)
+        batches = _iterator(work)
+        times = phases.measure(work, batches, int(config["steps"]), int(config["warmup"]), _progress,
+                               kind == "cpu")
         summary = None
         if config.get("trace_dir"):
             _progress("trace", 0, 1)
-            summary = trace.capture(work, Path(config["trace_dir"]), int(config.get("trace_steps", 3)))
+            summary = trace.capture(work, batches, Path(config["trace_dir"]), int(config.get("trace_steps", 3)))
             _progress("trace", 1, 1)
+        throughput = [_fewer_replicas(build, names[:count], config) for count in config.get("fewer_replicas", [])]
         emit("result", full=times.full, input_wait=times.input_wait, on_device=times.on_device,
-             looped=times.looped, gradients=times.gradients, reduced=times.reduced, trace=summary,
-             elapsed_s=time.perf_counter() - started)
+             stored=times.stored, looped=times.looped, gradients=times.gradients, reduced=times.reduced,
+             trace=summary, fewer_replicas=throughput, elapsed_s=time.perf_counter() - started)
     except tf.errors.ResourceExhaustedError as error:
         emit("oom", message=str(error.message).strip().splitlines()[0][:300])
+
+
+def _fewer_replicas(build: Any, names: list[str], config: dict[str, Any]) -> dict[str, Any]:
+    """Phase D: full steps of the same workload on the first `len(names)` devices. It runs in this process,
+    which has set them up and imported TensorFlow already (a process of its own costs ~8 s more)."""
+    import tensorflow as tf
+
+    from tfdoctor.profile import phases
+
+    work = build(tf.distribute.MirroredStrategy(names), {**config, "replicas": len(names)})
+    label = f"D {len(names)} replica{'s' if len(names) > 1 else ''}"
+    full, _ = phases.measure_full(work, _iterator(work), int(config["fewer_replicas_steps"]), int(config["warmup"]),
+                                  _progress, label)
+    return {"replicas": len(names), "global_batch": work.global_batch, "full": full}
+
+
+def _iterator(work: Any) -> Any:
+    batches = work.batches()
+    _ITERATORS.append(batches)
+    return batches
 
 
 def main() -> int:
@@ -77,4 +106,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)  # no teardown, which would destroy the iterators (see _ITERATORS); all is reported

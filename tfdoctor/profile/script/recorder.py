@@ -96,7 +96,7 @@ class Recorder:
                          f"{self.source}): input is the time between step calls and the hooked input waits, the "
                          "rest compute; host overhead and all-reduce are not separated")
             on_device = [min(c, a - w) for a, c, w in zip(intervals, calls, waits)]
-            phases = {"on_device": on_device, "looped": statistics.median(on_device), "gradients": [0.0],
+            phases = {"on_device": on_device, "looped": [statistics.median(on_device)], "gradients": [0.0],
                       "reduced": [0.0], "global_batch": 0}
         self.on_done({"full": intervals, "input_wait": waits, "step_calls": calls,
                       "source": self.source, "hooked": sorted(self.hooked), "steps_seen": self.seen,

@@ -157,7 +157,7 @@ def measure(replay: Replay, intervals: list[float], calls: list[float], progress
     sync, inside = statistics.median(unreduced_ratio), statistics.median(looped_ratio)
     notes.append(f"replays of the {replay.kind} step on a captured batch, as shares of the replayed step: "
                  f"without the all-reduce {sync:.0%}, {LOOP} steps inside one graph call {inside:.0%} per step")
-    return {"on_device": on_device, "looped": step * inside, "gradients": [step * sync], "reduced": [step],
+    return {"on_device": on_device, "looped": [step * inside], "gradients": [step * sync], "reduced": [step],
             "global_batch": examples(replay.batch), "replicas": replay.replicas}
 
 
