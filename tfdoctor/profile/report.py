@@ -92,9 +92,9 @@ def render(report: Report, console: Console) -> None:
                       f"p10 {result.step.p10 * 1000:.0f} / p90 {result.step.p90 * 1000:.0f} ms")
         console.print(table)
         if result.contention:
-            console.print(f"of compute, {result.contention * 1000:.1f} ms is the replicas slowed by the input "
-                          "pipeline's threads on the same host cores (not input: on GPUs that work runs beside "
-                          "the devices)", highlight=False)
+            console.print(f"of compute, {result.contention * 1000:.1f} ms is the step running slower than on "
+                          "batches made earlier, while the input pipeline works on the same host cores (not "
+                          "input: on GPUs that work runs beside the devices)", highlight=False)
         _print_throughput(report, console)
         _print_trace(report, console)
     style = "bold red" if report.verdict.primary != "compute-bound" else "bold green"
