@@ -67,11 +67,11 @@ def breakdown(full: list[float], on_device: list[float], looped: list[float], gr
     if waits and stored:
         calls = [f - w for f, w in zip(full, waits, strict=True)]
         contention = _clamp(_difference(calls, stored, paired), a_minus_b)
-    input_s = a_minus_b - (contention or 0.0)
+    slowed = contention or 0.0
     b = a - a_minus_b
     h = min(statistics.median(looped), b)
     sync = _clamp(_difference(reduced, gradients, paired), h)
-    return Breakdown(step=step, input=input_s, host=b - h, sync=sync, compute=h - sync + (contention or 0.0),
+    return Breakdown(step=step, input=a_minus_b - slowed, host=b - h, sync=sync, compute=h - sync + slowed,
                      contention=contention)
 
 

@@ -15,6 +15,7 @@ so the four parts add up to A's median step time. The timing itself is two `perf
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -50,7 +51,8 @@ def wait(value: Any) -> None:
             return
 
 
-def _timed(function: Callable[[], Any]) -> float:
+def timed(function: Callable[[], Any]) -> float:
+    """Seconds from calling `function` until its outputs exist (`wait`)."""
     start = time.perf_counter()
     wait(function())
     return time.perf_counter() - start
@@ -58,7 +60,7 @@ def _timed(function: Callable[[], Any]) -> float:
 
 def _one_round(functions: dict[str, Callable[[], Any]]) -> dict[str, float]:
     """Time each function once, one after the other: neighbouring calls share the machine's drift."""
-    return {name: _timed(function) for name, function in functions.items()}
+    return {name: timed(function) for name, function in functions.items()}
 
 
 def _full_steps(work: StepFunctions, batches: Iterator[Any], count: int, skip: int,
@@ -123,10 +125,10 @@ def measure(work: StepFunctions, batches: Iterator[Any], steps: int, warmup: int
     h_after = {warmup + steps * (number + 1) // (H_CALLS + 1) for number in range(H_CALLS)}
     tick = _counter(progress, "A/B/G/R in rounds", PIPELINE_WARMUP + warmup + steps)
     _full_steps(work, batches, PIPELINE_WARMUP, PIPELINE_WARMUP, tick)
-    stored = [next(batches) for _ in range(STORED_BATCHES if shared_cores else 0)]
+    stored = itertools.cycle([next(batches) for _ in range(STORED_BATCHES)]) if shared_cores else None
     others = {
         "on_device": lambda: work.step(batch),
-        **({"stored": lambda: work.step(stored[index % len(stored)])} if stored else {}),
+        **({"stored": lambda: work.step(next(stored))} if shared_cores else {}),
         "gradients": lambda: work.gradients(batch),
         "reduced": lambda: work.reduced_gradients(batch),
     }
@@ -136,7 +138,7 @@ def measure(work: StepFunctions, batches: Iterator[Any], steps: int, warmup: int
         full, waits = _full_steps(work, batches, SETTLE + 1, SETTLE, lambda: None)
         measured = _one_round(others)
         if index in h_after:
-            measured["looped"] = _timed(partial(looped, batch, tf.constant(per_call))) / per_call
+            measured["looped"] = timed(partial(looped, batch, tf.constant(per_call))) / per_call
         tick()
         if index >= warmup:
             times["full"] += full

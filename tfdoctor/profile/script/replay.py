@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import keras
 import tensorflow as tf
 
-from tfdoctor.profile.phases import in_one_graph, wait
+from tfdoctor.profile.phases import in_one_graph, timed, wait
 
 Batch = tuple[tuple[Any, ...], dict[str, Any]]  # a step's (args, kwargs)
 Progress = Callable[[str, int, int], None]
@@ -142,11 +141,11 @@ def measure(replay: Replay, intervals: list[float], calls: list[float], progress
         looped = None
     replayed, unreduced_ratio, looped_ratio = [], [], []
     for index in range(len(intervals)):
-        on_device = _time(lambda: replay.step(replay.batch))
+        on_device = timed(lambda: replay.step(replay.batch))
         replayed.append(on_device)
         with without_all_reduce():
-            unreduced_ratio.append(_time(lambda: replay.unreduced(replay.batch)) / on_device)
-        looped_ratio.append(_time(lambda: looped(replay.batch, tf.constant(LOOP))) / LOOP / on_device
+            unreduced_ratio.append(timed(lambda: replay.unreduced(replay.batch)) / on_device)
+        looped_ratio.append(timed(lambda: looped(replay.batch, tf.constant(LOOP))) / LOOP / on_device
                             if looped else 1.0)
         progress("replays", index + 1, len(intervals))
     step = statistics.median(replayed if replay.input_inside else calls)
@@ -159,9 +158,3 @@ def measure(replay: Replay, intervals: list[float], calls: list[float], progress
                  f"without the all-reduce {sync:.0%}, {LOOP} steps inside one graph call {inside:.0%} per step")
     return {"on_device": on_device, "looped": [step * inside], "gradients": [step * sync], "reduced": [step],
             "global_batch": examples(replay.batch), "replicas": replay.replicas}
-
-
-def _time(function: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    wait(function())
-    return time.perf_counter() - start
