@@ -15,6 +15,7 @@ import tfdoctor
 from tfdoctor.profile.report import Report
 from tfdoctor.profile.runner import OutOfMemory, ProfileError, run_worker
 from tfdoctor.profile.script import join
+from tfdoctor.profile.script.target import Target, module_target
 from tfdoctor.profile.verdict import Verdict
 
 OnEvent = Callable[[dict[str, Any]], None]
@@ -34,28 +35,34 @@ class ScriptOptions:
     trace_steps: int = 3
 
 
-def split_command(command: tuple[str, ...]) -> tuple[str, Path, list[str]]:
-    """(interpreter, script, its arguments) from `python [-X ...] train.py ARGS` or `train.py ARGS`."""
+def split_command(command: tuple[str, ...]) -> Target:
+    """What to run, from `python [-X ...] train.py ARGS`, `python -m pkg.module ARGS` or `train.py ARGS`."""
     words = list(command)
     interpreter = sys.executable
     if words and (PYTHON.match(words[0]) or PYTHON.match(Path(words[0]).name)):
         if os.sep in words.pop(0):
             interpreter = command[0]
         while words and words[0].startswith("-"):
-            if words[0] in ("-m", "-c"):
-                raise ProfileError("script mode runs a script file: `-- python train.py ARGS` (not -m or -c)")
+            if words[0] == "-c":
+                raise ProfileError("script mode runs a file or a module (`-- python train.py ARGS` or `-- python -m "
+                                   "pkg.train ARGS`), not -c: code given on the command line has no source to lint")
+            if words[0] == "-m":
+                if len(words) < 2:
+                    raise ProfileError("no module after `-m`: use `tfdoctor profile -- python -m pkg.train ARGS`")
+                return module_target(interpreter, words[1], tuple(words[2:]))
             words.pop(0)
     if not words:
         raise ProfileError("no script after `--`: use `tfdoctor profile -- python train.py ARGS`")
     script = Path(words[0])
     if not script.is_file():
         raise ProfileError(f"script not found: {words[0]}")
-    return interpreter, script, words[1:]
+    return Target(interpreter, script, tuple(words[1:]))
 
 
 def profile_script(options: ScriptOptions, on_event: OnEvent) -> Report:
     """Measure the script's training steps on `options.gpus` replicas; ProfileError says why not."""
-    interpreter, script, args = split_command(options.command)
+    target = split_command(options.command)
+    script = target.path
     config = {"gpus": options.gpus, "steps": options.steps, "warmup": options.warmup,
               "max_seconds": options.max_seconds, "trace_steps": options.trace_steps,
               "trace_dir": str(options.logdir / "script") if options.logdir else None}
@@ -69,15 +76,15 @@ def profile_script(options: ScriptOptions, on_event: OnEvent) -> Report:
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     try:
         result = run_worker(config, follow, options.max_seconds + 300,
-                            command=[interpreter, "-m", "tfdoctor.profile.script.launch", json.dumps(config),
-                                     str(script), *args], env=env)
+                            command=[target.interpreter, "-m", "tfdoctor.profile.script.launch", json.dumps(config),
+                                     *target.launch_args], env=env)
     except OutOfMemory as error:
         return _oom_report(options, script, error.message)
     except ProfileError as error:
         raise _explain(seen, script, error) from None
     devices = seen.get("devices", {})
-    return join.build(result, join.lint_findings(script), options.gpus, devices.get("kind", "unknown"),
-                      devices.get("names", []), str(script), [])
+    return join.build(result, join.lint_findings(script, target.package), options.gpus,
+                      devices.get("kind", "unknown"), devices.get("names", []), target.name, [])
 
 
 def _explain(seen: dict[str, Any], script: Path, error: ProfileError) -> ProfileError:
