@@ -288,3 +288,22 @@ def test_without_pygls_the_command_says_how_to_install_it():
     result = subprocess.run([sys.executable, "-c", hide_pygls], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr == "error: the language server needs pygls: pip install 'tfdoctor[lsp]'\n"
+
+
+def test_related_places_in_other_files_become_related_information(tmp_path):
+    from pygls.workspace import PositionCodec
+
+    from tfdoctor.lint.findings import Finding, Related, Severity
+    from tfdoctor.server.diagnostics import diagnostic
+    from tfdoctor.server.documents import Part
+
+    helper = tmp_path / "helpers.py"
+    helper.write_text('label = "\N{GRINNING FACE}"; strategy = tf.distribute.MirroredStrategy()\n')
+    place = Related(str(helper), 1, 25, 1, 57, "the strategy is made here")
+    finding = Finding(str(tmp_path / "train.py"), 2, 1, 2, 5, "TFD103", "undistributed-input", Severity.ERROR,
+                      "message", related=(place,))
+    made = diagnostic(finding, Part((tmp_path / "train.py").as_uri(), 1, "x\nstep\n"), PositionCodec(),
+                      lambda uri: helper.read_text().split("\n"))
+    [related] = made.related_information
+    assert related.location.uri == helper.as_uri() and related.message == "the strategy is made here"
+    assert (related.location.range.start.character, related.location.range.end.character) == (25, 57)

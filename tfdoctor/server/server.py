@@ -28,7 +28,7 @@ from tfdoctor.server.diagnostics import diagnostic, file_lines, rule_pages
 from tfdoctor.server.documents import Snapshot, lint_snapshot, notebook_snapshot, path_of, text_snapshot
 from tfdoctor.server.isolation import Isolated, WorkerLost
 
-DEBOUNCE_S = 0.15  # a change waits this long for the next keystroke before it is linted
+DEBOUNCE_S = 0.05  # a change waits this long for the next keystroke before it is linted
 ENGINE_DEADLINE_S = 60.0  # a lint or code action taking longer is given up (and its process restarted)
 CONFIG_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "environment.yml")  # and requirements*.txt
 logger = logging.getLogger(__name__)
