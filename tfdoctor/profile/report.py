@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tfdoctor.profile.breakdown import PARTS, Breakdown
+from tfdoctor.profile.cluster.job import NO_STRAGGLER
 from tfdoctor.profile.suggest import Suggestion
 from tfdoctor.profile.verdict import Verdict
 
@@ -37,6 +38,8 @@ class Report:
     scaling: list[dict[str, float]] | None = None
     notes: list[str] = field(default_factory=list)
     comparison: dict[str, Any] | None = None
+    workers: list[dict[str, Any]] | None = None  # a multi-worker job: one row per worker (cluster/job.py)
+    straggler: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         result = self.breakdown
@@ -65,6 +68,9 @@ class Report:
             out["scaling"] = self.scaling
         if self.comparison is not None:
             out["comparison"] = self.comparison
+        if self.workers is not None:
+            out["workers"] = self.workers
+            out["straggler"] = self.straggler
         return out
 
     def efficiency(self) -> float | None:
@@ -75,7 +81,8 @@ class Report:
 
 def render(report: Report, console: Console) -> None:
     name = report.workload.get("name", "")
-    console.print(Text(f"tfdoctor profile: {name} on {report.requested} replicas ({report.device_kind})",
+    workers = f"{len(report.workers)} workers, " if report.workers else ""
+    console.print(Text(f"tfdoctor profile: {name} on {workers}{report.requested} replicas ({report.device_kind})",
                        style="bold"))
     for note in report.notes:
         console.print(Text(f"note: {note}", style="dim"))
@@ -95,6 +102,8 @@ def render(report: Report, console: Console) -> None:
             console.print(f"of compute, {result.contention * 1000:.1f} ms is the step running slower than on "
                           "batches made earlier, while the input pipeline works on the same host cores (not "
                           "input: on GPUs that work runs beside the devices)", highlight=False)
+        if report.workers:
+            _print_workers(report, console)
         _print_throughput(report, console)
         _print_trace(report, console)
     style = "bold red" if report.verdict.primary != "compute-bound" else "bold green"
@@ -121,6 +130,20 @@ def _bar(result: Breakdown, width: int = 60) -> Text:
             bar.append("█" * cells, style=COLOURS[part])
     bar.append("  " + "  ".join(f"{part} {shares[part]:.0%}" for part in PARTS))
     return bar
+
+
+def _print_workers(report: Report, console: Console) -> None:
+    table = Table(show_header=True, header_style="bold")
+    for column in ("worker", "step ms", *PARTS, "of sync: waiting for others"):
+        table.add_column(column, justify="left" if column == "worker" else "right")
+    for row in report.workers or []:
+        seconds, shares = row["breakdown_s"], row["shares"]
+        table.add_row(row["task"], f"{row['step_time_s']['median'] * 1000:.1f}",
+                      *(f"{seconds[part] * 1000:.1f} ({shares[part]:.0%})" for part in PARTS),
+                      f"{row['waiting_for_others_s'] * 1000:.1f}")
+    console.print(table)
+    straggler = report.straggler
+    console.print(straggler["statement"] if straggler else NO_STRAGGLER, highlight=False)
 
 
 def _print_throughput(report: Report, console: Console) -> None:
