@@ -13,7 +13,8 @@ import pytest
 
 from tfdoctor.profile.cluster.job import find_straggler, worker_breakdown
 from tfdoctor.profile.cluster.job_report import job_report
-from tfdoctor.profile.cluster.parts import PartError, PhaseSeries, WorkerPart, read_parts, write_part
+from tfdoctor.profile.cluster.parts import PART_VERSION, PartError, WorkerPart, read_parts, write_part
+from tfdoctor.profile.protocol import PhaseTimes
 from tfdoctor.profile.cluster.tf_config import ClusterConfigError, free_ports, from_environment, local_cluster
 
 MS = 0.001
@@ -21,7 +22,7 @@ ROUNDS = 20
 
 
 def _series(step_call: float, waited: float, on_device: float, looped: float, gradients: float, reduced: float,
-            seed: int) -> PhaseSeries:
+            seed: int) -> PhaseTimes:
     """Rounds of phase timings with 1% noise on every call (ms in, seconds out)."""
     noise = random.Random(seed)
 
@@ -29,13 +30,13 @@ def _series(step_call: float, waited: float, on_device: float, looped: float, gr
         return [ms * MS * noise.uniform(0.99, 1.01) for _ in range(ROUNDS)]
 
     waits = calls(waited)
-    return PhaseSeries(full=[w + c for w, c in zip(waits, calls(step_call))], input_wait=waits,
+    return PhaseTimes(full=[w + c for w, c in zip(waits, calls(step_call))], input_wait=waits,
                        on_device=calls(on_device), looped=calls(looped)[:2], gradients=calls(gradients),
                        reduced=calls(reduced))
 
 
-def _part(task: str, phases: PhaseSeries | None, error: str | None = None) -> WorkerPart:
-    return WorkerPart(task=task, job="job1", job_tasks=2, address=f"127.0.0.1:{1000 + int(task[-1])}", host="h",
+def _part(task: str, phases: PhaseTimes | None, error: str | None = None) -> WorkerPart:
+    return WorkerPart(version=PART_VERSION, task=task, job="job1", job_tasks=2, address=f"127.0.0.1:{1000 + int(task[-1])}", host="h",
                       replicas=2, device_kind="cpu", device_names=[f"/job:worker/replica:0/task:{task[-1]}/device:CPU:0"],
                       collective="RING", workload={"name": "mlp", "global_batch": 64, "per_replica_batch": 32},
                       phases=phases, error=error)

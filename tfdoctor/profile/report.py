@@ -163,7 +163,7 @@ def _bar(result: Breakdown, width: int = 60) -> Text:
 
 def _print_workers(report: Report, console: Console) -> None:
     table = Table(show_header=True, header_style="bold")
-    for column in ("worker", "step ms", *PARTS, "of sync: waiting for others"):
+    for column in ("worker", "step ms", *PARTS, "of sync, waiting"):
         table.add_column(column, justify="left" if column == "worker" else "right")
     for row in report.workers or []:
         seconds, shares = row["breakdown_s"], row["shares"]
@@ -185,7 +185,9 @@ def _print_throughput(report: Report, console: Console) -> None:
     console.print(line, highlight=False)
     if report.scaling:
         console.print("scaling: " + ", ".join(
-            f"{row['replicas']:.0f} replicas {row['examples_per_s']:.1f}/s ({row['efficiency']:.0%})"
+            (f"{row['workers']:.0f} worker{'s' if row['workers'] > 1 else ''}, " if "workers" in row else "")
+            + f"{row['replicas']:.0f} replicas {row['examples_per_s']:.1f}/s ({row['efficiency']:.0%})"
+            + (f", all-reduce {row['sync_share']:.0%} of the step" if "sync_share" in row else "")
             for row in report.scaling), highlight=False)
 
 

@@ -26,4 +26,4 @@ def run(args: argparse.Namespace) -> int:
     except PartError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    return write_report(report, args.format, args.output, image_base=args.folder / "breakdown")
+    return write_report(report, args.format, args.output, args.folder / "breakdown")

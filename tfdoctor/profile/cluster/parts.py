@@ -3,12 +3,15 @@ the job shares (a shared file system on a real cluster), and read back by `tfdoc
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tfdoctor.profile.protocol import PhaseTimes, ProtocolError, decode_config
 
 PART_VERSION = 1
 SUFFIX = ".part.json"
@@ -19,19 +22,8 @@ class PartError(Exception):
 
 
 @dataclass(frozen=True)
-class PhaseSeries:
-    """Seconds per call of each phase, in the order the rounds ran them (phases.py)."""
-
-    full: list[float]
-    input_wait: list[float]
-    on_device: list[float]
-    looped: list[float]
-    gradients: list[float]
-    reduced: list[float]
-
-
-@dataclass(frozen=True)
 class WorkerPart:
+    version: int
     task: str                 # `worker-1`
     job: str                  # the same for every task of one job (a digest of its cluster)
     job_tasks: int            # training tasks in the job
@@ -42,27 +34,14 @@ class WorkerPart:
     device_names: list[str]
     collective: str           # RING or NCCL
     workload: dict[str, Any]  # name, global_batch, per_replica_batch
-    phases: PhaseSeries | None
+    phases: PhaseTimes | None
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    causes: list[list[Any]] = field(default_factory=list)  # the workload's known (rule, path, line) causes
 
     @property
     def index(self) -> int:
         return int(self.task.rpartition("-")[2])
-
-    def to_json(self) -> dict[str, Any]:
-        return {"version": PART_VERSION, **asdict(self)}
-
-    @classmethod
-    def from_json(cls, document: Any) -> WorkerPart:
-        """The part in `document`; ValueError, KeyError or TypeError when it is not one."""
-        if not isinstance(document, dict) or document.get("version") != PART_VERSION:
-            raise ValueError(f"not a version {PART_VERSION} part")
-        fields = {key: value for key, value in document.items() if key != "version"}
-        phases = fields.pop("phases")
-        part = cls(**fields, phases=PhaseSeries(**phases) if phases is not None else None)
-        part.index  # noqa: B018 - the task name must end in its index
-        return part
 
 
 def part_path(folder: Path, task: str) -> Path:
@@ -76,7 +55,7 @@ def write_part(folder: Path, part: WorkerPart) -> Path:
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{part.task}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(part.to_json(), stream)
+            json.dump(dataclasses.asdict(part), stream)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -84,18 +63,24 @@ def write_part(folder: Path, part: WorkerPart) -> Path:
     return target
 
 
+def read_part(path: Path) -> WorkerPart:
+    """The part in one file; PartError naming the file when it is not one."""
+    try:
+        part = decode_config(path.read_text(encoding="utf-8"), WorkerPart)
+        if part.version != PART_VERSION or not part.task.rpartition("-")[2].isdigit():
+            raise ProtocolError(f"version {part.version} part of task {part.task!r}")
+    except OSError as error:
+        raise PartError(f"{path}: cannot read: {error.strerror or error}") from None
+    except (ProtocolError, UnicodeDecodeError) as error:
+        raise PartError(f"{path}: not a tfdoctor worker part ({error})") from None
+    return part
+
+
 def read_parts(folder: Path) -> list[WorkerPart]:
     """Every part in `folder`, chief and workers in task order, all of one job; PartError otherwise."""
     if not folder.is_dir():
         raise PartError(f"{folder}: no such folder")
-    parts = []
-    for path in sorted(folder.glob(f"*{SUFFIX}")):
-        try:
-            parts.append(WorkerPart.from_json(json.loads(path.read_text(encoding="utf-8"))))
-        except OSError as error:
-            raise PartError(f"{path}: cannot read: {error.strerror or error}") from None
-        except (ValueError, KeyError, TypeError) as error:
-            raise PartError(f"{path}: not a tfdoctor worker part ({error})") from None
+    parts = [read_part(path) for path in sorted(folder.glob(f"*{SUFFIX}"))]
     if not parts:
         raise PartError(f"{folder}: no worker parts (*{SUFFIX}); run `tfdoctor profile --from-tf-config "
                         f"--output-dir {folder}` on each host first")
