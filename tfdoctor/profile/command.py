@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="measured steps per phase (default: 20 on the reference workload, 10 in script mode)")
     parser.add_argument("--scaling", action="store_true", help="also measure throughput on 1..N replicas")
     parser.add_argument("--logdir", type=Path, default=Path("tfdoctor-profile"),
-                        help="where the TensorFlow profiler trace goes (tensorboard --logdir DIR)")
+                        help="where the TensorFlow profiler trace goes (view it with xprof --logdir DIR)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--output", type=Path, help="write the report here (a PNG of the breakdown goes beside it)")
     parser.add_argument("--warmup", type=_positive, default=2, help="steps before the measured ones (default: 2)")

@@ -207,7 +207,8 @@ def _print_clock(report: Report, console: Console) -> None:
 def _print_trace(report: Report, console: Console) -> None:
     xprof = report.trace.get("xprof")
     if report.trace.get("logdir"):
-        console.print(f"trace: tensorboard --logdir {report.trace['logdir']}", highlight=False)
+        console.print(f"trace: xprof --logdir {report.trace['logdir']}  (then open http://localhost:8791)",
+                      highlight=False)
     if xprof:
         categories = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in xprof["ms_per_step"].items() if v)
         console.print(f"xprof ({xprof.get('hardware_type')}), ms per step: {categories}", highlight=False)
