@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from tfdoctor.profile.breakdown import Breakdown, StepTime
+from tfdoctor.profile.breakdown import Breakdown, breakdown
 from tfdoctor.profile.cluster.parts import WorkerPart
 
 OWN_PARTS = ("input", "host", "compute")
@@ -56,20 +56,12 @@ class Straggler:
 
 
 def worker_breakdown(part: WorkerPart) -> WorkerBreakdown:
-    """input = the wait in next(), waiting = the step call beyond B (paired by round), host = B - H,
-    sync = R - G + waiting, compute = the rest of H; the parts add up to the median step."""
+    """The worker's breakdown, its wait for the others counted as sync (breakdown.py, `across_workers`)."""
     phases = part.phases
     assert phases is not None, "a failed worker's part has no phases"
-    step = StepTime.of(phases.full)
-    input_s = _clamp(statistics.median(phases.input_wait), step.median)
-    calls = [full - waited for full, waited in zip(phases.full, phases.input_wait, strict=True)]
-    waiting = _clamp(_paired(calls, phases.on_device), step.median - input_s)
-    on_device = step.median - input_s - waiting
-    looped = min(statistics.median(phases.looped), on_device)
-    all_reduce = _clamp(_paired(phases.reduced, phases.gradients), looped)
-    result = Breakdown(step=step, input=input_s, sync=all_reduce + waiting, host=on_device - looped,
-                       compute=looped - all_reduce)
-    return WorkerBreakdown(part, result, waiting)
+    result = breakdown(phases.full, phases.on_device, phases.looped, phases.gradients, phases.reduced, paired=True,
+                       waits=phases.input_wait, across_workers=True)
+    return WorkerBreakdown(part, result, result.waiting or 0.0)
 
 
 def find_straggler(workers: list[WorkerBreakdown]) -> Straggler | None:
@@ -90,14 +82,6 @@ def find_straggler(workers: list[WorkerBreakdown]) -> Straggler | None:
 def pacing_worker(workers: list[WorkerBreakdown]) -> WorkerBreakdown:
     """The worker the job waits for: the one with the most own work per step."""
     return max(workers, key=lambda worker: worker.own_work)
-
-
-def _paired(slower: list[float], faster: list[float]) -> float:
-    return statistics.median(x - y for x, y in zip(slower, faster, strict=True))
-
-
-def _clamp(seconds: float, most: float) -> float:
-    return min(max(seconds, 0.0), most)
 
 
 __all__ = ["Straggler", "WorkerBreakdown", "find_straggler", "pacing_worker", "worker_breakdown"]
