@@ -25,6 +25,8 @@ from tfdoctor.lint.analysis.steps import (
     TRAINING_ATTRS,
     calls_training_step,
     gated_by_step_modulo,
+    gated_if,
+    loop_ifs,
     returns_host_values,
     training_loops,
     training_step_scopes,
@@ -40,7 +42,7 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 
 __all__ = [
     "TRAINING_ATTRS", "Loss", "LossKind", "Provenance", "TrainingInput", "calls_training_step", "definitions",
-    "differentiated_losses", "gated_by_step_modulo", "is_global_batch", "is_python_iterator_class",
+    "differentiated_losses", "gated_by_step_modulo", "gated_if", "loop_ifs", "is_global_batch", "is_python_iterator_class",
     "iterable_provenance", "keras_loss_reduction", "loss_kind", "mentions_replica_count", "returns_host_values",
     "training_chains", "training_inputs", "training_loops", "training_step_scopes", "value_provenance",
 ]

@@ -182,4 +182,4 @@ def step(x, y):
                 why = "this loss is a sum that is not divided by the global batch size"
             yield Violation(loss.node, f"{why}: gradients are summed across replicas, so they come out N times "
                             "too large; use `tf.nn.compute_average_loss(per_example, global_batch_size=...)`",
-                            statement=loss.statement or call.statement)
+                            statement=loss.statement or call.statement, evidence=loss.evidence)

@@ -91,9 +91,10 @@ model.fit(train, validation_data=val)
                 if id(op.call) in seen:
                     continue
                 seen.add(id(op.call))
-                call = facts.call_fact(op.call)
+                node, evidence = chain.place(op.call.func.attr, op)
+                call = facts.call_fact(op.call if not evidence else node)
                 fix = Fix(op.call, with_keyword(op.call, "num_parallel_calls", value),
-                          "add num_parallel_calls=AUTOTUNE") if value is not None else None
-                yield Violation(op.call.func.attr, f"`{op.method}` in a training pipeline runs on one core; add "
+                          "add num_parallel_calls=AUTOTUNE") if value is not None and not evidence else None
+                yield Violation(node, f"`{op.method}` in a training pipeline runs on one core; add "
                                 "`num_parallel_calls=tf.data.AUTOTUNE`",
-                                statement=call.statement if call else None, fix=fix)
+                                statement=call.statement if call else None, fix=fix, evidence=evidence)

@@ -118,4 +118,4 @@ def step(x, y):
                 yield Violation(loss.node, f"Keras {keras.text} (from {keras.source}) already divides a "
                                 "default-reduction loss by the replica count inside `strategy.run`; dividing "
                                 "again makes gradients N times too small: drop the manual division",
-                                statement=loss.statement or call.statement)
+                                statement=loss.statement or call.statement, evidence=loss.evidence)

@@ -20,7 +20,7 @@ import libcst as cst
 from tfdoctor.lint.analysis.steps import training_loops
 from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, ModuleFacts
 from tfdoctor.lint.names import call_arg, dotted
-from tfdoctor.lint.semantic.collector import END_OF_SCOPE, Scope
+from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, Scope
 from tfdoctor.lint.semantic.model import Origin
 
 _MAX_DEPTH = 8
@@ -125,6 +125,7 @@ class TrainingInput:
     expr: cst.BaseExpression
     statement: cst.CSTNode
     via: str
+    distributed: bool = False  # a strategy distributes it: `experimental_distribute_dataset`, or `fit` under one
 
 
 _NOT_TRAINING = re.compile(r"val|eval|test|infer|predict", re.IGNORECASE)
@@ -139,7 +140,7 @@ def training_inputs(facts: ModuleFacts) -> list[TrainingInput]:
     for call in facts.method_calls("fit", "fit_generator"):
         x = call_arg(call.node, 0, "x" if call.attr == "fit" else "generator")
         if x is not None:
-            found.append(TrainingInput(call.scope, call.order, x, call.statement, "fit"))
+            found.append(TrainingInput(call.scope, call.order, x, call.statement, "fit", under_strategy(facts, call)))
     for call in facts.calls:
         if call.attr not in DISTRIBUTE_DATASET_METHODS or not facts.is_strategy(call.receiver):
             continue
@@ -149,11 +150,11 @@ def training_inputs(facts: ModuleFacts) -> list[TrainingInput]:
         if call.attr == "experimental_distribute_dataset":
             dataset = call_arg(call.node, 0, "dataset")
             if dataset is not None:
-                found.append(TrainingInput(call.scope, call.order, dataset, call.statement, "distribute"))
+                found.append(TrainingInput(call.scope, call.order, dataset, call.statement, "distribute", True))
         else:
             for fn in facts.callables_of(call_arg(call.node, 0, "dataset_fn"), call.scope):
                 if fn.owner is facts:
-                    found.extend(TrainingInput(fn, END_OF_SCOPE, r.value, call.statement, "distribute_fn")
+                    found.extend(TrainingInput(fn, END_OF_SCOPE, r.value, call.statement, "distribute_fn", True)
                                  for r in fn.returns)
     for loop in training_loops(facts):
         if loop.iter_expr is not None:
@@ -167,6 +168,17 @@ def training_inputs(facts: ModuleFacts) -> list[TrainingInput]:
                                                call.statement, "next"))
     facts.__dict__["_training_inputs"] = found
     return found
+
+
+def under_strategy(facts: ModuleFacts, call: CallFact) -> bool:
+    """A Keras `fit` (or `evaluate`, `predict`) that runs inside `strategy.scope()`, or whose model was built
+    there: Keras distributes its input itself."""
+    if facts.in_strategy_scope(call.scope, call.withs):
+        return True
+    receiver = dotted(call.receiver)
+    return receiver is not None and any(
+        facts.in_strategy_scope(a.scope, a.withs) for a in facts.definitions(receiver, call.scope, call.order)
+    )
 
 
 def _unwrap(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: int) -> cst.BaseExpression:

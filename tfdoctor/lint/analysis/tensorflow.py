@@ -14,10 +14,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Iterator
 
 import libcst as cst
 
+from tfdoctor.lint.findings import Evidence
 from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, Scope, WithFact
 from tfdoctor.lint.semantic.model import ModuleLoader, SemanticModel, Step
@@ -51,6 +53,7 @@ _KERAS_MODEL_BASES = re.compile(r"^keras\.(models\.)?Model$|^keras\.Model$")
 class DatasetOp:
     method: str
     call: cst.Call
+    scope: Scope | None = None  # where the call is (None: where the chain is used)
 
 
 @dataclass(eq=False)
@@ -63,6 +66,7 @@ class DatasetChain:
     ops: tuple[DatasetOp, ...]
     scope: Scope
     via: tuple[Step, ...] = ()
+    source_scope: Scope | None = None  # where the source call is
 
     def methods(self) -> list[str]:
         return [op.method for op in self.ops]
@@ -93,18 +97,25 @@ class DatasetChain:
             return self.source_call, call_arg(self.source_call, None, "batch_size")
         return None
 
-    def local(self, node: cst.CSTNode) -> cst.CSTNode:
-        """Where to report something about `node` of this chain: the node itself, or the call in the linted
-        module through which the chain came from another module."""
-        return self.via[0].call if self.via else node
+    def place(self, node: cst.CSTNode, op: DatasetOp | None) -> tuple[cst.CSTNode, tuple[Evidence, ...]]:
+        """Where to report something about `node` (of `op`, None: of the source): the node itself when it
+        lies in the module the chain is used in, else the call that brings the chain in from another
+        module, with the node as evidence."""
+        home = self.scope.owner
+        where = op.scope if op is not None and op.scope is not None else self.source_scope
+        if where is None or where.owner is home or not self.via:
+            return node, ()
+        model = where.owner
+        what = f"`{op.method}`" if op is not None else "the pipeline's source"
+        return self.via[0].call, (Evidence(f"{what} in `{self.via[-1].callee.name}`", model.path, model, node),)
 
 
 class ModuleFacts(SemanticModel):
     """Facts about one module: the semantic model plus what its values are for `tf.distribute`."""
 
     def __init__(self, module: cst.Module, path: str, source_lines: list[str],
-                 loader: ModuleLoader | None = None) -> None:
-        super().__init__(module, path, source_lines, loader)
+                 loader: ModuleLoader | None = None, file: Path | None = None) -> None:
+        super().__init__(module, path, source_lines, loader, file)
 
     # -- tf.function ----------------------------------------------------------------------------------
     def _is_tf_function_ref(self, node: cst.BaseExpression) -> bool:
@@ -347,26 +358,28 @@ class ModuleFacts(SemanticModel):
             and isinstance(node.func, cst.Attribute)
             and node.func.attr.value in DATASET_METHODS
         ):
-            ops.append(DatasetOp(node.func.attr.value, node))
+            ops.append(DatasetOp(node.func.attr.value, node, seen_from))
             node = node.func.value
         ops.reverse()
         model: ModuleFacts = seen_from.owner  # type: ignore[assignment]
         base: DatasetChain | None = None
         if model.is_dataset_source(node, path):
             assert isinstance(node, cst.Call)
-            base = DatasetChain(model._source_name(node), node, (), seen_from)
+            base = DatasetChain(model._source_name(node), node, (), seen_from, source_scope=seen_from)
         else:
+            # Every origin must be a pipeline (`ds = a if c else b`, branches); the latest one stands for them.
             origins = [o for o in model.values_of(node, seen_from, before, path) if o.expr is not node]
-            if len(origins) == 1 and origins[0].kind == "value":
-                origin = origins[0]
-                found = origin.model.dataset_chain(  # type: ignore[attr-defined]
-                    origin.expr, origin.scope, origin.order, depth + 1, origin.path)
-                if found is not None:
-                    base = DatasetChain(found.source, found.source_call, found.ops, found.scope,
-                                        (*origin.via, *found.via))
+            chains = [o.model.dataset_chain(o.expr, o.scope, o.order, depth + 1, o.path)  # type: ignore[attr-defined]
+                      if o.kind == "value" else None for o in origins]
+            if chains and all(chain is not None for chain in chains):
+                found, origin = chains[0], origins[0]
+                assert found is not None
+                base = DatasetChain(found.source, found.source_call, found.ops, found.scope,
+                                    (*origin.via, *found.via), found.source_scope)
         if base is None:
             return None
-        return DatasetChain(base.source, base.source_call, base.ops + tuple(ops), seen_from, base.via)
+        return DatasetChain(base.source, base.source_call, base.ops + tuple(ops), seen_from, base.via,
+                            base.source_scope)
 
 
 def _alternatives(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:

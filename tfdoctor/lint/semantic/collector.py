@@ -25,6 +25,18 @@ def reads(names: Iterable[str], var: str) -> bool:
 
 
 @dataclass(eq=False)
+class Block:
+    """A body that may not run (an `if`/`else` branch, a loop body, a `try` or `except` body), as the visit
+    orders it spans: a binding inside it is definite only for uses within it."""
+
+    start: int
+    end: int = 1 << 62
+
+    def holds(self, order: int) -> bool:
+        return self.start <= order <= self.end
+
+
+@dataclass(eq=False)
 class LoopFact:
     node: cst.For | cst.While
     scope: Scope
@@ -33,6 +45,7 @@ class LoopFact:
     order: int
     calls: list[CallFact] = field(default_factory=list)
     unpack: tuple[tuple[int, ...], ...] = ()  # per target, its index path in the loop target (`i, (x, y)`)
+    blocks: tuple[Block, ...] = ()  # the conditional bodies it is in
 
 
 @dataclass(eq=False)
@@ -88,6 +101,12 @@ class AssignFact:
     loops: tuple[LoopFact, ...]
     order: int
     unpack: tuple[tuple[int, ...], ...] = ()  # per target, its index path (`a, (b, c) = v`: (0,), (1, 0), (1, 1))
+    blocks: tuple[Block, ...] = ()  # the conditional bodies it is in
+
+    def definite_at(self, order: int) -> bool:
+        """Whether this assignment surely ran before a use at `order` in its scope (it is in no branch or
+        loop body that the use is outside of)."""
+        return all(block.holds(order) for block in self.blocks)
 
     def path_of(self, var: str) -> tuple[int, ...]:
         """Where `var` sits in the unpacked value: () for a plain target."""
@@ -225,6 +244,7 @@ class FactCollector(cst.CSTVisitor):
         self._statements: list[cst.CSTNode] = [module]
         # Per scope: the loops, withs and ifs open at this point (reset when a function starts).
         self._loops: list[list[LoopFact]] = [[]]
+        self._blocks: list[list[Block]] = [[]]
         self._withs: list[list[WithFact]] = [[]]
         self._ifs: list[list[cst.If]] = [[]]
         self._collectors: list[set[str] | None] = []
@@ -279,12 +299,14 @@ class FactCollector(cst.CSTVisitor):
         self.scopes.append(scope)
         self._scope_stack.append(scope)
         self._loops.append([])
+        self._blocks.append([])
         self._withs.append([])
         self._ifs.append([])
 
     def _leave_scope(self) -> None:
         self._scope_stack.pop()
         self._loops.pop()
+        self._blocks.pop()
         self._withs.pop()
         self._ifs.pop()
 
@@ -478,7 +500,7 @@ class FactCollector(cst.CSTVisitor):
         fact = AssignFact(
             node=node, scope=self.scope, statement=self._statements[-1], targets=targets, value=value,
             names=frozenset(names), operator=operator, withs=tuple(self._withs[-1]), loops=tuple(self._loops[-1]),
-            order=self._next_order(), unpack=unpack,
+            order=self._next_order(), unpack=unpack, blocks=tuple(self._blocks[-1]),
         )
         self.assigns.append(fact)
         self.scope.assigns.append(fact)
@@ -490,7 +512,7 @@ class FactCollector(cst.CSTVisitor):
     def visit_For(self, node: cst.For) -> None:
         paths = list(_target_paths(node.target, ()))
         fact = LoopFact(node=node, scope=self.scope, targets=tuple(t for t, _ in paths), iter_expr=node.iter,
-                        order=self._next_order(), unpack=tuple(p for _, p in paths))
+                        order=self._next_order(), unpack=tuple(p for _, p in paths), blocks=tuple(self._blocks[-1]))
         self.loops.append(fact)
         self.scope.loops.append(fact)
         self._loops[-1].append(fact)
@@ -529,11 +551,50 @@ class FactCollector(cst.CSTVisitor):
         self.if_facts.append(fact)
         self._read_all(names)
 
+    # -- conditional bodies ---------------------------------------------------------------------------
+    def _open_block(self) -> None:
+        self._blocks[-1].append(Block(self._next_order()))
+
+    def _close_block(self) -> None:
+        self._blocks[-1].pop().end = self._next_order()
+
+    def visit_If_orelse(self, node: cst.If) -> None:
+        self._open_block()
+
+    def leave_If_orelse(self, node: cst.If) -> None:
+        self._close_block()
+
+    def visit_For_body(self, node: cst.For) -> None:
+        self._open_block()
+
+    def leave_For_body(self, node: cst.For) -> None:
+        self._close_block()
+
+    def visit_While_body(self, node: cst.While) -> None:
+        self._open_block()
+
+    def leave_While_body(self, node: cst.While) -> None:
+        self._close_block()
+
+    def visit_Try_body(self, node: cst.Try) -> None:
+        self._open_block()
+
+    def leave_Try_body(self, node: cst.Try) -> None:
+        self._close_block()
+
+    def visit_ExceptHandler_body(self, node: cst.ExceptHandler) -> None:
+        self._open_block()
+
+    def leave_ExceptHandler_body(self, node: cst.ExceptHandler) -> None:
+        self._close_block()
+
     def visit_If_body(self, node: cst.If) -> None:
+        self._open_block()
         self._ifs[-1].append(node)
 
     def leave_If_body(self, node: cst.If) -> None:
         self._ifs[-1].pop()
+        self._close_block()
 
     # -- subscripts -----------------------------------------------------------------------------------
     def visit_Subscript(self, node: cst.Subscript) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Iterable, Iterator, Literal, Protocol
 
 import libcst as cst
@@ -80,11 +81,12 @@ class SemanticModel:
     """Names, scopes, definitions and calls of one module."""
 
     def __init__(self, module: cst.Module, path: str, source_lines: list[str],
-                 loader: ModuleLoader | None = None) -> None:
+                 loader: ModuleLoader | None = None, file: Path | None = None) -> None:
         collector = FactCollector(module)
         module.visit(collector)
         self.module = module
-        self.path = path
+        self.path = path  # as shown to the user
+        self.file = file  # where it lies, when it is a file: imports are resolved from there
         self.source_lines = source_lines
         self.loader = loader
         self.aliases = collector.aliases
@@ -144,7 +146,7 @@ class SemanticModel:
         found = self.loader.load(self, fact.module, 0)
         return (found, None) if found is not None else None
 
-    def _foreign(self, name: str) -> tuple[SemanticModel, str] | None:
+    def foreign(self, name: str) -> tuple[SemanticModel, str] | None:
         """`f` imported from a project module, or `module.f` through an imported project module."""
         head, _, rest = name.partition(".")
         found = self.imported(head)
@@ -206,7 +208,7 @@ class SemanticModel:
         found = self.class_named(name) if "." not in name else None
         if found is not None:
             return found, self
-        foreign = self._foreign(name)
+        foreign = self.foreign(name)
         if foreign is None:
             return None
         other = foreign[0].class_named(foreign[1])
@@ -244,12 +246,13 @@ class SemanticModel:
 
     # -- the one lookup: what an expression can hold ---------------------------------------------------
     def values_of(self, expr: cst.CSTNode | None, scope: Scope, before: int = END_OF_SCOPE,
-                  path: tuple[int, ...] = ()) -> list[Origin]:
-        """Every origin of the value `expr` holds when evaluated in `scope` at visit order `before`."""
+                  path: tuple[int, ...] = (), parameters: bool = True) -> list[Origin]:
+        """Every origin of the value `expr` holds when evaluated in `scope` at visit order `before`. Without
+        `parameters`, a parameter is a leaf (the call graph is built so, since call sites need it)."""
         if expr is None:
             return []
         found: list[Origin] = []
-        _Lookup(found).expand(expr, scope, before, path, (), {}, 0, frozenset())
+        _Lookup(found, parameters).expand(expr, scope, before, path, (), {}, 0, frozenset())
         return found
 
     def items_of(self, name: str, scope: Scope, before: int = END_OF_SCOPE) -> list[Origin]:
@@ -316,7 +319,7 @@ class SemanticModel:
             if class_fact is not None:  # calling a class runs its __init__
                 return [class_fact.methods["__init__"]] if "__init__" in class_fact.methods else []
         if cross_module:
-            foreign = self._foreign(name)
+            foreign = self.foreign(name)
             if foreign is not None:
                 model, symbol = foreign
                 return model._named_callable(symbol, model.module_scope, cross_module=False)
@@ -331,7 +334,7 @@ class SemanticModel:
             return None
         found = self._named_callable(name, call.scope, cross_module=False)
         if not found and ("." not in name or name.startswith("self.")) and name not in self.aliases:
-            found = [s for o in self.values_of(func, call.scope) if o.model is self
+            found = [s for o in self.values_of(func, call.scope, call.order, parameters=False) if o.model is self
                      for s in self._callables_at(o, 0) if s.owner is self]
         return found[0] if len(found) == 1 and isinstance(found[0].node, cst.FunctionDef) else None
 
@@ -397,8 +400,9 @@ class SemanticModel:
 class _Lookup:
     """One `values_of` query: expands an expression into its origins, depth-first."""
 
-    def __init__(self, found: list[Origin]) -> None:
+    def __init__(self, found: list[Origin], parameters: bool) -> None:
         self.found = found
+        self.parameters = parameters
         self.budget = 400  # expansions per query: a pathological module cannot make one query slow
 
     def leaf(self, kind: OriginKind, expr: cst.CSTNode, scope: Scope, before: int, path: tuple[int, ...],
@@ -434,7 +438,7 @@ class _Lookup:
         name = dotted(expr)
         if name is None or ("." in name and not name.startswith("self.")) or name.count(".") > 1:
             if name is not None and "." in name and not name.startswith("self."):
-                foreign = model._foreign(name)
+                foreign = model.foreign(name)
                 if foreign is not None and self._module_global(foreign, path, via, depth, active):
                     return
             self.leaf("value", expr, scope, before, path, via)
@@ -460,15 +464,16 @@ class _Lookup:
         current: Scope | None = scope
         while current is not None:
             limit = before if current is scope else END_OF_SCOPE
-            binding = _latest_binding(current, name, limit)
-            if binding is not None:
+            bindings = _reaching_bindings(current, name, limit)
+            for binding in bindings:
                 if isinstance(binding, LoopFact):
                     where = binding.targets.index(name)
                     loop_path = binding.unpack[where] if where < len(binding.unpack) else ()
                     if binding.iter_expr is not None:
                         self.leaf("element", binding.iter_expr, current, binding.order, loop_path + path, via)
-                    return
-                self._assigned(binding, name, path, via, bound, depth, active)
+                else:
+                    self._assigned(binding, name, path, via, bound, depth, active)
+            if bindings:
                 return
             if name in current.params and current.is_function:
                 self._parameter(name, expr, current, path, via, bound, depth, active)
@@ -478,7 +483,7 @@ class _Lookup:
         if function is not None:
             self.leaf("value", function.node, function, END_OF_SCOPE, path, via)
             return
-        foreign = model._foreign(name)
+        foreign = model.foreign(name)
         if foreign is not None and self._module_global(foreign, path, via, depth, active):
             return
         self.leaf("value", expr, scope, before, path, via)
@@ -502,6 +507,9 @@ class _Lookup:
         if given is not None:
             argument, caller, order = given
             self.expand(argument, caller, order, path, via, bound, depth + 1, active)
+            return
+        if not self.parameters:
+            self.leaf("parameter", expr, function, END_OF_SCOPE, path, via)
             return
         model: SemanticModel = function.owner  # type: ignore[assignment]
         params = function.value_params()
@@ -528,7 +536,7 @@ class _Lookup:
         arguments. False when the callee is unknown, a class, or returns nothing."""
         model: SemanticModel = scope.owner  # type: ignore[assignment]
         name = dotted(call.func)
-        if name is None or model.resolve(name) is not None and model._foreign(name) is None:
+        if name is None or model.resolve(name) is not None and model.foreign(name) is None:
             return False
         targets = model._named_callable(name, scope, cross_module=True)
         if len(targets) != 1:
@@ -568,20 +576,19 @@ class _Lookup:
         return True
 
 
-def _latest_binding(scope: Scope, name: str, before: int) -> AssignFact | LoopFact | None:
-    """The last assignment or `for` target binding `name` in `scope` before visit order `before`."""
-    latest: AssignFact | LoopFact | None = None
-    for assign in scope.assigns:
-        if assign.order >= before:
+def _reaching_bindings(scope: Scope, name: str, before: int) -> list[AssignFact | LoopFact]:
+    """The assignments and `for` targets binding `name` in `scope` that can reach a use at visit order
+    `before`: the last one before it, and earlier ones as long as the later ones are conditional (in an `if`
+    branch, a loop or a `try` body the use is not in)."""
+    found: list[AssignFact | LoopFact] = [a for a in scope.assigns if a.order < before and name in a.targets]
+    found.extend(loop for loop in scope.loops if loop.order < before and name in loop.targets)
+    found.sort(key=lambda binding: binding.order)
+    reaching: list[AssignFact | LoopFact] = []
+    for binding in reversed(found):
+        reaching.append(binding)
+        if all(block.holds(before) for block in binding.blocks):
             break
-        if name in assign.targets:
-            latest = assign
-    for loop in scope.loops:
-        if loop.order >= before:
-            break
-        if name in loop.targets and (latest is None or loop.order > latest.order):
-            latest = loop
-    return latest
+    return reaching
 
 
 __all__ = ["ModuleLoader", "Origin", "SemanticModel", "Step"]
