@@ -166,7 +166,7 @@ for x, y in batches:
                                   "and log every N steps (`if step % N == 0`)")
                 elif self._reads_step_counter(call):
                     flagged.add(id(call.statement))
-                    yield self.at(call, f"`{dotted(call.receiver)}()` reads the optimizer's step counter from "
+                    yield self.at(call, f"`{dotted(call.receiver) or 'iterations'}.numpy()` reads the optimizer's step counter from "
                                   "the device on every iteration: the host waits for the device each step; count "
                                   "steps in Python")
             for branch in loop_ifs(facts, loop):
