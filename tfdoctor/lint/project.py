@@ -6,6 +6,9 @@ importing file (scripts that import their neighbours), and relative to the impor
 It is parsed and analysed only when a rule's question reaches it (a helper's return value, a class's
 bases, a decorator), once per process; a module that cannot be read or parsed is simply not known.
 
+When a question reaches a parameter of a module-level function that its own module never calls, the
+project's other files that name the function and its module are searched for the calls (`callers`).
+
 Every module a linted file used is recorded with the digest of its bytes (`begin`/`used`), so a cached
 finding is reused only while those files are unchanged.
 """
@@ -21,9 +24,13 @@ import libcst as cst
 
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
 from tfdoctor.lint.project_root import project_root, source_roots
+from tfdoctor.lint.names import dotted
+from tfdoctor.lint.semantic.collector import CallFact, Scope
 from tfdoctor.lint.semantic.model import SemanticModel
 
 MAX_MODULE_BYTES = 1 << 20  # a larger module is not read for evidence (generated code, vendored data)
+MAX_FILES = 2000  # files searched for the callers of a function
+_SKIPPED = frozenset({"venv", "env", "site-packages", "node_modules", "build", "dist", "__pycache__"})
 _MEMO = 64  # analysed modules kept per process
 
 
@@ -35,6 +42,7 @@ class Project:
         self.roots = source_roots(root)
         self._models: dict[Path, tuple[str, ModuleFacts | None]] = {}
         self._used: dict[str, str] = {}
+        self._files: list[Path] | None = None
 
     @staticmethod
     def for_file(path: Path) -> Project:
@@ -58,6 +66,42 @@ class Project:
             if model is not None:
                 return model
         return None
+
+    def callers(self, function: Scope) -> list[CallFact]:
+        """The calls of a module-level function from the project's other files: those whose text names
+        both the function and its module are analysed, and their calls resolved through their imports."""
+        model = function.owner
+        if not isinstance(model, SemanticModel) or model.file is None or function.parent is not model.module_scope \
+                or not isinstance(function.node, cst.FunctionDef):
+            return []
+        home = model.file.resolve()
+        module = home.parent.name if home.name == "__init__.py" else home.stem
+        found: list[CallFact] = []
+        for path in self._python_files():
+            if path == home or not _mentions(path, (function.name.encode(), module.encode())):
+                continue
+            other = self._model(path, model.path)
+            if other is None:
+                continue
+            for call in other.calls:
+                name = dotted(call.node.func)
+                if name is not None and function.name in name and any(
+                        _same(target, function, home) for target in other._named_callable(name, call.scope, True)):
+                    found.append(call)
+        return found
+
+    def _python_files(self) -> list[Path]:
+        """The project's Python files (not in virtual environments, builds or hidden folders), at most
+        MAX_FILES of them."""
+        if self._files is None:
+            files: list[Path] = []
+            for folder, subfolders, names in os.walk(self.root):
+                subfolders[:] = sorted(d for d in subfolders if d not in _SKIPPED and not d.startswith("."))
+                files.extend(Path(folder) / name for name in sorted(names) if name.endswith(".py"))
+                if len(files) > MAX_FILES:
+                    break
+            self._files = [f.resolve() for f in files[:MAX_FILES]]
+        return self._files
 
     def _candidates(self, importer: Path, module: str, level: int) -> list[Path]:
         parts = [p for p in module.split(".") if p]
@@ -104,6 +148,23 @@ class Project:
         display = _display(path, importer_display)
         lines = source.decode(module.encoding, errors="replace").splitlines()
         return ModuleFacts(module, display, lines, loader=self, file=path)
+
+
+def _same(target: Scope, function: Scope, home: Path) -> bool:
+    """The same function, though the linted module's model and the one its importers see are two objects."""
+    owner = target.owner
+    return (target.qualname == function.qualname and isinstance(owner, SemanticModel) and owner.file is not None
+            and owner.file.resolve() == home)
+
+
+def _mentions(path: Path, words: tuple[bytes, ...]) -> bool:
+    try:
+        if path.stat().st_size > MAX_MODULE_BYTES:
+            return False
+        text = path.read_bytes()
+    except OSError:
+        return False
+    return all(word in text for word in words)
 
 
 def _display(path: Path, importer_display: str) -> str:

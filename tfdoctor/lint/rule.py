@@ -13,7 +13,7 @@ from typing import ClassVar, Iterator
 import libcst as cst
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
-from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.findings import Evidence, Severity, Violation
 from tfdoctor.lint.versions import Targets
 
 DOC_SECTIONS = ("What it does", "Why it is bad", "Example", "Use instead")
@@ -52,8 +52,9 @@ class Rule:
         return self.severity
 
     # Helpers for subclasses -------------------------------------------------------------------------
-    def at(self, call: CallFact, message: str, node: cst.CSTNode | None = None) -> Violation:
-        return Violation(node=node or call.node, message=message, statement=call.statement)
+    def at(self, call: CallFact, message: str, node: cst.CSTNode | None = None,
+           evidence: tuple[Evidence, ...] = ()) -> Violation:
+        return Violation(node=node or call.node, message=message, statement=call.statement, evidence=evidence)
 
     @classmethod
     def doc_sections(cls) -> dict[str, str]:

@@ -136,5 +136,5 @@ for i, b in enumerate(dist_ds):
                     yield self.at(run, f"`{run.func or run.attr}` receives batches from {origin.reason}, not from a distributed "
                                   "dataset: every replica gets the whole global batch, so each step does N times the "
                                   "work; use `strategy.experimental_distribute_dataset(ds)` or "
-                                  "`distribute_datasets_from_function`")
+                                  "`distribute_datasets_from_function`", evidence=origin.evidence)
                     break

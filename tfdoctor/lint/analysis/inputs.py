@@ -12,16 +12,17 @@ call site, and return values. `training_inputs` lists the expressions whose batc
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import libcst as cst
 
 from tfdoctor.lint.analysis.steps import training_loops
 from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, ModuleFacts
+from tfdoctor.lint.findings import Evidence
 from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, Scope
-from tfdoctor.lint.semantic.model import Origin
+from tfdoctor.lint.semantic.model import Origin, Step
 
 _MAX_DEPTH = 8
 _PYTHON_BASES = ("utils.Sequence", "utils.PyDataset", "utils.data_utils.Sequence")
@@ -32,6 +33,7 @@ class Provenance:
     kind: Literal["distributed", "undistributed"]
     reason: str
     node: cst.CSTNode | None = None
+    evidence: tuple[Evidence, ...] = ()  # where it was found, when that is in another module
 
 
 def is_python_iterator_class(facts: ModuleFacts, name: str | None) -> str | None:
@@ -70,13 +72,29 @@ def iterable_provenance(facts: ModuleFacts, expr: cst.BaseExpression | None, sco
         functions = facts.callables_of(expr.func, scope)
         if len(functions) == 1 and functions[0].is_generator:
             return Provenance("undistributed", f"the Python generator `{functions[0].name}`", expr)
-    if facts.dataset_chain(expr, scope, before) is not None:
-        return Provenance("undistributed", "a `tf.data.Dataset` that was never distributed", expr)
+    chain = facts.dataset_chain(expr, scope, before)
+    if chain is not None:
+        found = Provenance("undistributed", "a `tf.data.Dataset` that was never distributed", expr)
+        return _cited(facts, chain.via, found) if chain.source_scope and chain.source_scope.owner is not facts else found
     if dotted(expr) is not None:
         origins = [o for o in facts.values_of(expr, scope, before) if o.expr is not expr]
-        return _agreed([iterable_provenance(o.model, o.expr, o.scope, o.order, depth + 1)  # type: ignore[arg-type]
-                        if o.kind == "value" and not o.path else None for o in origins])
+        results = []
+        for origin in origins:
+            found = iterable_provenance(origin.model, origin.expr, origin.scope, origin.order, depth + 1) \
+                if origin.kind == "value" and not origin.path else None  # type: ignore[arg-type]
+            results.append(_cited(facts, origin.via, found) if origin.model is not facts else found)
+        return _agreed(results)
     return None
+
+
+def _cited(facts: ModuleFacts, via: tuple[Step, ...], found: Provenance | None) -> Provenance | None:
+    """A provenance found in another module, with the call there that passed the value in as evidence."""
+    if found is None or not via or found.evidence:
+        return found
+    step = via[-1]
+    model = step.caller.owner
+    evidence = Evidence(f"`{step.callee.name}` is given {found.reason}", model.path, model, step.call)  # type: ignore[attr-defined]
+    return replace(found, evidence=(evidence,))
 
 
 def value_provenance(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int,
@@ -87,7 +105,8 @@ def value_provenance(facts: ModuleFacts, expr: cst.BaseExpression | None, scope:
     facts = scope.owner  # type: ignore[assignment]
     if isinstance(expr, cst.Attribute):
         return None  # `batch.images`, `self.inputs`: a field of something else
-    return _agreed([_origin_provenance(o, depth) for o in facts.values_of(expr, scope, before)])
+    return _agreed([_cited(facts, o.via, _origin_provenance(o, depth)) if o.model is not facts
+                    else _origin_provenance(o, depth) for o in facts.values_of(expr, scope, before)])
 
 
 def _origin_provenance(origin: Origin, depth: int) -> Provenance | None:

@@ -335,6 +335,23 @@ class ModuleFacts(SemanticModel):
             return split is not None and not path
         return False
 
+    def _split_of_all_splits(self, node: cst.BaseExpression, scope: Scope, before: int) -> cst.Call | None:
+        """`datasets["train"]` where `datasets` is what `tfds.load(...)` without `split=` returns (a dict of
+        splits; item 0 of it with `with_info=True`): the load call."""
+        if not (isinstance(node, cst.Subscript) and len(node.slice) == 1
+                and isinstance(node.slice[0].slice, cst.Index)
+                and isinstance(node.slice[0].slice.value, cst.SimpleString)):
+            return None
+        origins = self.values_of(node.value, scope, before)
+        if len(origins) != 1 or origins[0].kind != "value" or not isinstance(origins[0].expr, cst.Call):
+            return None
+        load, owner = origins[0].expr, origins[0].model
+        if owner is not self or owner.resolve(load.func) not in _TFDS_SOURCES or call_arg(load, 1, "split") is not None:
+            return None
+        with_info = call_arg(load, None, "with_info")
+        expected = (0,) if isinstance(with_info, cst.Name) and with_info.value == "True" else ()
+        return load if origins[0].path == expected else None
+
     def _source_name(self, node: cst.Call) -> str:
         name = self.resolve(node.func)
         if name is None and isinstance(node.func, cst.Attribute):
@@ -363,9 +380,12 @@ class ModuleFacts(SemanticModel):
         ops.reverse()
         model: ModuleFacts = seen_from.owner  # type: ignore[assignment]
         base: DatasetChain | None = None
+        split = model._split_of_all_splits(node, seen_from, before) if not path else None
         if model.is_dataset_source(node, path):
             assert isinstance(node, cst.Call)
             base = DatasetChain(model._source_name(node), node, (), seen_from, source_scope=seen_from)
+        elif split is not None:
+            base = DatasetChain("tensorflow_datasets.load", split, (), seen_from, source_scope=seen_from)
         else:
             # Every origin must be a pipeline (`ds = a if c else b`, branches); the latest one stands for them.
             origins = [o for o in model.values_of(node, seen_from, before, path) if o.expr is not node]

@@ -40,9 +40,12 @@ _FUNCTION_WRAPPERS = frozenset({"functools.partial", "tensorflow.function", "fun
 
 
 class ModuleLoader(Protocol):
-    """Gives the model of another module of the same project, or None (not in the project, unreadable)."""
+    """The other modules of the same project: the model of one an import names (None: not in the project,
+    unreadable), and the calls of a module-level function made from other modules."""
 
     def load(self, importer: SemanticModel, module: str, level: int) -> SemanticModel | None: ...
+
+    def callers(self, function: Scope) -> list[CallFact]: ...
 
 
 @dataclass(frozen=True)
@@ -515,6 +518,17 @@ class _Lookup:
         params = function.value_params()
         sites = [(c.node, c.scope, c.order) for c in model.callers_of(function)]
         decorators = [d for d in model.decorated.get(id(function), ())]
+        if not sites and not decorators and name in params and model.loader is not None:
+            for call in model.loader.callers(function):  # calls from the project's other modules
+                argument = call_arg(call.node, params.index(name), name)
+                if argument is None:
+                    self.leaf("parameter", expr, function, END_OF_SCOPE, path, via)
+                else:
+                    step = Step(call.node, function, call.scope)
+                    self.expand(argument, call.scope, call.order, path, (*via, step), bound, depth + 1, active)
+                    sites.append((call.node, call.scope, call.order))
+            if sites:
+                return
         if not sites and not decorators or name not in params:
             self.leaf("parameter", expr, function, END_OF_SCOPE, path, via)
             return
