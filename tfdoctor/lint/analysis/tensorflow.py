@@ -189,8 +189,10 @@ class ModuleFacts(SemanticModel):
 
     @cached_property
     def _non_strategy_names(self) -> frozenset[str]:
+        """Names assigned something that is not a strategy (`None`, a placeholder set later, does not count)."""
         return frozenset(
-            t for a in self.assigns for t in a.targets if t not in self.strategy_names
+            t for a in self.assigns for t in a.targets
+            if t not in self.strategy_names and not (isinstance(a.value, cst.Name) and a.value.value == "None")
         )
 
     def is_strategy(self, node: cst.BaseExpression | None) -> bool:

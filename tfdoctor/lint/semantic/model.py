@@ -329,27 +329,41 @@ class SemanticModel:
         return []
 
     def callee(self, call: CallFact) -> Scope | None:
-        """The function of this module that a call invokes: a def, `self.method`, or a variable bound to
-        one in this module (another module's functions are not looked up: this builds the call graph)."""
+        """The function of this module that a call surely invokes (see `callees`)."""
+        found = self.callees(call)
+        return found[0] if len(found) == 1 else None
+
+    def callees(self, call: CallFact) -> list[Scope]:
+        """The functions of this module a call may invoke: a def, `self.method`, or a variable bound to one
+        (`f = a if c else b` gives both). Another module's functions are not looked up: this is the call
+        graph of the module."""
+        cached = self._callees.get(id(call))
+        if cached is not None:
+            return cached
         func = call.node.func
         name = dotted(func)
-        if name is None:
-            return None
-        found = self._named_callable(name, call.scope, cross_module=False)
-        if not found and ("." not in name or name.startswith("self.")) and name not in self.aliases:
-            found = [s for o in self.values_of(func, call.scope, call.order, parameters=False) if o.model is self
-                     for s in self._callables_at(o, 0) if s.owner is self]
-        return found[0] if len(found) == 1 and isinstance(found[0].node, cst.FunctionDef) else None
+        found: list[Scope] = []
+        if name is not None:
+            found = self._named_callable(name, call.scope, cross_module=False)
+            if not found and ("." not in name or name.startswith("self.")) and name not in self.aliases:
+                found = [s for o in self.values_of(func, call.scope, call.order, parameters=False) if o.model is self
+                         for s in self._callables_at(o, 0) if s.owner is self]
+        found = [s for s in dict.fromkeys(found) if isinstance(s.node, cst.FunctionDef)]
+        self._callees[id(call)] = found
+        return found
+
+    @cached_property
+    def _callees(self) -> dict[int, list[Scope]]:
+        return {}
 
     @cached_property
     def callers(self) -> dict[int, list[CallFact]]:
-        """id(scope) -> the calls of this module that invoke it."""
+        """id(scope) -> the calls of this module that may invoke it."""
         table: dict[int, list[CallFact]] = {}
         for call in self.calls:
             if call.func is None:
                 continue
-            target = self.callee(call)
-            if target is not None:
+            for target in self.callees(call):
                 table.setdefault(id(target), []).append(call)
         return table
 
