@@ -241,6 +241,21 @@ class SemanticModel:
             current = current.parent
         return []
 
+    def _bindings_in(self, scope: Scope) -> dict[str, list[AssignFact | LoopFact]]:
+        """Name -> its assignments and `for` targets in one scope, in source order (built once per scope)."""
+        table = self._binding_tables.get(id(scope))
+        if table is None:
+            table = {}
+            for binding in sorted([*scope.assigns, *scope.loops], key=lambda b: b.order):
+                for name in binding.targets:
+                    table.setdefault(name, []).append(binding)
+            self._binding_tables[id(scope)] = table
+        return table
+
+    @cached_property
+    def _binding_tables(self) -> dict[int, dict[str, list[AssignFact | LoopFact]]]:
+        return {}
+
     def _attribute_assigns(self, class_name: str | None, name: str) -> list[AssignFact]:
         if class_name is None:
             return []
@@ -481,7 +496,7 @@ class _Lookup:
         current: Scope | None = scope
         while current is not None:
             limit = before if current is scope else END_OF_SCOPE
-            bindings = _reaching_bindings(current, name, limit)
+            bindings = _reaching_bindings(model._bindings_in(current).get(name, ()), limit)
             for binding in bindings:
                 if isinstance(binding, LoopFact):
                     where = binding.targets.index(name)
@@ -604,15 +619,12 @@ class _Lookup:
         return True
 
 
-def _reaching_bindings(scope: Scope, name: str, before: int) -> list[AssignFact | LoopFact]:
-    """The assignments and `for` targets binding `name` in `scope` that can reach a use at visit order
-    `before`: the last one before it, and earlier ones as long as the later ones are conditional (in an `if`
-    branch, a loop or a `try` body the use is not in)."""
-    found: list[AssignFact | LoopFact] = [a for a in scope.assigns if a.order < before and name in a.targets]
-    found.extend(loop for loop in scope.loops if loop.order < before and name in loop.targets)
-    found.sort(key=lambda binding: binding.order)
+def _reaching_bindings(found: Iterable[AssignFact | LoopFact], before: int) -> list[AssignFact | LoopFact]:
+    """Of the bindings of one name in one scope (in source order), those that can reach a use at visit
+    order `before`: the last one before it, and earlier ones as long as the later ones are conditional (in
+    an `if` branch, a loop or a `try` body the use is not in)."""
     reaching: list[AssignFact | LoopFact] = []
-    for binding in reversed(found):
+    for binding in reversed([b for b in found if b.order < before]):
         reaching.append(binding)
         if all(block.holds(before) for block in binding.blocks):
             break
