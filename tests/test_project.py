@@ -25,7 +25,8 @@ def test_finding_says_where_its_evidence_lies(loss_project: Path):
     [finding] = json.loads(result.stdout)["findings"]
     assert (finding["code"], finding["path"], finding["line"]) == ("TFD104", "train.py", 13)
     assert finding["message"].endswith("(loss from `compute_loss` at losses.py:8)")
-    assert finding["related"] == [{"path": "losses.py", "line": 8, "column": 12, "message": "loss from `compute_loss`"}]
+    assert finding["related"] == [{"path": "losses.py", "line": 8, "column": 12, "end_line": 8, "end_column": 39,
+                                   "message": "loss from `compute_loss`"}]
     text = run_cli("lint", "--no-cache", "train.py", cwd=loss_project).stdout
     assert "loss from `compute_loss` at losses.py:8" in text
 
@@ -36,7 +37,7 @@ def test_sarif_related_locations(loss_project: Path):
     [related] = entry["relatedLocations"]
     assert related["message"]["text"] == "loss from `compute_loss`"
     assert related["physicalLocation"]["artifactLocation"]["uri"] == "losses.py"
-    assert related["physicalLocation"]["region"] == {"startLine": 8, "startColumn": 12}
+    assert related["physicalLocation"]["region"] == {"startLine": 8, "startColumn": 12, "endLine": 8, "endColumn": 39}
 
 
 def test_cache_entry_is_invalid_once_an_imported_module_changes(loss_project: Path, monkeypatch):

@@ -97,8 +97,8 @@ def _encode(finding: Finding) -> dict[str, object]:
 
 
 def _decode(entry: dict[str, object], display_path: str) -> Finding:
-    related = tuple(Related(**item) for item in entry.get("related", ()))  # type: ignore[attr-defined]
-    fields = dict(entry, path=display_path, severity=Severity(entry["severity"]), related=related)
+    fields = dict(entry, path=display_path, severity=Severity(entry["severity"]),
+                  related=tuple(Related(**place) for place in entry.get("related", ())))  # type: ignore[arg-type, union-attr]
     return Finding(**fields)  # type: ignore[arg-type]
 
 

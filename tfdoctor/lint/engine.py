@@ -23,7 +23,7 @@ from typing import Iterable, Iterator
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from tfdoctor.config import ConfigError, Overrides, Settings, load_settings
+from tfdoctor.config import ConfigError, Overrides, Settings, load_settings, settings_for
 from tfdoctor.lint.cache import Cache
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Finding, Related, Severity, Violation
@@ -190,7 +190,7 @@ def _position(
 
 def _with_evidence(message: str, related: tuple[Related, ...]) -> str:
     """The message, saying where evidence from other files lies: "... (loss from `f` at losses.py:12)"."""
-    return f"{message} ({'; '.join(r.text for r in related)})" if related else message
+    return f"{message} ({'; '.join(f'{r.message} at {r.path}:{r.line}' for r in related)})" if related else message
 
 
 def _suppressed(code: str, lines: list[str], line_numbers: Iterable[int]) -> bool:
@@ -201,6 +201,16 @@ def _suppressed(code: str, lines: list[str], line_numbers: Iterable[int]) -> boo
         if match and (match.group("codes") is None or code in re.split(r"[\s,]+", match.group("codes").upper())):
             return True
     return False
+
+
+def with_noqa(line: str, code: str) -> str:
+    """The line with `code` added to its `# noqa: ...` comment, or with `  # noqa: CODE` appended."""
+    match = _NOQA.search(line)
+    if match and match.group("codes") is None:
+        return line  # a bare `# noqa` already suppresses every code
+    if match:
+        return f"{line[:match.end('codes')]}, {code}{line[match.end('codes'):]}"
+    return f"{line.rstrip()}  # noqa: {code}"
 
 
 def _syntax_finding(path: str, source: bytes, error: cst.ParserSyntaxError) -> Finding:
@@ -215,6 +225,11 @@ def _syntax_finding(path: str, source: bytes, error: cst.ParserSyntaxError) -> F
     where = re.search(r"error at (\d+):(\d+)", error.message)
     line, column = (int(where.group(1)), int(where.group(2)) + 1) if where else (error.raw_line, error.raw_column + 1)
     return _parse_finding(path, line, column, f"libcst cannot parse this file: {error.message}")
+
+
+def parse_error(path: str, message: str) -> Finding:
+    """TFD000 at the top of a file that could not be linted for a reason found outside the engine."""
+    return _parse_finding(path, 1, 1, message)
 
 
 def _parse_finding(path: str, line: int, column: int, message: str) -> Finding:
@@ -283,10 +298,10 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
     for raw in paths:
         if raw == "-":
             display = stdin_filename or "<stdin>"
-            settings = load_settings(Path(display).parent if stdin_filename else Path.cwd(), overrides)
+            settings = settings_for(Path(display) if stdin_filename else Path.cwd() / display, overrides)
             report.files += 1
             report.sources[display] = (stdin or b"").decode("utf-8", errors="replace").splitlines()
-            tasks.append((_Task(stdin or b"", display, settings.for_file(Path(display)), Path(display)), None, None))
+            tasks.append((_Task(stdin or b"", display, settings, Path(display)), None, None))
             continue
         path = Path(raw)
         if not path.exists():
@@ -333,4 +348,4 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
 
 
 __all__ = ["ConfigError", "InternalError", "LintReport", "Reported", "check_module", "discover", "lint_notebook",
-           "lint_paths", "lint_source", "parse_source", "should_parse"]
+           "lint_paths", "lint_source", "parse_error", "parse_source", "should_parse", "with_noqa"]

@@ -37,7 +37,7 @@ class Positions(Protocol):
 
     path: str
 
-    def position(self, node: cst.CSTNode) -> tuple[int, int]: ...
+    def position(self, node: cst.CSTNode) -> tuple[int, int, int, int]: ...
 
 
 @dataclass(frozen=True)
@@ -50,22 +50,8 @@ class Evidence:
     node: cst.CSTNode
 
     def related(self) -> Related:
-        line, column = self.module.position(self.node)
-        return Related(self.path, line, column, self.what)
-
-
-@dataclass(frozen=True)
-class Related:
-    """A related location of a finding (SARIF `relatedLocations`): where its evidence is."""
-
-    path: str
-    line: int
-    column: int
-    message: str
-
-    @property
-    def text(self) -> str:
-        return f"{self.message} at {self.path}:{self.line}"
+        line, column, end_line, end_column = self.module.position(self.node)
+        return Related(self.path, line, column, end_line, end_column, self.what)
 
 
 @dataclass(frozen=True)
@@ -78,6 +64,22 @@ class Violation:
     statement: cst.CSTNode | None = None  # the statement holding the node, for `# noqa` on its first line
     fix: Fix | None = None
     evidence: tuple[Evidence, ...] = ()
+
+
+@dataclass(frozen=True)
+class Related:
+    """Another place a finding relies on (often in another file), at a 1-based position like a Finding's."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    message: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": self.path, "line": self.line, "column": self.column, "end_line": self.end_line,
+                "end_column": self.end_column, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class Finding:
     fixable: bool = False
     statement_line: int = field(default=0, compare=False)
     cell: int | None = None  # in a notebook: the cell (1-based, every cell counted), `line` is within it
-    related: tuple[Related, ...] = ()  # where its evidence lies in other files
+    related: tuple[Related, ...] = ()  # the other places the finding relies on, when it relies on any
 
     def sort_key(self) -> tuple[str, int, int, int, str]:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
@@ -120,5 +122,5 @@ class Finding:
             "message": self.message,
             "fixable": self.fixable,
             **({"cell": self.cell} if self.cell is not None else {}),
-            **({"related": [vars(r).copy() for r in self.related]} if self.related else {}),
+            **({"related": [place.to_json() for place in self.related]} if self.related else {}),
         }

@@ -49,6 +49,7 @@ class UnscaledGlobalBatch(Rule):
     name = "unscaled-global-batch"
     severity = Severity.WARNING
     summary = "`batch(B)` feeds a strategy but B does not scale with `num_replicas_in_sync`."
+    MESSAGES = {"default": "`batch({size})` feeds a strategy but does not scale with `num_replicas_in_sync`"}
     triggers = ("batch",)
     INVALID = (
         # Keras fit on a model compiled in the scope, literal batch size, chain across assignments
@@ -123,10 +124,8 @@ model.fit(ds)
                 target = batch_call.func.attr if isinstance(batch_call.func, cst.Attribute) else batch_call.func
                 node, evidence = chain.place(target, op)
                 statement = facts.call_fact(node if evidence else batch_call)
-                yield Violation(node, f"`batch({text})` feeds a strategy but is not scaled by "
-                                "`strategy.num_replicas_in_sync`: each replica gets 1/N of it, devices idle and the "
-                                "gradient all-reduce dominates; use `PER_REPLICA * strategy.num_replicas_in_sync`",
-                                statement=statement.statement if statement else None, evidence=evidence)
+                yield self.report(node, statement=statement.statement if statement else None, size=text,
+                                  evidence=evidence)
 
     @staticmethod
     def _strategy_feeds(facts: ModuleFacts) -> Iterator[TrainingInput]:

@@ -64,6 +64,11 @@ class HostSyncInLoop(Rule):
     name = "host-sync-in-loop"
     severity = Severity.WARNING
     summary = "`.numpy()`/`float()`/`print()` of step outputs every step makes the host wait for the device."
+    MESSAGES = {
+        "default": "`{func}()` reads a step output on every iteration of the training loop",
+        "counter": "`{counter}.numpy()` reads the optimizer's step counter on every iteration of the training loop",
+        "branch": "`if` compares a step output on every iteration of the training loop",
+    }
     triggers = ("numpy", "float", "int", "print", "if ")
     INVALID = (
         """import tensorflow as tf
@@ -161,19 +166,13 @@ for x, y in batches:
                     continue
                 if outputs and self._syncs(call, outputs):
                     flagged.add(id(call.statement))
-                    yield self.at(call, f"`{call.func or call.attr}()` reads a step output on "
-                                  "every iteration: the host waits for the device each step; accumulate in a metric "
-                                  "and log every N steps (`if step % N == 0`)")
+                    yield self.report(call, func=call.func or call.attr)
                 elif self._reads_step_counter(call):
                     flagged.add(id(call.statement))
-                    yield self.at(call, f"`{dotted(call.receiver) or 'iterations'}.numpy()` reads the optimizer's step counter from "
-                                  "the device on every iteration: the host waits for the device each step; count "
-                                  "steps in Python")
+                    yield self.report(call, "counter", counter=dotted(call.receiver) or "iterations")
             for branch in loop_ifs(facts, loop):
                 if outputs and self._tests_output(branch, outputs) and not gated_if(branch):
-                    yield Violation(branch.node.test, "`if` tests a step output on every iteration: the host waits "
-                                    "for the device each step; compare on the device or every N steps",
-                                    statement=branch.node)
+                    yield self.report(branch.node.test, "branch", statement=branch.node)
 
     @staticmethod
     def _reads_step_counter(call: CallFact) -> bool:

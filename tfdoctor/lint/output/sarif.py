@@ -82,7 +82,8 @@ def _result(finding: Finding, index: dict[str, int]) -> dict[str, object]:
             "message": {"text": related.message},
             "physicalLocation": {
                 "artifactLocation": {"uri": _uri(related.path)},
-                "region": {"startLine": related.line, "startColumn": related.column},
+                "region": {"startLine": related.line, "startColumn": related.column,
+                           "endLine": related.end_line, "endColumn": related.end_column},
             },
         } for number, related in enumerate(finding.related)]
     return result

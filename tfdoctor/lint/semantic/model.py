@@ -422,11 +422,11 @@ class SemanticModel:
 
         return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
 
-    def position(self, node: cst.CSTNode) -> tuple[int, int]:
-        """(line, column), 1-based, of a node of this module. Costs about two parses the first time, so it is
-        asked only for evidence a finding cites."""
-        where = self._positions[node].start
-        return where.line, where.column + 1
+    def position(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
+        """(line, column, end line, end column), 1-based, of a node of this module. Costs about two parses the
+        first time, so it is asked only for evidence a finding cites."""
+        where = self._positions[node]
+        return where.start.line, where.start.column + 1, where.end.line, where.end.column + 1
 
 
 class _Lookup:
