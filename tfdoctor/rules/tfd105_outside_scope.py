@@ -18,9 +18,12 @@ _METRIC = re.compile(r"^keras\.metrics\.[A-Z]\w*$")
 class OutsideScope(Rule):
     """
     ## What it does
-    Finds a Keras model, optimizer or metric created outside `strategy.scope()` that is then used with the
-    strategy: compiled inside the scope, or used in a replica function. Code in a function that is called
-    from inside the scope counts as inside.
+    Finds a Keras model, optimizer or metric created outside `strategy.scope()` (by its constructor, or by a
+    helper of this or another project module that returns one) that is then used with the strategy:
+    compiled inside the scope (also with it as `compile`'s argument, or by a function it is passed to), or
+    used in a replica function. Code in a function that is called from inside the scope counts as inside. A
+    factory that returns what it creates and that the module never calls, and a class that asks for the
+    current strategy (`tf.distribute.get_strategy()`), are left to their callers elsewhere.
 
     ## Why it is bad
     Variables created outside the scope are ordinary single-device variables, not mirrored ones. Depending
@@ -171,9 +174,15 @@ with strategy.scope():
 
     @staticmethod
     def _made_by_a_factory(facts: ModuleFacts, assign: AssignFact, var: str) -> bool:
-        """Created in a function that returns it and that this module never calls: its callers, elsewhere,
-        decide whether it runs inside `strategy.scope()`."""
+        """Created in a function that returns it and that this module never calls, or in a class that asks
+        for the current strategy (`tf.distribute.get_strategy()`, which only makes sense inside a scope): its
+        callers, elsewhere, decide whether it runs inside `strategy.scope()`."""
         scope = assign.scope
+        class_name = facts.enclosing_class(scope)
+        if class_name is not None and any(
+                facts.resolve(c.func) == "tensorflow.distribute.get_strategy"
+                for s in facts.scopes if facts.enclosing_class(s) == class_name for c in s.calls):
+            return True
         return scope.is_function and not facts.callers_of(scope) and any(
             dotted(r.value) == var or var in r.names for r in scope.returns
         )
