@@ -1,0 +1,339 @@
+"""What the multi-worker and Horovod rules (TFD5xx) ask of a module, answered from module facts: which
+multi-worker strategy it builds, whether it is a Horovod program and what a name is in Horovod, whether code
+runs on the chief (or rank 0) only, which calls write models, checkpoints or logs, which callbacks reach `fit`,
+and whether an expression is computed from the worker count.
+
+Precision first: every helper answers "unknown" (None, or True for "guarded") when the module does not show
+the answer, so a rule stays silent. Where a question is about the text of a function (an early
+`if not is_chief: return`), the function's source is rendered once, only for files that have a candidate.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+import libcst as cst
+
+from tfdoctor.lint.dataflow import definitions
+from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
+from tfdoctor.lint.names import call_arg, dotted
+
+_HOROVOD_PREFIXES = ("horovod.tensorflow.keras.", "horovod.tensorflow.", "horovod.keras.", "horovod._keras.")
+MULTI_WORKER_MIRRORED = frozenset({
+    "tensorflow.distribute.MultiWorkerMirroredStrategy",
+    "tensorflow.distribute.experimental.MultiWorkerMirroredStrategy",
+    "tensorflow.distribute.CollectiveAllReduceStrategy",
+    "tensorflow.distribute.experimental.CollectiveAllReduceStrategy",
+})
+# Words of a test that decides which worker runs the code: task type/id, the chief, a Horovod rank.
+GUARD_WORDS = re.compile(
+    r"task_type|task_id|task_index|chief|rank|master|worker_index|worker_id|is_root|primary|TF_CONFIG|"
+    r"cluster_resolver|should_checkpoint|should_save",
+    re.IGNORECASE,
+)
+_GUARD_LINE = re.compile(r"^\s*(?:el)?if\b.*(?:" + GUARD_WORDS.pattern + ")", re.IGNORECASE | re.MULTILINE)
+# Names in a path that make it differ between workers (the tutorial's `write_filepath(path, task_type, task_id)`).
+_PER_WORKER_PATH = re.compile(
+    r"task|worker|rank|chief|temp|tmp|write_|mkdtemp|gettempdir|uuid|getpid|hostname|gethostname|node",
+    re.IGNORECASE,
+)
+_WORKER_COUNT = re.compile(r"size|world|num_workers|num_gpus|n_gpus|ngpus|num_replicas|nproc|scale", re.IGNORECASE)
+_SAVE_RECEIVER = re.compile(
+    r"model|ckpt|checkpoint|manager|saver|net|network|classifier|autoencoder|generator|discriminator|encoder|"
+    r"decoder|keras|estimator|trainer|learner|agent",
+    re.IGNORECASE,
+)
+_SAVE_FUNCTIONS = frozenset({"tensorflow.saved_model.save", "keras.models.save_model", "keras.saving.save_model",
+                             "keras.experimental.export_saved_model"})
+_SUMMARY_WRITERS = frozenset({"tensorflow.summary.create_file_writer", "tensorflow.summary.FileWriter",
+                              "tensorflow.contrib.summary.create_file_writer"})
+_CALLBACK_WRITERS = frozenset({"ModelCheckpoint", "TensorBoard"})
+_KERAS2_ROOTS = ("tf_keras", "tensorflow.python.keras")
+
+
+# -- Horovod -------------------------------------------------------------------------------------------------
+def horovod_member(facts: ModuleFacts, node: cst.CSTNode | str | None) -> str | None:
+    """`DistributedOptimizer` for `hvd.DistributedOptimizer` (any of the TensorFlow/Keras Horovod modules),
+    `callbacks.BroadcastGlobalVariablesCallback` for a name under `hvd.callbacks`; None otherwise."""
+    name = facts.resolve(node)
+    if name is None:
+        return None
+    return next((name[len(prefix):] for prefix in _HOROVOD_PREFIXES if name.startswith(prefix)), None)
+
+
+def horovod_calls(facts: ModuleFacts, *members: str) -> list[CallFact]:
+    """Calls of Horovod functions or classes whose last name component is one of `members`."""
+    wanted = set(members)
+    return [c for c in facts.calls if (m := horovod_member(facts, c.func)) is not None and m.split(".")[-1] in wanted]
+
+
+def horovod_init(facts: ModuleFacts) -> list[CallFact]:
+    """The `hvd.init()` calls: a module without one is not a Horovod training program."""
+    cached = facts.__dict__.get("_horovod_init")
+    if cached is None:
+        cached = facts.__dict__["_horovod_init"] = horovod_calls(facts, "init")
+    return cached
+
+
+def calls_any(facts: ModuleFacts, *attrs: str) -> bool:
+    """Whether the module calls a function or method with one of these last names (`hvd.allreduce`, `x.shard`)."""
+    wanted = set(attrs)
+    return any((c.attr or (c.func or "").split(".")[-1]) in wanted for c in facts.calls)
+
+
+# -- multi-worker strategies ---------------------------------------------------------------------------------
+def multi_worker_mirrored(facts: ModuleFacts) -> list[CallFact]:
+    """Constructions of `MultiWorkerMirroredStrategy` (or TF 1's `CollectiveAllReduceStrategy`)."""
+    cached = facts.__dict__.get("_multi_worker_mirrored")
+    if cached is None:
+        cached = facts.__dict__["_multi_worker_mirrored"] = [
+            c for c in facts.strategy_constructions if facts.resolve(c.func) in MULTI_WORKER_MIRRORED
+        ]
+    return cached
+
+
+def keras2_callbacks(facts: ModuleFacts, keras_version_below_3: bool) -> bool:
+    """Whether Keras callbacks here are Keras 2's (which redirect non-chief writes under MultiWorkerMirrored-
+    Strategy): the target is Keras 2, or the module imports `tf_keras`/`tensorflow.python.keras`."""
+    return keras_version_below_3 or any(full.startswith(_KERAS2_ROOTS) for full in facts.aliases.values())
+
+
+# -- expressions ---------------------------------------------------------------------------------------------
+def expression_names(expr: cst.CSTNode | None, strings: bool = True, depth: int = 0) -> frozenset[str]:
+    """Name chains, called functions and (with `strings`) string literals in a short expression (a test, a
+    path, a learning rate). Bounded to expression nodes: this is not a walk of the module."""
+    if expr is None or depth > 12:
+        return frozenset()
+    name = dotted(expr)
+    if name is not None:
+        return frozenset({name})
+    parts: list[cst.CSTNode | None] = []
+    if isinstance(expr, cst.Call):
+        parts = [expr.func, *(a.value for a in expr.args)]
+    elif isinstance(expr, cst.Attribute):
+        parts = [expr.value]
+    elif isinstance(expr, cst.Comparison):
+        parts = [expr.left, *(c.comparator for c in expr.comparisons)]
+    elif isinstance(expr, (cst.BooleanOperation, cst.BinaryOperation)):
+        parts = [expr.left, expr.right]
+    elif isinstance(expr, cst.UnaryOperation):
+        parts = [expr.expression]
+    elif isinstance(expr, cst.IfExp):
+        parts = [expr.test, expr.body, expr.orelse]
+    elif isinstance(expr, cst.Subscript):
+        parts = [expr.value, *(e.slice.value for e in expr.slice if isinstance(e.slice, cst.Index))]
+    elif isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+        parts = [e.value for e in expr.elements]
+    elif isinstance(expr, cst.FormattedString):
+        parts = [p.expression for p in expr.parts if isinstance(p, cst.FormattedStringExpression)]
+    elif isinstance(expr, cst.ConcatenatedString):
+        parts = [expr.left, expr.right]
+    elif isinstance(expr, cst.SimpleString):
+        return frozenset({expr.value.strip("'\"rbuRBUf")}) if strings else frozenset()
+    return frozenset().union(*(expression_names(p, strings, depth + 1) for p in parts))
+
+
+def derived_names(facts: ModuleFacts, names: Iterable[str], scope: Scope, strings: bool = True,
+                  depth: int = 0) -> frozenset[str]:
+    """The names and, through their assignments in this module (three levels), the names they come from."""
+    found = set(names)
+    if depth > 2:
+        return frozenset(found)
+    for name in list(found):
+        if not name.replace(".", "").isidentifier():
+            continue
+        for assign in definitions(facts, name, scope):
+            found |= derived_names(facts, assign.names | expression_names(assign.value, strings), assign.scope,
+                                   strings, depth + 1)
+    return frozenset(found)
+
+
+def mentions_worker_count(facts: ModuleFacts, expr: cst.CSTNode | None, scope: Scope) -> bool:
+    """Whether an expression is computed from the number of workers (`hvd.size()`, `num_workers`, ...)."""
+    return any(_WORKER_COUNT.search(n) for n in derived_names(facts, expression_names(expr), scope))
+
+
+def unknown_value(facts: ModuleFacts, expr: cst.CSTNode | None, scope: Scope) -> bool:
+    """Whether an expression reads a name the module cannot explain: a function parameter (set by the caller),
+    or a name assigned nowhere that is not an attribute of an import or of an argument parser's result."""
+    for name in expression_names(expr):
+        head = name.split(".")[0]
+        if head in facts.aliases or not head.isidentifier():
+            continue
+        if not definitions(facts, name, scope) and not definitions(facts, head, scope):
+            if _in_params(scope, head) or "." not in name:
+                return True
+    return False
+
+
+def _in_params(scope: Scope | None, name: str) -> bool:
+    while scope is not None:
+        if name in scope.params:
+            return True
+        scope = scope.parent
+    return False
+
+
+# -- who runs this code --------------------------------------------------------------------------------------
+def _scope_text(facts: ModuleFacts, scope: Scope) -> str:
+    texts = facts.__dict__.setdefault("_multiworker_texts", {})
+    if id(scope) not in texts:
+        texts[id(scope)] = ("\n".join(facts.source_lines) if not scope.is_function
+                            else facts.module.code_for_node(scope.node))
+    return texts[id(scope)]
+
+
+def guard_test(facts: ModuleFacts, test: cst.BaseExpression, scope: Scope) -> bool:
+    """Whether an `if` test decides by worker: task type/id, the chief, a rank, or a module function whose
+    name or result says so (`_is_chief(...)`, `def should_save(): return hvd.rank() == 0`)."""
+    names = derived_names(facts, expression_names(test), scope)
+    if any(GUARD_WORDS.search(n) for n in names):
+        return True
+    for name in names:
+        for function in ([f] if (f := facts.function_named(name, scope)) else []):
+            if GUARD_WORDS.search(_scope_text(facts, function)):
+                return True
+    return False
+
+
+def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:
+    """True when a call may run on one worker only, or its target may differ per worker: under an `if` that
+    decides by worker, in a statement or function that tests a worker's identity, with a path built from
+    the worker's identity or a temporary directory, or in a function whose every caller is so guarded.
+    Precision first: True whenever the module leaves it open."""
+    if any(guard_test(facts, branch.test, call.scope) for branch in call.ifs):
+        return True
+    if GUARD_WORDS.search(facts.module.code_for_node(call.statement)):
+        return True
+    path_names = derived_names(facts, frozenset().union(*(expression_names(a.value, strings=False)
+                                                          for a in call.node.args)), call.scope, strings=False)
+    if any(_PER_WORKER_PATH.search(n) for n in path_names):
+        return True
+    for name in path_names:  # a path made by a module function that knows the worker
+        function = facts.function_named(name.split(".")[-1], call.scope) if "." not in name else None
+        if function is not None and (GUARD_WORDS.search(_scope_text(facts, function))
+                                     or _PER_WORKER_PATH.search(_scope_text(facts, function))):
+            return True
+    scope: Scope | None = call.scope
+    while scope is not None:
+        if _GUARD_LINE.search(_scope_text(facts, scope)):
+            return True
+        scope = scope.parent
+    if call.scope.is_function and depth < 3:
+        callers = facts.callers_of(call.scope)
+        if callers and all(runs_on_one_worker(facts, c, depth + 1) for c in callers):
+            return True
+    return False
+
+
+# -- writes --------------------------------------------------------------------------------------------------
+def write_kind(facts: ModuleFacts, call: CallFact) -> str | None:
+    """What a call writes to storage: "model" (`model.save`, `save_weights`, `tf.saved_model.save`),
+    "checkpoint" (`checkpoint.save`, `manager.save()`), "callback" (`ModelCheckpoint`, `TensorBoard`), "summary"
+    (`tf.summary.create_file_writer`); None for anything else."""
+    resolved = facts.resolve(call.func)
+    if resolved is not None:
+        last = resolved.split(".")[-1]
+        if resolved in _SAVE_FUNCTIONS:
+            return "model"
+        if resolved in _SUMMARY_WRITERS:
+            return "summary"
+        if resolved.startswith("keras.") and ".callbacks." in resolved and last in _CALLBACK_WRITERS:
+            return "callback"
+        return None
+    if call.attr not in ("save", "save_weights"):
+        return None
+    receiver = dotted(call.receiver)
+    if receiver is None or facts.resolve(receiver) is not None:
+        return None
+    if not _SAVE_RECEIVER.search(receiver.split(".")[-1]):
+        return None
+    if call.attr == "save" and not call.node.args:
+        return "checkpoint" if re.search(r"manager", receiver, re.IGNORECASE) else None
+    return "checkpoint" if re.search(r"ckpt|checkpoint|manager|saver", receiver, re.IGNORECASE) else "model"
+
+
+# -- Keras callbacks -----------------------------------------------------------------------------------------
+def fit_callbacks(facts: ModuleFacts, fit: CallFact) -> list[cst.BaseExpression] | None:
+    """The callbacks a `fit` call receives, when the module shows all of them: list literals, `+`, names
+    bound to lists and grown with `append`/`extend`/`insert`/`+=`. None when any part is unknown."""
+    if any(a.star for a in fit.node.args):
+        return None
+    value = call_arg(fit.node, None, "callbacks")
+    if value is None:
+        positional = [a for a in fit.node.args if a.keyword is None]
+        return None if len(positional) > 5 else []
+    return _list_elements(facts, value, fit.scope, fit.order, 0)
+
+
+def _list_elements(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: int,
+                   depth: int) -> list[cst.BaseExpression] | None:
+    if depth > 4:
+        return None
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        elements: list[cst.BaseExpression] = []
+        for element in expr.elements:
+            if isinstance(element, cst.StarredElement):
+                inner = _list_elements(facts, element.value, scope, before, depth + 1)
+                if inner is None:
+                    return None
+                elements.extend(inner)
+            else:
+                elements.append(element.value)
+        return elements
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        left = _list_elements(facts, expr.left, scope, before, depth + 1)
+        right = _list_elements(facts, expr.right, scope, before, depth + 1)
+        return None if left is None or right is None else left + right
+    if isinstance(expr, cst.Name) and expr.value == "None":
+        return []
+    name = dotted(expr)
+    if name is None:
+        return None
+    assigned = definitions(facts, name, scope, before)
+    if not assigned:
+        return None
+    elements = []
+    for assign in assigned:
+        if assign.operator == "=":
+            found = _list_elements(facts, assign.value, assign.scope, assign.order, depth + 1)
+        elif assign.operator == "AddAssign":
+            found = _list_elements(facts, assign.value, assign.scope, assign.order, depth + 1)
+        else:
+            found = None
+        if found is None:
+            return None
+        elements = found if assign.operator == "=" else elements + found
+    for call in facts.calls:
+        if call.func in (f"{name}.append", f"{name}.insert", f"{name}.extend") and call.node.args:
+            item = call.node.args[-1].value
+            if call.attr == "extend":
+                grown = _list_elements(facts, item, call.scope, call.order, depth + 1)
+                if grown is None:
+                    return None
+                elements.extend(grown)
+            else:
+                elements.append(item)
+    return elements
+
+
+def callback_is(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, member: str) -> bool | None:
+    """Whether a callback expression is the Horovod callback `member` (True), certainly not (False), or
+    the module cannot tell (None: made by an unknown function, or a parameter)."""
+    if isinstance(expr, cst.Call):
+        found = horovod_member(facts, expr.func)
+        if found is not None:
+            return found.split(".")[-1] == member
+        return False if facts.resolve(expr.func) is not None or facts.class_named(dotted(expr.func) or "") else None
+    if isinstance(expr, cst.IfExp):
+        branches = [callback_is(facts, e, scope, member) for e in (expr.body, expr.orelse)]
+        return True if True in branches else (None if None in branches else False)
+    name = dotted(expr)
+    if name is None:
+        return None
+    assigned = definitions(facts, name, scope)
+    if not assigned:
+        return None
+    results = [callback_is(facts, a.value, a.scope, member) for a in assigned]
+    return True if True in results else (None if None in results else False)
