@@ -16,7 +16,7 @@ from typing import Iterable
 import libcst as cst
 
 from tfdoctor.lint.dataflow import definitions
-from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
+from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.names import call_arg, dotted
 
 _HOROVOD_PREFIXES = ("horovod.tensorflow.keras.", "horovod.tensorflow.", "horovod.keras.", "horovod._keras.")
@@ -66,6 +66,16 @@ def horovod_calls(facts: ModuleFacts, *members: str) -> list[CallFact]:
     """Calls of Horovod functions or classes whose last name component is one of `members`."""
     wanted = set(members)
     return [c for c in facts.calls if (m := horovod_member(facts, c.func)) is not None and m.split(".")[-1] in wanted]
+
+
+def horovod_module(facts: ModuleFacts) -> bool:
+    """Whether the module is Horovod training code: it calls `hvd.init()`, or builds Horovod's optimizer,
+    tape or callbacks (a helper module that `get_callbacks()` for the training script)."""
+    return bool(horovod_init(facts)) or any(
+        (m := horovod_member(facts, c.func)) is not None
+        and (m.startswith("callbacks.") or m in ("DistributedOptimizer", "DistributedGradientTape"))
+        for c in facts.calls
+    )
 
 
 def horovod_init(facts: ModuleFacts) -> list[CallFact]:
@@ -240,7 +250,7 @@ def write_kind(facts: ModuleFacts, call: CallFact) -> str | None:
         if resolved in _SUMMARY_WRITERS:
             return "summary"
         if resolved.startswith("keras.") and ".callbacks." in resolved and last in _CALLBACK_WRITERS:
-            return "callback"
+            return None if _never_used(facts, call) else "callback"
         return None
     if call.attr not in ("save", "save_weights"):
         return None
@@ -254,10 +264,29 @@ def write_kind(facts: ModuleFacts, call: CallFact) -> str | None:
     return "checkpoint" if re.search(r"ckpt|checkpoint|manager|saver", receiver, re.IGNORECASE) else "model"
 
 
+def _never_used(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a call's result is bound to one name that nothing in its function reads again."""
+    targets = [a.targets for a in call.scope.assigns if a.value is call.node]
+    if len(targets) != 1 or len(targets[0]) != 1:
+        return False
+    var = targets[0][0]
+    stack = [call.scope]
+    while stack:
+        scope = stack.pop()
+        stack.extend(scope.children)
+        if (any(reads(n, var) for c in scope.calls for n in c.arg_names)
+                or any(reads({c.func}, var) for c in scope.calls if c.func)
+                or any(reads(a.names, var) for a in scope.assigns)
+                or any(reads(r.names, var) for r in (*scope.returns, *scope.yields))):
+            return False
+    return True
+
+
 # -- Keras callbacks -----------------------------------------------------------------------------------------
 def fit_callbacks(facts: ModuleFacts, fit: CallFact) -> list[cst.BaseExpression] | None:
-    """The callbacks a `fit` call receives, when the module shows all of them: list literals, `+`, names
-    bound to lists and grown with `append`/`extend`/`insert`/`+=`. None when any part is unknown."""
+    """The callbacks a `fit` call receives on every worker, when the module shows all of them: list literals,
+    `+`, names bound to lists and grown with `append`/`extend`/`insert`/`+=` (an `append` under a test of the
+    rank or the chief is not on every worker). None when any part is unknown."""
     if any(a.star for a in fit.node.args):
         return None
     value = call_arg(fit.node, None, "callbacks")
@@ -288,6 +317,15 @@ def _list_elements(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, b
         return None if left is None or right is None else left + right
     if isinstance(expr, cst.Name) and expr.value == "None":
         return []
+    if isinstance(expr, cst.IfExp):
+        body = _list_elements(facts, expr.body, scope, before, depth + 1)
+        orelse = _list_elements(facts, expr.orelse, scope, before, depth + 1)
+        if body is None or orelse is None:
+            return None
+        if not guard_test(facts, expr.test, scope):
+            return body + orelse
+        common = {facts.module.code_for_node(e) for e in orelse}  # chosen by rank: only what both branches give
+        return [e for e in body if facts.module.code_for_node(e) in common]
     name = dotted(expr)
     if name is None:
         return None
@@ -307,6 +345,8 @@ def _list_elements(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, b
         elements = found if assign.operator == "=" else elements + found
     for call in facts.calls:
         if call.func in (f"{name}.append", f"{name}.insert", f"{name}.extend") and call.node.args:
+            if any(guard_test(facts, branch.test, call.scope) for branch in call.ifs):
+                continue
             item = call.node.args[-1].value
             if call.attr == "extend":
                 grown = _list_elements(facts, item, call.scope, call.order, depth + 1)
@@ -319,14 +359,17 @@ def _list_elements(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, b
 
 
 def callback_is(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, member: str) -> bool | None:
-    """Whether a callback expression is the Horovod callback `member` (True), certainly not (False), or
-    the module cannot tell (None: made by an unknown function, or a parameter)."""
+    """Whether a callback expression is the Horovod callback `member` on every worker (True), certainly not
+    (False: another callback, or one chosen by rank), or the module cannot tell (None: made by an unknown
+    function, or a parameter)."""
     if isinstance(expr, cst.Call):
         found = horovod_member(facts, expr.func)
         if found is not None:
             return found.split(".")[-1] == member
         return False if facts.resolve(expr.func) is not None or facts.class_named(dotted(expr.func) or "") else None
     if isinstance(expr, cst.IfExp):
+        if guard_test(facts, expr.test, scope):
+            return False
         branches = [callback_is(facts, e, scope, member) for e in (expr.body, expr.orelse)]
         return True if True in branches else (None if None in branches else False)
     name = dotted(expr)

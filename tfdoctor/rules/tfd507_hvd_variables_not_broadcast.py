@@ -21,7 +21,7 @@ class HvdVariablesNotBroadcast(Rule):
     In a Horovod program (one that calls `hvd.init()`), finds:
     - a Keras `fit(...)` whose callbacks, as far as the module shows them all, do not include
       `hvd.callbacks.BroadcastGlobalVariablesCallback(0)`. A callback built into a list that never reaches
-      `fit` counts as none.
+      `fit`, or given on rank 0 only (the other ranks never join the broadcast), counts as none.
     - a custom loop's `apply_gradients(...)` when the module never calls `hvd.broadcast_variables` (or the
       TF 1 `broadcast_global_variables`/`BroadcastGlobalVariablesHook`).
 
@@ -78,6 +78,11 @@ callbacks = [tf.keras.callbacks.TerminateOnNaN()]
 if hvd.rank() == 0:
     callbacks.append(tf.keras.callbacks.ModelCheckpoint("ckpt"))
 model.fit(x, y, callbacks=callbacks, epochs=3)  # TFD507
+""",
+        # only rank 0 would take part in the broadcast
+        """import horovod.tensorflow.keras as hvd
+hvd.init()
+model.fit(ds, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)] if hvd.rank() == 0 else None)  # TFD507
 """,
     )
     VALID = (

@@ -11,19 +11,20 @@ from tfdoctor.lint.multiworker import horovod_init
 from tfdoctor.lint.rule import Context, Rule
 
 MESSAGE = "no GPU is pinned to `hvd.local_rank()` after `hvd.init()`, so every process on a host uses GPU 0."
-# A name with one of these words means the module chooses devices per process (`hvd.local_rank()`,
-# `set_visible_devices`, `tf.device`, a helper such as `setup_gpus`): stay silent. So does the environment
-# variable, which is a string.
-_PINNED_NAME = re.compile(r"local_rank|visible_device|gpu|device", re.IGNORECASE)
+# Pinning shows as a call such as `set_visible_devices(...)` or `tf.device(...)`, a `visible_device_list` set
+# or passed, a helper of the project named for GPUs or devices (`setup_gpus()`), or the environment variable.
+_PINNING_CALL = re.compile(r"visible_device|^device$", re.IGNORECASE)
+_HELPER_CALL = re.compile(r"gpu|device", re.IGNORECASE)
 _PINNED_STRING = "CUDA_VISIBLE_DEVICES"
 
 
 class HvdGpuNotPinned(Rule):
     """
     ## What it does
-    Finds `hvd.init()` in a module that never pins a GPU per process: no `hvd.local_rank()`, no
-    `set_visible_devices`/`visible_device_list`, no `CUDA_VISIBLE_DEVICES`. A module that mentions GPUs or
-    devices in any other way (a helper named `setup_gpus`, `tf.device`) is left alone.
+    Finds `hvd.init()` in a module that never pins a GPU per process: no `set_visible_devices`, no
+    `visible_device_list`, no `tf.device(...)`, no `CUDA_VISIBLE_DEVICES`. Calling `hvd.local_rank()` for
+    something else (a log line) does not pin anything. A module that calls a helper of its own named for
+    GPUs or devices (`setup_gpus()`) is left alone.
 
     ## Why it is bad
     Horovod starts one process per GPU but does not choose the GPU: TensorFlow in every process takes all
@@ -65,6 +66,14 @@ def main():
         """from horovod import tensorflow as hvd
 hvd.init()  # TFD509
 """,
+        # local_rank only decides who prints
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()  # TFD509
+gpus = tf.config.list_physical_devices("GPU")
+if hvd.local_rank() == 0:
+    print(gpus)
+""",
     )
     VALID = (
         # TF 1 session config
@@ -89,21 +98,25 @@ hvd.init()
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         inits = horovod_init(facts)
-        if not inits or _chooses_devices("\n".join(facts.source_lines)):
+        if not inits or _chooses_devices(facts):
             return
         for call in inits:
             yield self.at(call, MESSAGE)
 
 
-def _chooses_devices(source: str) -> bool:
-    """Whether a name in the code (not in a docstring or comment) is about devices, or the code sets
-    `CUDA_VISIBLE_DEVICES`. Tokenizing is only done for Horovod programs, after the cheaper checks."""
+
+def _chooses_devices(facts: ModuleFacts) -> bool:
+    """Whether the module picks a device per process (or may, through a helper it calls)."""
+    for call in facts.calls:
+        last = (call.attr or (call.func or "").split(".")[-1])
+        if _PINNING_CALL.search(last) or any(a.keyword and "visible_device" in a.keyword.value for a in call.node.args):
+            return True
+        if call.func and facts.resolve(call.func) is None and _HELPER_CALL.search(last):
+            return True
+    if any("visible_device" in t for a in facts.assigns for t in a.targets):
+        return True
     try:
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
-            if token.type == tokenize.NAME and _PINNED_NAME.search(token.string):
-                return True
-            if token.type == tokenize.STRING and _PINNED_STRING in token.string and len(token.string) < 40:
-                return True
+        return any(token.type == tokenize.STRING and _PINNED_STRING in token.string and len(token.string) < 40
+                   for token in tokenize.generate_tokens(io.StringIO("\n".join(facts.source_lines)).readline))
     except (tokenize.TokenError, SyntaxError):
         return True  # cannot tell
-    return False

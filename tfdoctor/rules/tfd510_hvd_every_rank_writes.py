@@ -4,7 +4,7 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import horovod_init, runs_on_one_worker, write_kind
+from tfdoctor.lint.multiworker import horovod_module, runs_on_one_worker, write_kind
 from tfdoctor.lint.rule import Context, Rule
 
 MESSAGES = {
@@ -18,11 +18,13 @@ MESSAGES = {
 class HvdEveryRankWrites(Rule):
     """
     ## What it does
-    In a Horovod program (one that calls `hvd.init()`), finds writes that run on every rank: `model.save`,
+    In Horovod training code (a module that calls `hvd.init()` or builds Horovod's optimizer, tape or
+    callbacks), finds writes that run on every rank: `model.save`,
     `save_weights`, `checkpoint.save`, `tf.saved_model.save`, a `ModelCheckpoint` or `TensorBoard` callback,
     or `tf.summary.create_file_writer`, with no guard on the rank. Anything that may decide by rank keeps it
     silent: an `if` (or conditional expression) in the statement or the function that tests a rank or the
     chief, a path built from the rank or a temporary directory, or a function only called under such a test.
+    A callback bound to a name that nothing reads again writes nothing and is not reported.
 
     Multi-worker strategies have their own rule (TFD503); a Horovod program is reported by this one.
 
@@ -76,8 +78,23 @@ def train(model):
     model.save_weights("weights.h5")  # TFD510
 train(model)
 """,
+        # a helper module that returns the callbacks to the training script
+        """import horovod.tensorflow.keras as hvd
+from tensorflow.keras.callbacks import TensorBoard
+def get_callbacks(log_dir):
+    board = TensorBoard(log_dir=log_dir)  # TFD510
+    return [board, hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+""",
     )
     VALID = (
+        # a helper module: the checkpoint callback is made but never returned
+        """import os
+import horovod.tensorflow.keras as hvd
+from tensorflow.keras.callbacks import ModelCheckpoint, EarlyStopping
+def get_callbacks(project_dir):
+    checkpoint = ModelCheckpoint(filepath=os.path.join(project_dir, "weights.h5"))
+    return [EarlyStopping(patience=5), hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+""",
         # the tutorial's guard
         """import tensorflow as tf
 import horovod.tensorflow as hvd
@@ -103,7 +120,7 @@ writer = tf.summary.create_file_writer(f"logs/rank{hvd.rank()}")
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        if not horovod_init(facts):
+        if not horovod_module(facts):
             return
         for call in facts.calls:
             kind = write_kind(facts, call)
