@@ -63,7 +63,7 @@ def build(result: dict[str, Any], findings: list[Finding], requested: int, kind:
         first = joined[0]
         verdict = Verdict(verdict.primary, verdict.level, (
             f"{verdict.statement} {verdict.primary} {measured.shares()[part]:.0%}: {first.code} at "
-            f"{first.path}:{first.line} {first.message.split(':')[0]}."))
+            f"{first.path}:{first.line} {first.message}."))
     waits = result.get("input_wait") or []
     extra = [(f"steps seen through {result['source']} ({result['steps_seen']} in all); input = the time between "
               "step calls plus any input inside them, i.e. step-to-step time minus the step on a batch already on "
