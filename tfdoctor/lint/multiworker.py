@@ -16,8 +16,9 @@ from typing import Iterable
 import libcst as cst
 
 from tfdoctor.lint.dataflow import definitions
-from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope, reads
-from tfdoctor.lint.names import call_arg, dotted
+from tfdoctor.lint.facts import AssignFact, CallFact, ModuleFacts, Scope, reads
+from tfdoctor.lint.names import call_arg, dotted, literal_str
+from tfdoctor.lint.versions import Target
 
 _HOROVOD_PREFIXES = ("horovod.tensorflow.keras.", "horovod.tensorflow.", "horovod.keras.", "horovod._keras.")
 MULTI_WORKER_MIRRORED = frozenset({
@@ -50,6 +51,7 @@ _SUMMARY_WRITERS = frozenset({"tensorflow.summary.create_file_writer", "tensorfl
                               "tensorflow.contrib.summary.create_file_writer"})
 _CALLBACK_WRITERS = frozenset({"ModelCheckpoint", "TensorBoard"})
 _KERAS2_ROOTS = ("tf_keras", "tensorflow.python.keras")
+_PLAIN = frozenset({"float", "int", "max", "min", "round", "abs", "pow"})
 
 
 # -- Horovod -------------------------------------------------------------------------------------------------
@@ -69,9 +71,9 @@ def horovod_calls(facts: ModuleFacts, *members: str) -> list[CallFact]:
 
 
 def horovod_module(facts: ModuleFacts) -> bool:
-    """Whether the module is Horovod training code: it calls `hvd.init()`, or builds Horovod's optimizer,
-    tape or callbacks (a helper module that `get_callbacks()` for the training script)."""
-    return bool(horovod_init(facts)) or any(
+    """Whether the module is Horovod training code: it calls `hvd.init()` and trains, or builds Horovod's
+    optimizer, tape or callbacks (a helper module that makes `get_callbacks()` for the training script)."""
+    return (bool(horovod_init(facts)) and trains(facts)) or not _test_module(facts) and any(
         (m := horovod_member(facts, c.func)) is not None
         and (m.startswith("callbacks.") or m in ("DistributedOptimizer", "DistributedGradientTape"))
         for c in facts.calls
@@ -79,11 +81,25 @@ def horovod_module(facts: ModuleFacts) -> bool:
 
 
 def horovod_init(facts: ModuleFacts) -> list[CallFact]:
-    """The `hvd.init()` calls: a module without one is not a Horovod training program."""
+    """The `hvd.init()` calls of a Horovod training program. A module without one is not such a program,
+    and neither is a test module (one that defines a `TestCase`), which calls it to test Horovod itself."""
     cached = facts.__dict__.get("_horovod_init")
     if cached is None:
-        cached = facts.__dict__["_horovod_init"] = horovod_calls(facts, "init")
+        cached = facts.__dict__["_horovod_init"] = [] if _test_module(facts) else horovod_calls(facts, "init")
     return cached
+
+
+def _test_module(facts: ModuleFacts) -> bool:
+    """A module of tests (unittest or pytest), which runs Horovod to test it rather than to train."""
+    return any(c.name.endswith(("Test", "Tests")) or any(b.endswith(("TestCase", "Tests")) for b in c.bases)
+               for c in facts.classes) or any(s.name.startswith("test_") for s in facts.module_scope.children)
+
+
+def trains(facts: ModuleFacts) -> bool:
+    """Whether the module runs training itself (`fit`, `apply_gradients`, `minimize`, ...), rather than being a
+    library or a helper of a training script."""
+    return calls_any(facts, "fit", "fit_generator", "apply_gradients", "minimize", "train_on_batch", "compile",
+                     "MonitoredTrainingSession")
 
 
 def calls_any(facts: ModuleFacts, *attrs: str) -> bool:
@@ -103,10 +119,15 @@ def multi_worker_mirrored(facts: ModuleFacts) -> list[CallFact]:
     return cached
 
 
-def keras2_callbacks(facts: ModuleFacts, keras_version_below_3: bool) -> bool:
-    """Whether Keras callbacks here are Keras 2's (which redirect non-chief writes under MultiWorkerMirrored-
-    Strategy): the target is Keras 2, or the module imports `tf_keras`/`tensorflow.python.keras`."""
-    return keras_version_below_3 or any(full.startswith(_KERAS2_ROOTS) for full in facts.aliases.values())
+def keras3_callback(facts: ModuleFacts, call: CallFact, keras: Target) -> bool:
+    """Whether a Keras callback is certainly Keras 3's, which (unlike Keras 2's under MultiWorkerMirrored-
+    Strategy) sends no worker's files elsewhere: a Keras 3 target the user chose (command line, settings or
+    pins, not a guess from the installed or newest release) and no `tf_keras` import, or a Keras 3 file name
+    (`.keras`, `.weights.h5`) in its arguments."""
+    if any((literal_str(a.value) or "").endswith((".keras", ".weights.h5")) for a in call.node.args):
+        return True
+    chosen = keras.at_least(3) and not keras.source.startswith(("installed", "newest"))
+    return chosen and not any(full.startswith(_KERAS2_ROOTS) for full in facts.aliases.values())
 
 
 # -- expressions ---------------------------------------------------------------------------------------------
@@ -153,9 +174,11 @@ def derived_names(facts: ModuleFacts, names: Iterable[str], scope: Scope, string
     for name in list(found):
         if not name.replace(".", "").isidentifier():
             continue
-        for assign in definitions(facts, name, scope):
+        for assign in bindings(facts, name, scope) or ():
             found |= derived_names(facts, assign.names | expression_names(assign.value, strings), assign.scope,
                                    strings, depth + 1)
+        for argument, caller in parameter_arguments(facts, name, scope) or ():
+            found |= derived_names(facts, expression_names(argument, strings), caller, strings, depth + 1)
     return frozenset(found)
 
 
@@ -164,25 +187,69 @@ def mentions_worker_count(facts: ModuleFacts, expr: cst.CSTNode | None, scope: S
     return any(_WORKER_COUNT.search(n) for n in derived_names(facts, expression_names(expr), scope))
 
 
-def unknown_value(facts: ModuleFacts, expr: cst.CSTNode | None, scope: Scope) -> bool:
+def unknown_value(facts: ModuleFacts, expr: cst.CSTNode | None, scope: Scope, depth: int = 0) -> bool:
     """Whether an expression reads a name the module cannot explain: a function parameter (set by the caller),
-    or a name assigned nowhere that is not an attribute of an import or of an argument parser's result."""
+    a name assigned nowhere that is not an attribute of an import or of an argument parser's result, or the
+    result of a function or class that is not TensorFlow's, Keras's or a builtin (a project's schedule)."""
+    if isinstance(expr, cst.Call) and depth < 4:
+        resolved = facts.resolve(expr.func) or ""
+        if not resolved.startswith(("tensorflow.", "keras.", "numpy.", "math.")) and dotted(expr.func) not in _PLAIN:
+            return True
+    name_of = dotted(expr) if isinstance(expr, cst.BaseExpression) else None
+    if name_of is not None and depth < 4:
+        for assign in bindings(facts, name_of, scope) or ():
+            if assign.operator == "=" and unknown_value(facts, assign.value, assign.scope, depth + 1):
+                return True
     for name in expression_names(expr):
         head = name.split(".")[0]
         if head in facts.aliases or not head.isidentifier():
             continue
-        if not definitions(facts, name, scope) and not definitions(facts, head, scope):
-            if _in_params(scope, head) or "." not in name:
+        if bindings(facts, head, scope) is None:  # a parameter: known only if every caller's argument is
+            arguments = parameter_arguments(facts, head, scope) if depth < 4 else None
+            if arguments is None or any(unknown_value(facts, a, s, depth + 1) for a, s in arguments):
                 return True
-    return False
-
-
-def _in_params(scope: Scope | None, name: str) -> bool:
-    while scope is not None:
-        if name in scope.params:
+        elif not bindings(facts, name, scope) and "." not in name:
             return True
-        scope = scope.parent
     return False
+
+
+def parameter_arguments(facts: ModuleFacts, name: str, scope: Scope) -> list[tuple[cst.BaseExpression, Scope]] | None:
+    """For a parameter of the function `scope` (or of one around it), the argument every call site of that
+    function in this module gives it, with the caller's scope; None when it is not a parameter, the function
+    is never called here, or a call site does not give it (a default, `**kwargs`)."""
+    current: Scope | None = scope
+    while current is not None and name not in current.params:
+        if current.assignments_of(name):
+            return None
+        current = current.parent
+    if current is None or not current.is_function or name not in current.value_params():
+        return None
+    callers = facts.callers_of(current)
+    index = current.value_params().index(name)
+    found = []
+    for caller in callers:
+        argument = call_arg(caller.node, index, name)
+        if argument is None or any(a.star for a in caller.node.args):
+            return None
+        found.append((argument, caller.scope))
+    return found or None
+
+
+def bindings(facts: ModuleFacts, name: str, scope: Scope) -> list[AssignFact] | None:
+    """The assignments `name` (or `self.x`) refers to from `scope`, innermost first; None when the name is a
+    parameter of a nearer function (its value comes from the caller), which shadows any outer assignment."""
+    if name.startswith("self."):
+        return definitions(facts, name, scope)
+    head = name.split(".")[0]
+    current: Scope | None = scope
+    while current is not None:
+        assigned = current.assignments_of(name)
+        if assigned:
+            return assigned
+        if head in current.params:
+            return None
+        current = current.parent
+    return []
 
 
 # -- who runs this code --------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import keras2_callbacks, multi_worker_mirrored, runs_on_one_worker, write_kind
+from tfdoctor.lint.multiworker import keras3_callback, multi_worker_mirrored, runs_on_one_worker, write_kind
 from tfdoctor.lint.rule import Context, Rule
 
 MESSAGES = {
@@ -20,9 +20,11 @@ class EveryWorkerWrites(Rule):
     ## What it does
     In a module that creates a `MultiWorkerMirroredStrategy`, finds writes that run on every worker to one
     path: `model.save`, `save_weights`, `checkpoint.save`, `tf.saved_model.save`,
-    `tf.summary.create_file_writer`, and, when the target is Keras 3, the `ModelCheckpoint` and `TensorBoard`
-    callbacks (Keras 2's callbacks send the non-chief workers' files to temporary directories themselves;
-    Keras 3's do not). Anything that may tell the workers apart keeps it silent: an `if` (or conditional
+    `tf.summary.create_file_writer`, and, when the code is certainly for Keras 3, the `ModelCheckpoint` and
+    `TensorBoard` callbacks (Keras 2's callbacks send the non-chief workers' files to temporary directories
+    themselves; Keras 3's do not). Certainly Keras 3 means a Keras 3 target you chose (`--target-keras`,
+    `[tool.tfdoctor]` or your project's pins; the installed or newest release is only a guess, and most
+    multi-worker code was written for `tf.keras` of Keras 2), or a Keras 3 file name such as `model.keras`. Anything that may tell the workers apart keeps it silent: an `if` (or conditional
     expression) in the statement or the function on `task_type`, `task_id`, `is_chief`, the cluster resolver
     or a helper such as `_is_chief`; a path built from the task or a temporary directory (the tutorial's
     `write_filepath`); or a function only called under such a test.
@@ -84,6 +86,12 @@ strategy = tf.distribute.MultiWorkerMirroredStrategy()
 callbacks = [keras.callbacks.ModelCheckpoint("ckpt/model.keras")]  # TFD503
 model.fit(ds, callbacks=callbacks)
 """,
+        # a Keras 3 target chosen by the user
+        """# tfdoctor: target-keras=3.8
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+model.fit(ds, callbacks=[tf.keras.callbacks.TensorBoard(log_dir="gs://bucket/logs")])  # TFD503
+""",
     )
     VALID = (
         # the tutorial's helpers
@@ -114,14 +122,21 @@ strategy = tf.distribute.MultiWorkerMirroredStrategy()
 callbacks = [tf.keras.callbacks.TensorBoard(log_dir="logs")]
 model.fit(ds, callbacks=callbacks)
 """,
+        # no Keras version chosen: the callbacks may be Keras 2's
+        """import tensorflow as tf
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+callbacks = [tf.keras.callbacks.TensorBoard(log_dir="logs")]
+model.fit(ds, callbacks=callbacks)
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         if not multi_worker_mirrored(facts):
             return
-        callbacks = not keras2_callbacks(facts, context.targets.keras.below(3))
         for call in facts.calls:
             kind = write_kind(facts, call)
-            if kind is None or (kind == "callback" and not callbacks) or runs_on_one_worker(facts, call):
+            if (kind is None or (kind == "callback" and not keras3_callback(facts, call, context.targets.keras))
+                    or runs_on_one_worker(facts, call)):
                 continue
             yield self.at(call, MESSAGES[kind])

@@ -4,15 +4,14 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import callback_is, calls_any, fit_callbacks, horovod_calls, horovod_init
+from tfdoctor.lint.multiworker import callback_is, calls_any, fit_callbacks, horovod_calls, horovod_init, horovod_member
 from tfdoctor.lint.rule import Context, Rule
 
 MESSAGE_FIT = "this `fit` does not get `hvd.callbacks.BroadcastGlobalVariablesCallback(0)`, so the ranks start apart."
 MESSAGE_LOOP = "no `hvd.broadcast_variables` after the first step, so the ranks start from different variables."
 _CALLBACK = "BroadcastGlobalVariablesCallback"
 # Any of these broadcasts the variables by other means (TF 1 hooks, elastic state, one tensor at a time).
-_BROADCASTS = ("broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook", "broadcast",
-               "TensorFlowKerasState", "TensorFlowState", "run")
+_BROADCASTS = ("broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook", "broadcast")
 
 
 class HvdVariablesNotBroadcast(Rule):
@@ -25,7 +24,8 @@ class HvdVariablesNotBroadcast(Rule):
     - a custom loop's `apply_gradients(...)` when the module never calls `hvd.broadcast_variables` (or the
       TF 1 `broadcast_global_variables`/`BroadcastGlobalVariablesHook`).
 
-    Callbacks that come from an unknown function or a parameter leave it open, and the rule stays silent.
+    Callbacks that come from an unknown function or a parameter leave it open, and the rule stays silent, as
+    does elastic Horovod (`hvd.elastic` state is synchronised from rank 0).
     A custom loop can also be reported by TFD506 at the same `apply_gradients`: each names its own missing
     piece.
 
@@ -120,7 +120,8 @@ model.fit(ds, callbacks=make_callbacks(), epochs=3)
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         if not horovod_init(facts):
             return
-        broadcasts = bool(horovod_calls(facts, *_BROADCASTS))
+        broadcasts = bool(horovod_calls(facts, *_BROADCASTS)) or any(  # elastic state syncs from rank 0
+            (horovod_member(facts, c.func) or "").startswith("elastic.") for c in facts.calls)
         for call in facts.method_calls("fit", "fit_generator", "apply_gradients"):
             if facts.resolve(call.func) is not None:
                 continue

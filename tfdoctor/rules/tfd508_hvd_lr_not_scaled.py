@@ -22,7 +22,9 @@ class HvdLrNotScaled(Rule):
     In a Horovod program (one that calls `hvd.init()`), finds an optimizer constructed with a learning rate
     that is not computed from the number of processes (`hvd.size()`, or a name such as `world_size`), when
     the module has no warm-up (`hvd.callbacks.LearningRateWarmupCallback`, or any schedule named warm-up).
-    A learning rate read from a function's parameter is left alone: the caller may have scaled it.
+    A learning rate given as a function's parameter is followed to the calls of that function in the module;
+    one that comes from elsewhere, or is made by a function or schedule class of the project (which may scale
+    or warm it up), is left alone.
 
     ## Why it is bad
     With W processes each step averages W batches, so the effective batch is W times larger. The learning
@@ -68,6 +70,16 @@ args = argparse.ArgumentParser().parse_args()
 hvd.init()
 opt = keras.optimizers.Adadelta(lr=args.lr)  # TFD508
 """,
+        # followed to the caller's unscaled argument
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+max_lr = 0.001
+def build_and_compile_model(max_lr, filters):
+    opt = tf.keras.optimizers.Adam(learning_rate=max_lr)  # TFD508
+    return hvd.DistributedOptimizer(opt)
+hvd.init()
+model = build_and_compile_model(max_lr=max_lr, filters=32)
+""",
     )
     VALID = (
         # scaled through a variable
@@ -84,12 +96,28 @@ hvd.init()
 opt = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.1))
 callbacks = [hvd.callbacks.LearningRateWarmupCallback(initial_lr=0.1, warmup_epochs=3)]
 """,
-        # a parameter: the caller decides
+        # a schedule of the project's own
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+from .schedules import CustomSchedule
+hvd.init()
+learning_rate = CustomSchedule(512)
+opt = tf.keras.optimizers.Adam(learning_rate, beta_1=0.9)
+""",
+        # a parameter of a function the module never calls: its caller decides
         """import tensorflow as tf
 import horovod.tensorflow as hvd
 def make_optimizer(lr):
     return tf.optimizers.Adam(lr)
 hvd.init()
+""",
+        # a parameter scaled by the caller
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+def make_optimizer(lr):
+    return tf.optimizers.Adam(lr)
+hvd.init()
+opt = make_optimizer(lr=0.001 * hvd.size())
 """,
     )
 

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import horovod_init
+from tfdoctor.lint.multiworker import horovod_init, trains
 from tfdoctor.lint.rule import Context, Rule
 
 MESSAGE = "no GPU is pinned to `hvd.local_rank()` after `hvd.init()`, so every process on a host uses GPU 0."
@@ -24,7 +24,8 @@ class HvdGpuNotPinned(Rule):
     Finds `hvd.init()` in a module that never pins a GPU per process: no `set_visible_devices`, no
     `visible_device_list`, no `tf.device(...)`, no `CUDA_VISIBLE_DEVICES`. Calling `hvd.local_rank()` for
     something else (a log line) does not pin anything. A module that calls a helper of its own named for
-    GPUs or devices (`setup_gpus()`) is left alone.
+    GPUs or devices (`setup_gpus()`) is left alone, and so is a module that does not train (no `fit`,
+    `compile`, `apply_gradients` or `minimize`): a library or a helper of the training script.
 
     ## Why it is bad
     Horovod starts one process per GPU but does not choose the GPU: TensorFlow in every process takes all
@@ -37,6 +38,7 @@ class HvdGpuNotPinned(Rule):
     import horovod.tensorflow.keras as hvd
     hvd.init()  # TFD509
     model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+    model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.Adam()), loss="mse")
     ```
 
     ## Use instead
@@ -48,6 +50,7 @@ class HvdGpuNotPinned(Rule):
     if gpus:
         tf.config.set_visible_devices(gpus[hvd.local_rank()], "GPU")
     model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+    model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.Adam()), loss="mse")
     ```
     """
 
@@ -62,9 +65,7 @@ import tensorflow as tf
 def main():
     hvd.init()  # TFD509
     model = tf.keras.Sequential()
-""",
-        """from horovod import tensorflow as hvd
-hvd.init()  # TFD509
+    model.compile("sgd", "mse")
 """,
         # local_rank only decides who prints
         """import tensorflow as tf
@@ -73,6 +74,11 @@ hvd.init()  # TFD509
 gpus = tf.config.list_physical_devices("GPU")
 if hvd.local_rank() == 0:
     print(gpus)
+opt.apply_gradients(grads)
+""",
+        """from horovod import tensorflow as hvd
+hvd.init()  # TFD509
+model.fit(ds)
 """,
     )
     VALID = (
@@ -89,6 +95,14 @@ import horovod.tensorflow as hvd
 os.environ["CUDA_VISIBLE_DEVICES"] = os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]
 hvd.init()
 """,
+        # a test of Horovod itself, not a training program
+        """import unittest
+import horovod.tensorflow as hvd
+class ProcessSetTests(unittest.TestCase):
+    def test_sizes(self):
+        hvd.init()
+        model.fit(ds)
+""",
         # not Horovod's TensorFlow binding
         """import horovod.torch as hvd
 import tensorflow as tf
@@ -98,7 +112,7 @@ hvd.init()
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         inits = horovod_init(facts)
-        if not inits or _chooses_devices(facts):
+        if not inits or not trains(facts) or _chooses_devices(facts):
             return
         for call in inits:
             yield self.at(call, MESSAGE)

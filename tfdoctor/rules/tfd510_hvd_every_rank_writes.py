@@ -18,8 +18,8 @@ MESSAGES = {
 class HvdEveryRankWrites(Rule):
     """
     ## What it does
-    In Horovod training code (a module that calls `hvd.init()` or builds Horovod's optimizer, tape or
-    callbacks), finds writes that run on every rank: `model.save`,
+    In Horovod training code (a module that calls `hvd.init()` and trains, or builds Horovod's optimizer,
+    tape or callbacks), finds writes that run on every rank: `model.save`,
     `save_weights`, `checkpoint.save`, `tf.saved_model.save`, a `ModelCheckpoint` or `TensorBoard` callback,
     or `tf.summary.create_file_writer`, with no guard on the rank. Anything that may decide by rank keeps it
     silent: an `if` (or conditional expression) in the statement or the function that tests a rank or the
@@ -66,7 +66,7 @@ import horovod.tensorflow as hvd
 hvd.init()
 checkpoint = tf.train.Checkpoint(model=model, optimizer=opt)
 for step in range(100):
-    train_step()
+    opt.apply_gradients(compute_gradients())
 checkpoint.save("./checkpoints/ckpt")  # TFD510
 writer = tf.summary.create_file_writer("logs")  # TFD510
 """,

@@ -21,7 +21,8 @@ class HvdDatasetNotSharded(Rule):
     without being sharded by rank (`shard(hvd.size(), hvd.rank())`, or a source built from a per-rank list),
     while the number of steps is not divided by `hvd.size()`: `fit` without `steps_per_epoch`, or with one
     not computed from the number of processes; a loop over the dataset with no `take(N // hvd.size())`.
-    The finding is at the pipeline's source call. Steps or sources that come from a parameter leave it open.
+    The finding is at the pipeline's source call. Steps or sources that come from a parameter leave it open,
+    and synthetic data (made by `tf.random`, as benchmarks do) has nothing to split.
 
     ## Why it is bad
     Each rank goes through the whole dataset, so one "epoch" is W epochs of data: the run takes W times
@@ -86,6 +87,15 @@ def train_step(images, labels):
 for batch, (images, labels) in enumerate(dataset.take(10000 // hvd.size())):
     train_step(images, labels)
 """,
+        # synthetic data for a benchmark
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+data = tf.random.uniform([32, 224, 224, 3])
+target = tf.random.uniform([32, 1], minval=0, maxval=999, dtype=tf.int64)
+dataset = tf.data.Dataset.from_tensor_slices((data, target)).cache().repeat().batch(32)
+model.fit(dataset, steps_per_epoch=10)
+""",
         # files split per rank before the dataset is made
         """import tensorflow as tf
 import horovod.tensorflow.keras as hvd
@@ -112,8 +122,11 @@ model.fit(ds, epochs=3)
         if "shard" in chain.methods() or use.via not in ("fit", "loop"):
             return False
         source = frozenset().union(*(expression_names(a.value, strings=False) for a in chain.source_call.args))
-        if any(GUARD_WORDS.search(n) for n in derived_names(facts, source, chain.scope, strings=False)):
+        made_from = derived_names(facts, source, chain.scope, strings=False)
+        if any(GUARD_WORDS.search(n) for n in made_from):
             return False
+        if any((facts.resolve(n) or "").startswith("tensorflow.random.") for n in made_from):
+            return False  # synthetic data (a benchmark): nothing to split
         if any(mentions_worker_count(facts, a.value, use.scope)
                for op in chain.ops if op.method in ("take", "skip") for a in op.call.args):
             return False
