@@ -119,12 +119,17 @@ def multi_worker_mirrored(facts: ModuleFacts) -> list[CallFact]:
     return cached
 
 
+def keras3_file_name(call: CallFact) -> bool:
+    """Whether a callback is given a file name only Keras 3 accepts (`model.keras`, `x.weights.h5`)."""
+    return any((literal_str(a.value) or "").endswith((".keras", ".weights.h5")) for a in call.node.args)
+
+
 def keras3_callback(facts: ModuleFacts, call: CallFact, keras: Target) -> bool:
     """Whether a Keras callback is certainly Keras 3's, which (unlike Keras 2's under MultiWorkerMirrored-
     Strategy) sends no worker's files elsewhere: a Keras 3 target the user chose (command line, settings or
     pins, not a guess from the installed or newest release) and no `tf_keras` import, or a Keras 3 file name
     (`.keras`, `.weights.h5`) in its arguments."""
-    if any((literal_str(a.value) or "").endswith((".keras", ".weights.h5")) for a in call.node.args):
+    if keras3_file_name(call):
         return True
     chosen = keras.at_least(3) and not keras.source.startswith(("installed", "newest"))
     return chosen and not any(full.startswith(_KERAS2_ROOTS) for full in facts.aliases.values())

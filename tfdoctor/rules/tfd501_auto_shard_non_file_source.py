@@ -8,8 +8,6 @@ from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.multiworker import multi_worker_mirrored
 from tfdoctor.lint.rule import Context, Rule
 
-MESSAGE = ("every worker builds this whole `{source}` dataset and keeps 1/N of it: set `AutoShardPolicy.DATA` "
-           "explicitly, or shard with the `InputContext` in `distribute_datasets_from_function`.")
 _IN_MEMORY_SOURCES = frozenset({"from_tensor_slices", "from_tensors", "from_generator", "range"})
 # Ops after which a file reader may appear (FILE sharding can then work), or that set the policy or shard.
 _LEAVES_IT_OPEN = frozenset({"interleave", "flat_map", "parallel_interleave", "with_options", "shard", "apply"})
@@ -55,6 +53,8 @@ class AutoShardNonFileSource(Rule):
     name = "auto-shard-non-file-source"
     severity = Severity.WARNING
     summary = "Multi-worker: an in-memory dataset auto-sharded with `AUTO` falls back to DATA (every worker builds it all)."
+    MESSAGES = {"default": "every worker builds this whole `{source}` dataset and keeps 1/N of it; set an `AutoShardPolicy` "
+                           "or shard it yourself"}
     triggers = ("MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy")
     INVALID = (
         """import tensorflow as tf
@@ -107,4 +107,4 @@ model.fit(ds)
                 continue
             seen.add(id(chain.source_call))
             call = facts.call_fact(chain.source_call)
-            yield Violation(chain.source_call, MESSAGE.format(source=source), statement=call.statement if call else None)
+            yield self.report(chain.source_call, statement=call.statement if call else None, source=source)

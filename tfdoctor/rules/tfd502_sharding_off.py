@@ -10,7 +10,6 @@ from tfdoctor.lint.multiworker import calls_any, multi_worker_mirrored
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
 
-MESSAGE = "sharding is turned off here and nothing calls `shard(...)`, so every worker trains on the same examples."
 
 
 class ShardingOff(Rule):
@@ -50,6 +49,7 @@ class ShardingOff(Rule):
     name = "sharding-off"
     severity = Severity.ERROR
     summary = "Multi-worker: `AutoShardPolicy.OFF` with no manual `shard(...)` (every worker trains on the same data)."
+    MESSAGES = {"default": "sharding is turned off and nothing calls `shard(...)`, so every worker trains on the same examples"}
     triggers = ("AutoShardPolicy", "auto_shard")
     INVALID = (
         """import tensorflow as tf
@@ -92,4 +92,4 @@ options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoSha
             auto_shard_false = (any(t.endswith(".auto_shard") for t in assign.targets)
                                 and isinstance(assign.value, cst.Name) and assign.value.value == "False")
             if policy_off or auto_shard_false:
-                yield Violation(assign.value, MESSAGE, statement=assign.statement)
+                yield self.report(assign.value, statement=assign.statement)

@@ -4,15 +4,9 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import keras3_callback, multi_worker_mirrored, runs_on_one_worker, write_kind
+from tfdoctor.lint.multiworker import keras3_callback, keras3_file_name, multi_worker_mirrored, runs_on_one_worker, write_kind
 from tfdoctor.lint.rule import Context, Rule
 
-MESSAGES = {
-    "model": "every worker saves this model to the same path: save to a temporary directory on non-chief workers.",
-    "checkpoint": "every worker writes this checkpoint to the same path: write to a temporary directory on non-chief workers.",
-    "callback": "under Keras 3 every worker's callback writes the same files: add it on the chief only.",
-    "summary": "every worker opens this summary writer on the same logs: give non-chief workers a temporary directory.",
-}
 
 
 class EveryWorkerWrites(Rule):
@@ -67,6 +61,12 @@ class EveryWorkerWrites(Rule):
     name = "every-worker-writes"
     severity = Severity.ERROR
     summary = "Multi-worker: models, checkpoints or summaries written to one path on every worker (no chief check)."
+    MESSAGES = {
+        "model": "every worker saves this model to the same path; save to a temporary directory on the other workers",
+        "checkpoint": "every worker writes this checkpoint to the same path; use a temporary directory on the other workers",
+        "callback": "every worker's Keras 3 callback writes the same files; add it on the chief only",
+        "summary": "every worker writes summaries to the same logs; give the other workers a temporary directory",
+    }
     triggers = ("MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy")
     INVALID = (
         """import tensorflow as tf
@@ -78,6 +78,7 @@ for epoch in range(3):
     train_epoch()
     checkpoint.save("gs://bucket/ckpt")  # TFD503
 writer = tf.summary.create_file_writer("gs://bucket/logs")  # TFD503
+tf.saved_model.save(model, "gs://bucket/export")  # TFD503
 """,
         # Keras 3 callbacks have no chief handling
         """import keras
@@ -139,4 +140,5 @@ model.fit(ds, callbacks=callbacks)
             if (kind is None or (kind == "callback" and not keras3_callback(facts, call, context.targets.keras))
                     or runs_on_one_worker(facts, call)):
                 continue
-            yield self.at(call, MESSAGES[kind])
+            chosen = kind == "callback" and not keras3_file_name(call)
+            yield self.report(call, kind, assumed=context.targets.assumed("keras") if chosen else None)

@@ -8,7 +8,6 @@ from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.multiworker import multi_worker_mirrored
 from tfdoctor.lint.rule import Context, Rule
 
-MESSAGE = "`MultiWorkerMirroredStrategy` is created after `{first}` started the TensorFlow runtime: create it first."
 # Calls that certainly initialise the eager context (listing physical devices or setting memory growth do not).
 _STARTS_RUNTIME = re.compile(
     r"^tensorflow\.(constant|Variable|zeros|ones|fill|eye|range|convert_to_tensor|random\.(?!set_seed)\w+|"
@@ -52,6 +51,8 @@ class StrategyCreatedLate(Rule):
     name = "strategy-created-late"
     severity = Severity.ERROR
     summary = "`MultiWorkerMirroredStrategy` is created after TensorFlow work started the runtime."
+    MESSAGES = {"default": "`MultiWorkerMirroredStrategy` is created after `{first}` started the TensorFlow runtime; "
+                           "create it first"}
     triggers = ("MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy")
     INVALID = (
         """import tensorflow as tf
@@ -88,7 +89,7 @@ strategy = tf.distribute.MultiWorkerMirroredStrategy()
         for strategy in multi_worker_mirrored(facts):
             first = self._earlier_start(facts, strategy, depth=0)
             if first is not None:
-                yield self.at(strategy, MESSAGE.format(first=first.func))
+                yield self.report(strategy, first=first.func)
 
     def _earlier_start(self, facts: ModuleFacts, at: CallFact, depth: int) -> CallFact | None:
         """The first unconditional runtime-starting call before `at` in its scope, or before the calls of

@@ -10,7 +10,6 @@ from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
 
-MESSAGE = "this scheduled function reads {what}, not one made with `coordinator.create_per_worker_dataset`."
 
 
 class PsDatasetNotPerWorker(Rule):
@@ -50,6 +49,7 @@ class PsDatasetNotPerWorker(Rule):
     name = "ps-dataset-not-per-worker"
     severity = Severity.ERROR
     summary = "`ClusterCoordinator.schedule` gets a dataset not made with `create_per_worker_dataset`."
+    MESSAGES = {"default": "this scheduled function reads {what}, not one made by `create_per_worker_dataset`"}
     triggers = ("ClusterCoordinator",)
     INVALID = (
         """import tensorflow as tf
@@ -93,7 +93,7 @@ def run(coordinator, iterator):
                 continue
             what = self._first_plain_dataset(facts, call)
             if what is not None:
-                yield self.at(call, MESSAGE.format(what=what))
+                yield self.report(call, what=what)
 
     @staticmethod
     def _is_coordinator(facts: ModuleFacts, value: cst.BaseExpression) -> bool:

@@ -11,9 +11,6 @@ from tfdoctor.lint.multiworker import calls_any, horovod_calls, horovod_init
 from tfdoctor.lint.names import call_arg, dotted, literal_str
 from tfdoctor.lint.rule import Context, Rule
 
-MESSAGE = "Horovod never averages these gradients: the optimizer is not wrapped in `hvd.DistributedOptimizer`."
-MESSAGE_TAPE = ("Horovod never averages these gradients: neither `hvd.DistributedGradientTape` nor "
-                "`hvd.DistributedOptimizer` is used.")
 # Any of these in the module means gradients are averaged somewhere (or by hand): stay silent.
 _AVERAGING = ("DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape", "allreduce",
               "grouped_allreduce", "DistributedTrainer", "DistributedOptimizerWrapper")
@@ -79,6 +76,10 @@ class HvdGradientsNotAveraged(Rule):
     name = "hvd-gradients-not-averaged"
     severity = Severity.ERROR
     summary = "Horovod: the optimizer is not wrapped in `hvd.DistributedOptimizer` and no `DistributedGradientTape`."
+    MESSAGES = {
+        "compile": "this optimizer is not wrapped in `hvd.DistributedOptimizer`, so Horovod never averages the gradients",
+        "apply_gradients": "neither `hvd.DistributedGradientTape` nor `hvd.DistributedOptimizer` averages these gradients",
+    }
     triggers = ("horovod",)
     INVALID = (
         """import tensorflow as tf
@@ -135,7 +136,7 @@ pattern = re.compile("adam")
             return
         for call in facts.method_calls("compile", "apply_gradients"):
             if self._plain_optimizer(facts, call):
-                yield self.at(call, MESSAGE if call.attr == "compile" else MESSAGE_TAPE)
+                yield self.report(call, call.attr or "compile")
 
     @staticmethod
     def _plain_optimizer(facts: ModuleFacts, call: CallFact) -> bool:

@@ -7,8 +7,6 @@ from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.multiworker import callback_is, calls_any, fit_callbacks, horovod_calls, horovod_init, horovod_member
 from tfdoctor.lint.rule import Context, Rule
 
-MESSAGE_FIT = "this `fit` does not get `hvd.callbacks.BroadcastGlobalVariablesCallback(0)`, so the ranks start apart."
-MESSAGE_LOOP = "no `hvd.broadcast_variables` after the first step, so the ranks start from different variables."
 _CALLBACK = "BroadcastGlobalVariablesCallback"
 # Any of these broadcasts the variables by other means (TF 1 hooks, elastic state, one tensor at a time).
 _BROADCASTS = ("broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook", "broadcast")
@@ -57,6 +55,10 @@ class HvdVariablesNotBroadcast(Rule):
     name = "hvd-variables-not-broadcast"
     severity = Severity.ERROR
     summary = "Horovod: no `broadcast_variables` after the first step and no `BroadcastGlobalVariablesCallback(0)` in `fit`."
+    MESSAGES = {
+        "fit": "this `fit` gets no `BroadcastGlobalVariablesCallback(0)`, so the ranks start from different weights",
+        "loop": "no `hvd.broadcast_variables` follows the first step, so the ranks start from different weights",
+    }
     triggers = ("horovod",)
     INVALID = (
         """import tensorflow as tf
@@ -127,9 +129,9 @@ model.fit(ds, callbacks=make_callbacks(), epochs=3)
                 continue
             if call.attr == "apply_gradients":
                 if not broadcasts and not calls_any(facts, "fit", "fit_generator"):
-                    yield self.at(call, MESSAGE_LOOP)
+                    yield self.report(call, "loop")
             elif not broadcasts and self._lacks_callback(facts, call):
-                yield self.at(call, MESSAGE_FIT)
+                yield self.report(call, "fit")
 
     @staticmethod
     def _lacks_callback(facts: ModuleFacts, fit: CallFact) -> bool:

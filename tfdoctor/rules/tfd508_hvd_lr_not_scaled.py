@@ -11,7 +11,6 @@ from tfdoctor.lint.multiworker import horovod_init, mentions_worker_count, unkno
 from tfdoctor.lint.names import call_arg
 from tfdoctor.lint.rule import Context, Rule
 
-MESSAGE = "this learning rate is not scaled by `hvd.size()` and no warm-up callback eases it in."
 _WARMUP = re.compile(r"warm_?up", re.IGNORECASE)
 _OPTIMIZER_MODULES = ("keras.optimizers.", "tensorflow.optimizers.", "tensorflow.train.")
 
@@ -55,6 +54,7 @@ class HvdLrNotScaled(Rule):
     name = "hvd-lr-not-scaled"
     severity = Severity.INFO
     summary = "Horovod: the learning rate is not scaled by `hvd.size()` and there is no warm-up."
+    MESSAGES = {"default": "this learning rate is not scaled by `hvd.size()` and nothing warms it up"}
     triggers = ("horovod",)
     INVALID = (
         """import tensorflow as tf
@@ -128,7 +128,7 @@ opt = make_optimizer(lr=0.001 * hvd.size())
             rate = self._learning_rate(facts, call)
             if rate is None or mentions_worker_count(facts, rate, call.scope) or unknown_value(facts, rate, call.scope):
                 continue
-            yield self.at(call, MESSAGE)
+            yield self.report(call)
 
     @staticmethod
     def _learning_rate(facts: ModuleFacts, call: CallFact) -> cst.BaseExpression | None:

@@ -10,7 +10,6 @@ from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.multiworker import horovod_init, trains
 from tfdoctor.lint.rule import Context, Rule
 
-MESSAGE = "no GPU is pinned to `hvd.local_rank()` after `hvd.init()`, so every process on a host uses GPU 0."
 # Pinning shows as a call such as `set_visible_devices(...)` or `tf.device(...)`, a `visible_device_list` set
 # or passed, a helper of the project named for GPUs or devices (`setup_gpus()`), or the environment variable.
 _PINNING_CALL = re.compile(r"visible_device|^device$", re.IGNORECASE)
@@ -58,6 +57,7 @@ class HvdGpuNotPinned(Rule):
     name = "hvd-gpu-not-pinned"
     severity = Severity.WARNING
     summary = "Horovod: GPUs are not pinned to `hvd.local_rank()`, so every process uses GPU 0."
+    MESSAGES = {"default": "no GPU is pinned to `hvd.local_rank()` after `hvd.init()`, so every process on a host uses GPU 0"}
     triggers = ("horovod",)
     INVALID = (
         """import horovod.tensorflow as hvd
@@ -115,7 +115,7 @@ hvd.init()
         if not inits or not trains(facts) or _chooses_devices(facts):
             return
         for call in inits:
-            yield self.at(call, MESSAGE)
+            yield self.report(call)
 
 
 

@@ -7,12 +7,6 @@ from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.multiworker import horovod_module, runs_on_one_worker, write_kind
 from tfdoctor.lint.rule import Context, Rule
 
-MESSAGES = {
-    "model": "every Horovod rank saves this model to the same path: save under `if hvd.rank() == 0:`.",
-    "checkpoint": "every Horovod rank writes this checkpoint to the same path: save under `if hvd.rank() == 0:`.",
-    "callback": "every Horovod rank gets this callback and writes the same files: add it under `if hvd.rank() == 0:`.",
-    "summary": "every Horovod rank opens this summary writer on the same logs: create it under `if hvd.rank() == 0:`.",
-}
 
 
 class HvdEveryRankWrites(Rule):
@@ -59,6 +53,12 @@ class HvdEveryRankWrites(Rule):
     name = "hvd-every-rank-writes"
     severity = Severity.WARNING
     summary = "Horovod: checkpoints, models or TensorBoard logs are written on every rank (no `hvd.rank() == 0`)."
+    MESSAGES = {
+        "model": "every Horovod rank saves this model to the same path; save it under `if hvd.rank() == 0`",
+        "checkpoint": "every Horovod rank writes this checkpoint to the same path; save it under `if hvd.rank() == 0`",
+        "callback": "every Horovod rank writes this callback's files to the same path; add it under `if hvd.rank() == 0`",
+        "summary": "every Horovod rank writes summaries to the same logs; create the writer under `if hvd.rank() == 0`",
+    }
     triggers = ("horovod",)
     INVALID = (
         """import tensorflow as tf
@@ -125,4 +125,4 @@ writer = tf.summary.create_file_writer(f"logs/rank{hvd.rank()}")
         for call in facts.calls:
             kind = write_kind(facts, call)
             if kind is not None and not runs_on_one_worker(facts, call):
-                yield self.at(call, MESSAGES[kind])
+                yield self.report(call, kind)

@@ -11,7 +11,6 @@ from tfdoctor.lint.multiworker import GUARD_WORDS, derived_names, expression_nam
 from tfdoctor.lint.names import call_arg
 from tfdoctor.lint.rule import Context, Rule
 
-MESSAGE = "every Horovod rank reads this whole dataset: shard it by `hvd.rank()` or divide the steps by `hvd.size()`."
 
 
 class HvdDatasetNotSharded(Rule):
@@ -51,6 +50,8 @@ class HvdDatasetNotSharded(Rule):
     name = "hvd-dataset-not-sharded"
     severity = Severity.WARNING
     summary = "Horovod: the dataset is not sharded by rank and `steps_per_epoch` is not divided by `hvd.size()`."
+    MESSAGES = {"default": "every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by "
+                           "`hvd.size()`"}
     triggers = ("horovod",)
     INVALID = (
         """import tensorflow as tf
@@ -115,7 +116,7 @@ model.fit(ds, epochs=3)
                 continue
             seen.add(id(chain.source_call))
             call = facts.call_fact(chain.source_call)
-            yield Violation(chain.source_call, MESSAGE, statement=call.statement if call else None)
+            yield self.report(chain.source_call, statement=call.statement if call else None)
 
     @staticmethod
     def _unsharded(facts: ModuleFacts, chain: DatasetChain, use: TrainingInput) -> bool:
