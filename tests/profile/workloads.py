@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from tfdoctor.profile.phases import wait
 from tfdoctor.profile.workload import StepFunctions
+from tfdoctor.reference.train import touch
 
 FEATURES, WIDTH, PER_REPLICA = 256, 512, 32
 
@@ -79,7 +80,7 @@ def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunct
     def gradients(batch, all_reduce):
         def replica(x, y):
             loss, grads = loss_and_gradients(x, y)
-            return loss, (reduce(grads) if all_reduce else grads)
+            return loss, touch(reduce(grads) if all_reduce else grads)
         loss, grads = strategy.run(replica, args=batch)
         return strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None), grads
 

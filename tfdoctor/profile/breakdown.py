@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 PARTS = ("input", "sync", "host", "compute")
+RESAMPLES = 400  # bootstrap resamples of the rounds
+COVERAGE = 0.90  # each part's interval holds 90% of the resampled values
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ class Breakdown:
     host: float
     compute: float
     contention: float | None = None
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)        # part -> (low, high) s
+    share_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # part -> (low, high) share
 
     def seconds(self) -> dict[str, float]:
         return {part: getattr(self, part) for part in PARTS}
@@ -44,6 +49,11 @@ class Breakdown:
     def shares(self) -> dict[str, float]:
         total = sum(self.seconds().values()) or 1.0
         return {part: value / total for part, value in self.seconds().items()}
+
+    def share_interval(self, part: str) -> tuple[float, float]:
+        """The part's interval as shares of the step (the share itself when none was measured)."""
+        share = self.shares()[part]
+        return self.share_intervals.get(part, (share, share))
 
 
 def breakdown(full: list[float], on_device: list[float], looped: list[float], gradients: list[float],
@@ -59,7 +69,42 @@ def breakdown(full: list[float], on_device: list[float], looped: list[float], gr
     the pipeline earlier, timed while it is idle), given when the replicas are logical CPU devices. They share
     the host's cores with the pipeline's threads, so a prefetching pipeline that never makes the step wait
     still slows the replicas down; on GPUs that work runs beside the devices. That part of A - B, A's step
-    call against S, is then counted as compute and kept as `contention`."""
+    call against S, is then counted as compute and kept as `contention`.
+
+    Each part's `intervals` come from the same arithmetic on bootstrap resamples of the rounds: a round's
+    A, B and S (and a turn's G and R) stay together, so the spread is that of the paired differences."""
+    point = _parts(full, on_device, looped, gradients, reduced, paired, waits, stored)
+    arrays = {"full": full, "on_device": on_device, "looped": looped, "gradients": gradients, "reduced": reduced,
+              "waits": waits or [], "stored": stored or []}
+    groups = ([("full", "on_device", "waits", "stored"), ("gradients", "reduced"), ("looped",)] if paired else
+              [("full", "waits"), ("on_device",), ("stored",), ("gradients",), ("reduced",), ("looped",)])
+    rng = random.Random(0)  # the same timings give the same intervals
+    seconds: dict[str, list[float]] = {part: [] for part in PARTS}
+    shares: dict[str, list[float]] = {part: [] for part in PARTS}
+    for _ in range(RESAMPLES):
+        drawn: dict[str, list[float]] = {}
+        for group in groups:
+            count = len(arrays[group[0]])
+            at = [rng.randrange(count) for _ in range(count)]
+            drawn.update({name: [arrays[name][i] for i in at] if arrays[name] else [] for name in group})
+        again = _parts(drawn["full"], drawn["on_device"], drawn["looped"], drawn["gradients"], drawn["reduced"],
+                       paired, drawn["waits"] or None, drawn["stored"] or None)
+        for part, share in again.shares().items():
+            seconds[part].append(getattr(again, part))
+            shares[part].append(share)
+    return replace(point, intervals={part: _central(values) for part, values in seconds.items()},
+                   share_intervals={part: _central(values) for part, values in shares.items()})
+
+
+def _central(values: list[float]) -> tuple[float, float]:
+    """The interval that holds COVERAGE of `values`."""
+    ordered = sorted(values)
+    tail = (1 - COVERAGE) / 2
+    return ordered[int(tail * len(ordered))], ordered[min(int((1 - tail) * len(ordered)), len(ordered) - 1)]
+
+
+def _parts(full: list[float], on_device: list[float], looped: list[float], gradients: list[float],
+           reduced: list[float], paired: bool, waits: list[float] | None, stored: list[float] | None) -> Breakdown:
     step = StepTime.of(full)
     a = step.median
     a_minus_b = _clamp(_difference(full, on_device, paired), a)

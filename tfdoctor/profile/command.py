@@ -8,11 +8,13 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from tfdoctor.profile import protocol
+from tfdoctor.profile.protocol import Event
 from tfdoctor.profile.report import Report, render
 from tfdoctor.profile.runner import ProfileError
 
@@ -81,13 +83,16 @@ def run(args: argparse.Namespace) -> int:
     return _write(report, args)
 
 
-def _reference_report(args: argparse.Namespace) -> Report:
-    """The reference workload, one variant or both (then the first report carries the comparison)."""
+def _reference_report(args: argparse.Namespace, workload: str = "reference",
+                      params: dict[str, Any] | None = None) -> Report:
+    """The reference workload, one variant or both (then the first report carries the comparison).
+    `workload` and `params`: another workload in the same places (the tests' injected ones)."""
     from tfdoctor.profile.measure import Options, profile
 
     options = Options(gpus=args.gpus, model=args.model, img_size=args.img_size,
                       batch_per_replica=args.batch_per_replica, width=args.width, steps=args.steps or 20,
-                      warmup=args.warmup, scaling=args.scaling, logdir=args.logdir.resolve())
+                      warmup=args.warmup, scaling=args.scaling, logdir=args.logdir.resolve(), workload=workload,
+                      params=params)
     variants = ("naive", "tuned") if args.pipeline == "both" else (args.pipeline,)
     reports: dict[str, Report] = {}
     with _progress(Console(stderr=True)) as progress:
@@ -98,11 +103,9 @@ def _reference_report(args: argparse.Namespace) -> Report:
     report = reports[variants[0]]
     if len(variants) == 2:
         tuned = reports["tuned"]
-        report.comparison = {
-            "tuned": tuned.to_json(),
-            "speedup_tuned_over_naive": ((tuned.examples_per_s or 0) / report.examples_per_s)
-            if report.examples_per_s else None,
-        }
+        both = report.examples_per_s and tuned.examples_per_s  # None where a variant ran out of memory
+        report.comparison = {"tuned": tuned.to_json(),
+                             "speedup_tuned_over_naive": tuned.examples_per_s / report.examples_per_s if both else None}
     return report
 
 
@@ -122,13 +125,12 @@ def _progress(console: Console) -> Progress:
                     TimeElapsedColumn(), console=console, transient=True)
 
 
-def _follow(progress: Progress, task: Any, variant: str):
-    def on_event(event: dict[str, Any]) -> None:
-        if event["event"] == "progress":
-            progress.update(task, description=f"{variant}: {event['phase']}", completed=event["done"],
-                            total=event["total"])
-        elif event["event"] == "devices":
-            progress.update(task, description=f"{variant}: {len(event['names'])} {event['kind']} replicas ready")
+def _follow(progress: Progress, task: Any, variant: str) -> Callable[[Event], None]:
+    def on_event(event: Event) -> None:
+        if isinstance(event, protocol.Progress):
+            progress.update(task, description=f"{variant}: {event.phase}", completed=event.done, total=event.total)
+        elif isinstance(event, protocol.Devices):
+            progress.update(task, description=f"{variant}: {len(event.names)} {event.kind} replicas ready")
     return on_event
 
 

@@ -10,6 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from tfdoctor.profile.breakdown import PARTS, Breakdown
+from tfdoctor.profile.gpus import machine_gpus, unused_gpus_note
+from tfdoctor.profile.protocol import ClockCheck
 from tfdoctor.profile.suggest import Suggestion
 from tfdoctor.profile.verdict import Verdict
 
@@ -19,6 +21,11 @@ CPU_NOTE = ("No GPU: the replicas are logical CPU devices sharing this machine's
 VIRTUAL_GPU_NOTE = ("One GPU split into logical GPUs: NCCL does not support virtual GPUs and TensorFlow falls back "
                     "to reducing on one device (TFD111), so all-reduce timings do not predict real multi-GPU runs.")
 DEVICE_NOTES = {"cpu": CPU_NOTE, "virtual-gpu": VIRTUAL_GPU_NOTE}  # what a report must say about its devices
+
+
+def device_notes(kind: str, notes: list[str]) -> list[str]:
+    """A report's notes: GPUs that TensorFlow did not use first, then `notes`, then what the devices mean."""
+    return [*filter(None, [unused_gpus_note(kind, machine_gpus())]), *notes, *filter(None, [DEVICE_NOTES.get(kind)])]
 
 
 @dataclass
@@ -37,6 +44,7 @@ class Report:
     scaling: list[dict[str, float]] | None = None
     notes: list[str] = field(default_factory=list)
     comparison: dict[str, Any] | None = None
+    clock: ClockCheck | None = None
 
     def to_json(self) -> dict[str, Any]:
         result = self.breakdown
@@ -50,8 +58,11 @@ class Report:
             "throughput": {"examples_per_s": self.examples_per_s},
             "breakdown_s": result.seconds() if result else None,
             "shares": result.shares() if result else None,
+            "intervals": ({part: {"s": list(result.intervals[part]), "share": list(result.share_intervals[part])}
+                           for part in PARTS} if result and result.intervals else None),
             "verdict": {"primary": self.verdict.primary, "level": self.verdict.level,
-                        "statement": self.verdict.statement},
+                        "statement": self.verdict.statement, "borderline": self.verdict.borderline,
+                        "secondary": [f.to_json() for f in self.verdict.secondary]},
             "suggestions": [s.to_json() for s in self.suggestions],
             "trace": {"logdir": self.trace.get("logdir"), "xprof": self.trace.get("xprof")},
             "notes": self.notes,
@@ -65,6 +76,10 @@ class Report:
             out["scaling"] = self.scaling
         if self.comparison is not None:
             out["comparison"] = self.comparison
+        if self.clock is not None:
+            out["clock_check"] = {"steps": self.clock.steps, "waited_s": self.clock.waited,
+                                  "synced_s": self.clock.synced, "clock": self.clock.clock,
+                                  "trace_step_ms": self.clock.trace_ms}
         return out
 
     def efficiency(self) -> float | None:
@@ -83,12 +98,14 @@ def render(report: Report, console: Console) -> None:
     if result is not None:
         console.print(_bar(result))
         table = Table(show_header=True, header_style="bold")
-        for column in ("part", "ms / step", "share"):
+        for column in ("part", "ms / step", "share", "90% interval"):
             table.add_column(column, justify="right" if column != "part" else "left")
         shares = result.shares()
         for part in PARTS:
-            table.add_row(Text(part, style=COLOURS[part]), f"{getattr(result, part) * 1000:.1f}", f"{shares[part]:.0%}")
-        table.add_row("step (median)", f"{result.step.median * 1000:.1f}",
+            low, high = result.share_interval(part)
+            table.add_row(Text(part, style=COLOURS[part]), f"{getattr(result, part) * 1000:.1f}", f"{shares[part]:.0%}",
+                          f"{low:.0%}-{high:.0%}" if result.intervals else "")
+        table.add_row("step (median)", f"{result.step.median * 1000:.1f}", "",
                       f"p10 {result.step.p10 * 1000:.0f} / p90 {result.step.p90 * 1000:.0f} ms")
         console.print(table)
         if result.contention:
@@ -97,6 +114,7 @@ def render(report: Report, console: Console) -> None:
                           "input: on GPUs that work runs beside the devices)", highlight=False)
         _print_throughput(report, console)
         _print_trace(report, console)
+        _print_clock(report, console)
     style = "bold red" if report.verdict.primary != "compute-bound" else "bold green"
     console.print(Text(f"Verdict: {report.verdict.statement}", style=style))
     for rank, suggestion in enumerate(report.suggestions, 1):
@@ -107,9 +125,20 @@ def render(report: Report, console: Console) -> None:
         console.print(f"   lint rules: {', '.join(suggestion.rules)}"
                       + (f" ({'; '.join(suggestion.locations)})" if suggestion.locations else ""), highlight=False)
     if report.comparison:
-        console.print(Text(f"Tuned pipeline: {report.comparison['speedup_tuned_over_naive']:.1f}x the naive "
-                           f"throughput ({report.comparison['tuned']['throughput']['examples_per_s']:.1f} vs "
-                           f"{report.examples_per_s:.1f} examples/s).", style="bold"))
+        console.print(Text(_comparison(report), style="bold"))
+
+
+def _comparison(report: Report) -> str:
+    """The tuned variant against the naive one; either may have run out of memory (no throughput)."""
+    tuned = report.comparison["tuned"]
+    speedup = report.comparison.get("speedup_tuned_over_naive")
+    if speedup is not None:
+        return (f"Tuned pipeline: {speedup:.1f}x the naive throughput ({tuned['throughput']['examples_per_s']:.1f} "
+                f"vs {report.examples_per_s:.1f} examples/s).")
+    out = [name for name, verdict in (("naive", report.verdict.primary), ("tuned", tuned["verdict"]["primary"]))
+           if verdict == "out-of-memory"]
+    return (f"Tuned pipeline: no speed-up measured ({' and '.join(out) or 'a variant'} ran out of memory: "
+            f"{tuned['verdict']['statement'] if 'tuned' in out else report.verdict.statement})")
 
 
 def _bar(result: Breakdown, width: int = 60) -> Text:
@@ -135,6 +164,19 @@ def _print_throughput(report: Report, console: Console) -> None:
         console.print("scaling: " + ", ".join(
             f"{row['replicas']:.0f} replicas {row['examples_per_s']:.1f}/s ({row['efficiency']:.0%})"
             for row in report.scaling), highlight=False)
+
+
+def _print_clock(report: Report, console: Console) -> None:
+    """The clock check, when it disagrees with the phases' timing (a GPU whose work outlives the outputs)."""
+    clock = report.clock
+    if clock is None or clock.synced is None:
+        return
+    gap = clock.synced - clock.waited
+    if gap > max(0.02 * clock.waited, 0.001):
+        console.print(f"clock check: with every device synchronised ({clock.clock}) a step takes "
+                      f"{clock.synced * 1000:.1f} ms, {gap * 1000:.1f} ms more than once its outputs are back: "
+                      "work that outlives the outputs (an optimizer update) runs into the next step",
+                      highlight=False)
 
 
 def _print_trace(report: Report, console: Console) -> None:

@@ -59,6 +59,7 @@ def summarise(xplanes: list[str]) -> dict[str, Any] | None:
         "hardware_type": properties.get("hardware_type"),
         "steps": len(next((t.get("rows", []) for t in tables if "hardware_type" in t.get("p", {})), [])),
         "ms_per_step": {name: _number(properties.get(key)) for name, key in _CATEGORIES.items()},
+        "step_ms": _number(properties.get("steptime_ms_average")),
         "statements": [s for s in (properties.get("summary_text"), properties.get("all_other_statement"),
                                    properties.get("device_collectives_statement"),
                                    properties.get("kernel_launch_statement")) if s],

@@ -3,21 +3,22 @@ follow its events, and join the result with the script's lint findings (no Tenso
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import tfdoctor
+from tfdoctor.profile import protocol
+from tfdoctor.profile.protocol import Event, ScriptConfig
 from tfdoctor.profile.report import Report
-from tfdoctor.profile.runner import OutOfMemory, ProfileError, run_worker
+from tfdoctor.profile.runner import Child, OutOfMemory, ProfileError, raise_failure, run_child
 from tfdoctor.profile.script import join
 from tfdoctor.profile.verdict import Verdict
 
-OnEvent = Callable[[dict[str, Any]], None]
+OnEvent = Callable[[Event], None]
 PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 MARKER_HINT = ("add `prof = tfdoctor.profile.session()` around the loop and call `prof.step()` once per step, "
                "or `tfdoctor.profile.KerasCallback()` to Model.fit")
@@ -56,42 +57,37 @@ def split_command(command: tuple[str, ...]) -> tuple[str, Path, list[str]]:
 def profile_script(options: ScriptOptions, on_event: OnEvent) -> Report:
     """Measure the script's training steps on `options.gpus` replicas; ProfileError says why not."""
     interpreter, script, args = split_command(options.command)
-    config = {"gpus": options.gpus, "steps": options.steps, "warmup": options.warmup,
-              "max_seconds": options.max_seconds, "trace_steps": options.trace_steps,
-              "trace_dir": str(options.logdir / "script") if options.logdir else None}
-    seen: dict[str, Any] = {}
-
-    def follow(event: dict[str, Any]) -> None:
-        seen[event["event"]] = event
-        on_event(event)
-
+    config = ScriptConfig(replicas=options.gpus, steps=options.steps, warmup=options.warmup,
+                          max_seconds=options.max_seconds, trace_steps=options.trace_steps,
+                          trace_dir=str(options.logdir / "script") if options.logdir else None)
     root = str(Path(tfdoctor.__file__).resolve().parent.parent)
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    child = run_child([interpreter, "-m", "tfdoctor.profile.script.launch", protocol.encode(config), str(script),
+                       *args], on_event, options.max_seconds + 300, env=env, name=f"profiling {script}")
     try:
-        result = run_worker(config, follow, options.max_seconds + 300,
-                            command=[interpreter, "-m", "tfdoctor.profile.script.launch", json.dumps(config),
-                                     str(script), *args], env=env)
+        raise_failure(child, protocol.ScriptMeasured)
     except OutOfMemory as error:
         return _oom_report(options, script, error.message)
     except ProfileError as error:
-        raise _explain(seen, script, error) from None
-    devices = seen.get("devices", {})
-    return join.build(result, join.lint_findings(script), options.gpus, devices.get("kind", "unknown"),
-                      devices.get("names", []), str(script), [])
+        raise _explain(child, script, error) from None
+    devices = child.last(protocol.Devices)
+    result = child.last(protocol.ScriptMeasured)
+    assert result is not None
+    return join.build(result, join.lint_findings(script), options.gpus, devices.kind if devices else "unknown",
+                      devices.names if devices else [], str(script), [])
 
 
-def _explain(seen: dict[str, Any], script: Path, error: ProfileError) -> ProfileError:
+def _explain(child: Child, script: Path, error: ProfileError) -> ProfileError:
     """The runner's error, said in the script's terms where its events tell more."""
-    if "crash" in seen:
-        crash = seen["crash"]
-        return ProfileError(f"{script} failed with exit code {crash['code']}: {crash['message']}")
-    if "nostep" in seen and seen["nostep"].get("steps_seen"):
-        return ProfileError(f"only {seen['nostep']['steps_seen']} training steps ran in {script}: the warm-up "
+    crash, nostep = child.last(protocol.Crash), child.last(protocol.NoStep)
+    if crash:
+        return ProfileError(f"{script} failed with exit code {crash.code}: {crash.message}")
+    if nostep and nostep.steps_seen:
+        return ProfileError(f"only {nostep.steps_seen} training steps ran in {script}: the warm-up "
                             "and at least 2 measured steps are needed; lower --warmup or let it train longer")
-    if "nostep" in seen:
-        why = seen["nostep"].get("ended") or "stopped"
-        return ProfileError(f"no training step seen in {script} (it {why}); hooked: "
-                            f"{', '.join(seen['nostep']['hooked'])}; {MARKER_HINT}")
+    if nostep:
+        return ProfileError(f"no training step seen in {script} (it {nostep.ended or 'stopped'}); hooked: "
+                            f"{', '.join(nostep.hooked)}; {MARKER_HINT}")
     return error
 
 
