@@ -87,6 +87,7 @@ EXPECTED = [
     ('TFD403', 1, 4, 5, '`get_unscaled_gradients` is removed in Keras 3; drop it, `apply_gradients` unscales the gradients itself (Keras 3.0 assumed: test)'),
     ('TFD501', 0, 5, 9, 'every worker builds this whole `from_generator` dataset and keeps 1/N of it; set an `AutoShardPolicy` or shard it yourself'),
     ('TFD501', 1, 4, 10, 'every worker builds this whole `range` dataset and keeps 1/N of it; set an `AutoShardPolicy` or shard it yourself'),
+    ('TFD501', 2, 3, 6, 'every worker builds this whole `from_tensor_slices` dataset and keeps 1/N of it; set an `AutoShardPolicy` or shard it yourself'),
     ('TFD502', 0, 5, 50, 'sharding is turned off and nothing calls `shard(...)`, so every worker trains on the same examples'),
     ('TFD502', 1, 4, 46, 'sharding is turned off and nothing calls `shard(...)`, so every worker trains on the same examples'),
     ('TFD503', 0, 8, 5, 'every worker writes this checkpoint to the same path; use a temporary directory on the other workers'),

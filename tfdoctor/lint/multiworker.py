@@ -95,6 +95,26 @@ def _test_module(facts: ModuleFacts) -> bool:
                for c in facts.classes) or any(s.name.startswith("test_") for s in facts.module_scope.children)
 
 
+def horovod_scope(facts: ModuleFacts, scope: Scope, depth: int = 0) -> bool:
+    """Whether code in `scope` belongs to the Horovod program: the module calls Horovod at its top level, or
+    this function (or one around it) calls Horovod, or is called (three levels up) from one that does.
+    Horovod imported inside one function (as Databricks' `HorovodRunner` wants) does not make the module's
+    other functions Horovod code."""
+    users = facts.__dict__.get("_horovod_users")
+    if users is None:
+        users = facts.__dict__["_horovod_users"] = {
+            id(c.scope) for c in facts.calls if horovod_member(facts, c.func) is not None}
+    if id(facts.module_scope) in users:
+        return True
+    current: Scope | None = scope
+    while current is not None:
+        if id(current) in users:
+            return True
+        current = current.parent
+    return scope.is_function and depth < 3 and any(
+        horovod_scope(facts, caller.scope, depth + 1) for caller in facts.callers_of(scope))
+
+
 def trains(facts: ModuleFacts) -> bool:
     """Whether the module runs training itself (`fit`, `apply_gradients`, `minimize`, ...), rather than being a
     library or a helper of a training script."""

@@ -18,9 +18,10 @@ class AutoShardNonFileSource(Rule):
     ## What it does
     In a module that creates a `MultiWorkerMirroredStrategy`, finds a training pipeline whose source is
     in memory (`from_tensor_slices`, `from_tensors`, `from_generator`, `range`), given to `model.fit` or
-    `strategy.experimental_distribute_dataset` with the default `AutoShardPolicy.AUTO`. A module that sets an
-    `AutoShardPolicy` or `auto_shard` anywhere, and a pipeline that shards, sets options or interleaves (a
-    file reader may follow), are left alone. `distribute_datasets_from_function` is never auto-sharded.
+    `strategy.experimental_distribute_dataset` with the default `AutoShardPolicy.AUTO`. A pipeline that
+    shards, sets options (`with_options`) or interleaves (a file reader may follow) is left alone; options
+    set but given only to another dataset do not count. `distribute_datasets_from_function` is never
+    auto-sharded.
 
     When sharding is turned off instead (`AutoShardPolicy.OFF`), TFD502 reports it and this rule is silent.
 
@@ -71,6 +72,15 @@ def main():
     ds = tf.data.Dataset.range(1000).map(make_example).batch(32)  # TFD501
     model.fit(ds)
 """,
+        # options made, but given to a dataset that never reaches training
+        """import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)  # TFD501
+model.fit(ds)
+options = tf.data.Options()
+options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+unused = ds.with_options(options)
+""",
     )
     VALID = (
         # the policy is set
@@ -96,8 +106,7 @@ model.fit(ds)
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        if not multi_worker_mirrored(facts) or any("auto_shard" in line or "AutoShardPolicy" in line
-                                                   for line in facts.source_lines):
+        if not multi_worker_mirrored(facts):
             return
         seen: set[int] = set()
         for chain, use in training_chains(facts):

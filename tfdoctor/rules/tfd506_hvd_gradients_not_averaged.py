@@ -7,7 +7,7 @@ import libcst as cst
 from tfdoctor.lint.dataflow import definitions
 from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import calls_any, horovod_calls, horovod_init
+from tfdoctor.lint.multiworker import calls_any, horovod_calls, horovod_init, horovod_scope
 from tfdoctor.lint.names import call_arg, dotted, literal_str
 from tfdoctor.lint.rule import Context, Rule
 
@@ -135,7 +135,7 @@ pattern = re.compile("adam")
         if not horovod_init(facts) or horovod_calls(facts, *_AVERAGING) or calls_any(facts, "allreduce"):
             return
         for call in facts.method_calls("compile", "apply_gradients"):
-            if self._plain_optimizer(facts, call):
+            if self._plain_optimizer(facts, call) and horovod_scope(facts, call.scope):
                 yield self.report(call, call.attr or "compile")
 
     @staticmethod

@@ -7,7 +7,7 @@ import libcst as cst
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import horovod_init, mentions_worker_count, unknown_value
+from tfdoctor.lint.multiworker import horovod_init, horovod_scope, mentions_worker_count, unknown_value
 from tfdoctor.lint.names import call_arg
 from tfdoctor.lint.rule import Context, Rule
 
@@ -126,7 +126,7 @@ opt = make_optimizer(lr=0.001 * hvd.size())
             return
         for call in facts.calls:
             rate = self._learning_rate(facts, call)
-            if rate is None or mentions_worker_count(facts, rate, call.scope) or unknown_value(facts, rate, call.scope):
+            if rate is None or not horovod_scope(facts, call.scope) or mentions_worker_count(facts, rate, call.scope) or unknown_value(facts, rate, call.scope):
                 continue
             yield self.report(call)
 

@@ -4,7 +4,7 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import horovod_module, runs_on_one_worker, write_kind
+from tfdoctor.lint.multiworker import horovod_module, horovod_scope, runs_on_one_worker, write_kind
 from tfdoctor.lint.rule import Context, Rule
 
 
@@ -124,5 +124,5 @@ writer = tf.summary.create_file_writer(f"logs/rank{hvd.rank()}")
             return
         for call in facts.calls:
             kind = write_kind(facts, call)
-            if kind is not None and not runs_on_one_worker(facts, call):
+            if kind is not None and horovod_scope(facts, call.scope) and not runs_on_one_worker(facts, call):
                 yield self.report(call, kind)

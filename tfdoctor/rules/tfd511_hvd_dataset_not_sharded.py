@@ -7,7 +7,9 @@ import libcst as cst
 from tfdoctor.lint.dataflow import TrainingInput, training_chains
 from tfdoctor.lint.facts import DatasetChain, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import GUARD_WORDS, derived_names, expression_names, horovod_init, mentions_worker_count, unknown_value
+from tfdoctor.lint.multiworker import (
+    GUARD_WORDS, derived_names, expression_names, horovod_init, horovod_scope, mentions_worker_count, unknown_value,
+)
 from tfdoctor.lint.names import call_arg
 from tfdoctor.lint.rule import Context, Rule
 
@@ -120,7 +122,7 @@ model.fit(ds, epochs=3)
 
     @staticmethod
     def _unsharded(facts: ModuleFacts, chain: DatasetChain, use: TrainingInput) -> bool:
-        if "shard" in chain.methods() or use.via not in ("fit", "loop"):
+        if "shard" in chain.methods() or use.via not in ("fit", "loop") or not horovod_scope(facts, use.scope):
             return False
         source = frozenset().union(*(expression_names(a.value, strings=False) for a in chain.source_call.args))
         made_from = derived_names(facts, source, chain.scope, strings=False)
