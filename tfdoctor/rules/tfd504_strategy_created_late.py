@@ -5,7 +5,7 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import multi_worker_mirrored
+from tfdoctor.lint.multiworker import calls_any, multi_worker_mirrored
 from tfdoctor.lint.rule import Context, Rule
 
 # Calls that certainly initialise the eager context (listing physical devices or setting memory growth do not).
@@ -25,7 +25,9 @@ class StrategyCreatedLate(Rule):
     created in a function called from the module, in the module before that call) that starts the TensorFlow
     runtime: creating a tensor, variable, dataset or Keras model, or listing logical devices
     (`tf.config.list_logical_devices`, `device_lib.list_local_devices`, `tf.test.is_gpu_available`). Only
-    calls that run unconditionally before the strategy count; configuring physical devices does not.
+    calls that run unconditionally before the strategy count; configuring physical devices does not. TF 1's
+    `CollectiveAllReduceStrategy` and programs that disable eager execution run in graph mode and are not
+    checked.
 
     ## Why it is bad
     The strategy sets up the collective operations between workers when it is created, and TensorFlow allows
@@ -77,6 +79,12 @@ for gpu in gpus:
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 x = tf.constant(1.0)
 """,
+        # graph mode (TF 1 style)
+        """import tensorflow as tf
+tf.compat.v1.disable_eager_execution()
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+strategy = tf.distribute.experimental.MultiWorkerMirroredStrategy()
+""",
         # the tensor is made only on another branch
         """import tensorflow as tf
 if args.debug:
@@ -86,7 +94,11 @@ strategy = tf.distribute.MultiWorkerMirroredStrategy()
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        if calls_any(facts, "disable_eager_execution", "disable_v2_behavior"):
+            return  # graph mode: no eager runtime to start early
         for strategy in multi_worker_mirrored(facts):
+            if (facts.resolve(strategy.func) or "").endswith("CollectiveAllReduceStrategy"):
+                continue  # TF 1's strategy, used in graph mode (Estimator)
             first = self._earlier_start(facts, strategy, depth=0)
             if first is not None:
                 yield self.report(strategy, first=first.func)
