@@ -73,16 +73,16 @@ def horovod_calls(facts: ModuleFacts, *members: str) -> list[CallFact]:
 def horovod_module(facts: ModuleFacts) -> bool:
     """Whether the module is Horovod training code: it calls `hvd.init()` and trains, or builds Horovod's
     optimizer, tape or callbacks (a helper module that makes `get_callbacks()` for the training script)."""
-    return (bool(horovod_init(facts)) and trains(facts)) or not _test_module(facts) and any(
+    return (bool(horovod_init(facts)) and trains(facts)) or (not _test_module(facts) and any(
         (m := horovod_member(facts, c.func)) is not None
         and (m.startswith("callbacks.") or m in ("DistributedOptimizer", "DistributedGradientTape"))
         for c in facts.calls
-    )
+    ))
 
 
 def horovod_init(facts: ModuleFacts) -> list[CallFact]:
     """The `hvd.init()` calls of a Horovod training program. A module without one is not such a program,
-    and neither is a test module (one that defines a `TestCase`), which calls it to test Horovod itself."""
+    and neither is a module of tests, which calls it to test Horovod itself."""
     cached = facts.__dict__.get("_horovod_init")
     if cached is None:
         cached = facts.__dict__["_horovod_init"] = [] if _test_module(facts) else horovod_calls(facts, "init")

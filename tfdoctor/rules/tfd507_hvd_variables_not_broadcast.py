@@ -111,6 +111,16 @@ def step(x, y, first_batch):
         hvd.broadcast_variables(model.variables, root_rank=0)
         hvd.broadcast_variables(opt.variables(), root_rank=0)
 """,
+        # Horovod imported inside the function that HorovodRunner runs: the local run is not Horovod's
+        """from sparkdl import HorovodRunner
+def train():
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
+    model.fit(ds, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+def train_local():
+    model.fit(ds, epochs=2)
+HorovodRunner(np=2).run(train)
+""",
         # the callbacks come from a function of the project: unknown
         """import horovod.tensorflow.keras as hvd
 from .callbacks import make_callbacks
