@@ -30,6 +30,7 @@ from tfdoctor.lint.findings import Finding, Severity, Violation
 from tfdoctor.lint.notebooks import NotebookError, read_notebook
 from tfdoctor.lint.parallel import map_ordered
 from tfdoctor.lint.rule import Context, Rule, all_rules
+from tfdoctor.lint.version_evidence import forget as forget_project_evidence
 
 _NOQA = re.compile(r"#\s*noqa(?::[\s]*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 _SKIP_FILE = re.compile(rb"^[ \t]*#[ \t]*tfdoctor:[ \t]*skip-file\b", re.MULTILINE)
@@ -53,6 +54,7 @@ class LintReport:
     sources: dict[str, list[str]] = field(default_factory=dict)  # text of inputs that are not files (stdin)
     skipped: int = 0  # files never parsed: the prefilter ruled them out, or `# tfdoctor: skip-file`
     cached: int = 0  # files whose findings came from the cache
+    notes: list[str] = field(default_factory=list)  # said once per run (Keras 2 code under Keras 3's TF)
 
 
 def enabled_rules(settings: Settings, path: Path | None) -> list[Rule]:
@@ -240,6 +242,15 @@ def _lint_task(task: _Task) -> list[Finding] | str:
         return f"internal error: {type(error).__name__}: {error} (please report)"
 
 
+def _one_note(notes: dict[str, list[str]]) -> list[str]:
+    """The first note of the run, saying for how many other files it holds too: one note, not one per file."""
+    if not notes:
+        return []
+    note, files = next(iter(notes.items()))
+    others = sum(len(f) for f in notes.values()) - 1
+    return [f"{files[0]}: {note}" + (f" (and {others} more file{'s' if others > 1 else ''})" if others else "")]
+
+
 def _worker_died(task: _Task) -> str:
     return "internal error: the worker process linting this file died (please report)"
 
@@ -249,6 +260,8 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
     """Lint files and folders. Problems with one path are reported and the others still linted.
     `jobs` worker processes (None: one per core); `cache` reuses findings from `.tfdoctor_cache/`."""
     report = LintReport()
+    forget_project_evidence()  # the files as they are now
+    notes: dict[str, list[str]] = {}
     tasks: list[tuple[_Task, Cache | None, str | None]] = []
     for raw in paths:
         if raw == "-":
@@ -256,7 +269,10 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
             settings = load_settings(Path(display).parent if stdin_filename else Path.cwd(), overrides)
             report.files += 1
             report.sources[display] = (stdin or b"").decode("utf-8", errors="replace").splitlines()
-            tasks.append((_Task(stdin or b"", display, settings.for_file(Path(display)), Path(display)), None, None))
+            file_settings = settings.for_file(Path(display), stdin or b"")
+            if file_settings.targets.note:
+                notes.setdefault(file_settings.targets.note, []).append(display)
+            tasks.append((_Task(stdin or b"", display, file_settings, Path(display)), None, None))
             continue
         path = Path(raw)
         if not path.exists():
@@ -280,7 +296,9 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
             if not should_parse(source, settings, file):
                 report.skipped += 1
                 continue
-            file_settings = settings.for_file(file)
+            file_settings = settings.for_file(file, source)
+            if file_settings.targets.note:
+                notes.setdefault(file_settings.targets.note, []).append(str(file))
             key = file_cache.key(source, file, enabled_rules(file_settings, file), file_settings.targets) if file_cache else None
             hit = file_cache.get(key, str(file)) if file_cache and key else None
             if hit is not None:
@@ -298,6 +316,7 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
         if file_cache and key:
             file_cache.put(key, outcome)
     report.warnings.extend(sorted({c.warning for _, c, _ in tasks if c is not None and c.warning}))
+    report.notes.extend(_one_note(notes))
     report.findings.sort(key=Finding.sort_key)
     return report
 

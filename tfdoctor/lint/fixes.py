@@ -147,7 +147,7 @@ def fix_paths(paths: list[str], overrides: Overrides, unsafe: bool) -> FixReport
                 continue
             try:
                 fixer = _notebook_fixer() if file.suffix == ".ipynb" else fix_source
-                result = fixer(before, str(file), settings.for_file(file), file, unsafe)
+                result = fixer(before, str(file), settings.for_file(file, before), file, unsafe)
             except InternalError as error:
                 report.errors.append(f"{file}: {error}")
                 continue
