@@ -1,7 +1,7 @@
 """What the profiler's timing costs a training step (trace off).
 
 One process, one reference workload on logical devices. Phase A times each step with two `perf_counter`
-calls around `next(batches)`, a wait on the step's output and a progress event on stdout. The benchmark
+calls around `next(batches)`, a wait on every output of the step and a progress event on the event channel. The benchmark
 measures that bookkeeping directly, as the time it adds per step to a loop whose step is free (a finished
 output), over many steps, and divides it by the real step's time: the target is at most 2%. Waiting on each
 output could also cost overlap between steps; the benchmark measures whether a step call returns before its
@@ -15,13 +15,14 @@ timed like phase A and prints their paired difference, whose spread is the machi
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import os
 import statistics
 import time
 from dataclasses import replace
 from typing import Any, Callable
+
+from tfdoctor.profile.protocol import EVENT_FD_ENV
 
 
 def _per_step(loop: Callable[[int], None], steps: int, repeats: int = 5) -> float:
@@ -42,9 +43,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="steps per block in the cross-check")
     args = parser.parse_args()
 
+    # Progress events go on the event channel as in a real run: here a descriptor open on /dev/null.
+    os.environ[EVENT_FD_ENV] = str(os.open(os.devnull, os.O_WRONLY))
     from tfdoctor.profile.phases import measure_full, wait
     from tfdoctor.profile.reference_workload import build
-    from tfdoctor.profile.worker import _progress
+    from tfdoctor.profile.worker import CHANNEL
     from tfdoctor.reference.devices import setup_replicas
 
     strategy, kind, _ = setup_replicas(args.replicas)
@@ -76,10 +79,9 @@ def main() -> None:
         wait(result)
 
     def timed_free(count: int) -> None:
-        measure_full(free, itertools.repeat(None), count, 0, _progress)  # progress events as the worker writes them
+        measure_full(free, itertools.repeat(None), count, 0, CHANNEL.progress)  # events as the worker writes them
 
-    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
-        bookkeeping_s = _per_step(timed_free, 20_000) - _per_step(plain_free, 20_000)
+    bookkeeping_s = _per_step(timed_free, 20_000) - _per_step(plain_free, 20_000)
     direct = bookkeeping_s / step_s
 
     # Cross-check end to end: paired blocks, plain and timed, on the real step.

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tfdoctor.lint.pins import Pin, nearest_pins
 from tfdoctor.lint.version_evidence import KERAS, TENSORFLOW, code_evidence, legacy_keras_note
+from tfdoctor.lint.version_evidence import forget as forget_project_evidence
 from tfdoctor.lint.versions import Target, Targets, installed_version, keras_for_tensorflow, parse_version
 
 if sys.version_info >= (3, 11):
@@ -159,6 +160,13 @@ def load_settings(start: Path, overrides: Overrides = Overrides()) -> Settings:
         settings, explicit_tensorflow=explicit.get("tensorflow"), explicit_keras=explicit.get("keras"),
         targets=Targets(explicit.get("tensorflow", newest.tensorflow), explicit.get("keras", newest.keras)),
     )
+
+
+def settings_for(path: Path, overrides: Overrides = Overrides(), source: bytes | None = None) -> Settings:
+    """The settings one file is linted with (its nearest [tool.tfdoctor], the overrides, and the targets
+    resolved for it), read afresh; the file need not exist (standard input, an editor's unsaved buffer: `source`)."""
+    forget_project_evidence()
+    return load_settings(path, overrides).for_file(path, source)
 
 
 def _target(text: str, source: str, key: str) -> Target:

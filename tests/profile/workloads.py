@@ -4,6 +4,8 @@ note `ground-truth <part> <seconds>`."""
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import time
 from typing import Any, Callable
@@ -12,6 +14,7 @@ import tensorflow as tf
 
 from tfdoctor.profile.phases import wait
 from tfdoctor.profile.workload import StepFunctions
+from tfdoctor.reference.train import touch
 
 FEATURES, WIDTH, PER_REPLICA = 256, 512, 32
 
@@ -31,11 +34,20 @@ def _paired_difference(slower: Callable[[], Any], faster: Callable[[], Any], rep
     return statistics.median(s - f for s, f in pairs), statistics.median(s for s, _ in pairs)
 
 
+def _task_index() -> int:
+    """This process's task index in its multi-worker job (TF_CONFIG), 0 outside one."""
+    return int(json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("index", 0))
+
+
 def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunctions:
     """A two-layer MLP under `strategy`, plus what `params["inject"]` asks for: `input_delay` (seconds of
     sleep per batch in a Python input), `payload_mb` (an extra all-reduce per step), or `eager` (no
-    tf.function around the distributed step)."""
+    tf.function around the distributed step), or `crash`; with `task`, only that task of a multi-worker job gets it."""
     inject = params.get("inject", "none")
+    if "task" in params and _task_index() != int(params["task"]):
+        inject = "none"  # a multi-worker job where only one worker has the injected fault
+    if inject == "crash":
+        raise RuntimeError("injected crash on this worker")
     replicas = strategy.num_replicas_in_sync
     per_replica = int(params.get("batch_per_replica", PER_REPLICA))
     global_batch = per_replica * replicas
@@ -79,7 +91,7 @@ def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunct
     def gradients(batch, all_reduce):
         def replica(x, y):
             loss, grads = loss_and_gradients(x, y)
-            return loss, (reduce(grads) if all_reduce else grads)
+            return loss, touch(reduce(grads) if all_reduce else grads)
         loss, grads = strategy.run(replica, args=batch)
         return strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None), grads
 

@@ -182,8 +182,8 @@ def _width(api: Api) -> tuple[int, ...]:
 
 def project_sightings(root: Path, excluded: Callable[[Path], bool], cite: Callable[[Path], str]
                       ) -> tuple[Sighting, ...]:
-    """The sightings in every Python file under a project root (skipping `excluded` folders and files), read
-    once per run: `forget` starts a new one."""
+    """The sightings in every Python file under a project root (skipping `excluded` folders and files), walked
+    once per run (`forget` starts a new one); a file is read again only when its size or mtime changed."""
     key = (root, excluded, cite)
     if key not in _PROJECTS:
         _PROJECTS[key] = tuple(_project_scan(root, excluded, cite))
@@ -196,6 +196,7 @@ def forget() -> None:
 
 
 _PROJECTS: dict[tuple[Path, Callable[[Path], bool], Callable[[Path], str]], tuple[Sighting, ...]] = {}
+_SEEN: dict[tuple[Path, int, int], tuple[Sighting, ...]] = {}  # a file's sightings by its stat, across runs
 
 
 def _project_scan(root: Path, excluded: Callable[[Path], bool], cite: Callable[[Path], str]) -> Iterable[Sighting]:
@@ -209,12 +210,13 @@ def _project_scan(root: Path, excluded: Callable[[Path], bool], cite: Callable[[
             files += 1
             file = here / name
             try:
-                if file.stat().st_size > _MAX_FILE:
-                    continue
-                source = file.read_bytes()
+                stat = file.stat()
+                key = (file, stat.st_mtime_ns, stat.st_size)
+                found = _SEEN.get(key)
+                if found is None:
+                    found = _SEEN[key] = scan(file.read_bytes(), "") if stat.st_size <= _MAX_FILE else ()
             except OSError:
                 continue
-            found = scan(source, "")
             if found:
                 where = cite(file)
                 yield from (replace(sighting, path=where) for sighting in found)

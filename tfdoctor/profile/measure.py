@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import Any, Callable
 
+from tfdoctor.profile import protocol
 from tfdoctor.profile.breakdown import breakdown
-from tfdoctor.profile.report import DEVICE_NOTES, Report
+from tfdoctor.profile.protocol import Event, WorkerConfig
+from tfdoctor.profile.report import Report, device_notes
 from tfdoctor.profile.runner import OutOfMemory, run_worker
 from tfdoctor.profile.suggest import Cause, suggest
 from tfdoctor.profile.verdict import judge, out_of_memory
 
-OnEvent = Callable[[dict[str, Any]], None]
+OnEvent = Callable[[Event], None]
 THROUGHPUT_STEPS = 10  # phase D needs only a median step time
 
 
@@ -30,19 +34,16 @@ class Options:
     scaling: bool = False
     logdir: Path | None = None
     workload: str = "reference"
-    params: dict[str, Any] | None = None
+    params: dict[str, Any] | None = field(default=None)
     timeout_s: float = 900.0
     one_replica: bool = True  # phase D: also run one replica, for scaling efficiency
 
-    def worker_config(self, **changes: Any) -> dict[str, Any]:
-        config = {
-            "workload": self.workload, "variant": self.variant, "replicas": self.gpus, "steps": self.steps,
-            "warmup": self.warmup, "model": self.model, "img_size": self.img_size,
-            "batch_per_replica": self.batch_per_replica, "width": self.width, "trace_steps": 3,
-            "trace_dir": str(self.logdir / self.variant) if self.logdir else None, **(self.params or {}),
-        }
-        config.update(changes)
-        return config
+    def worker_config(self, **changes: Any) -> WorkerConfig:
+        config = WorkerConfig(
+            replicas=self.gpus, steps=self.steps, warmup=self.warmup, workload=self.workload, variant=self.variant,
+            model=self.model, img_size=self.img_size, batch_per_replica=self.batch_per_replica, width=self.width,
+            trace_dir=str(self.logdir / self.variant) if self.logdir else None, params=dict(self.params or {}))
+        return dataclasses.replace(config, **changes)
 
 
 def profile(options: Options, on_event: OnEvent) -> Report:
@@ -50,25 +51,30 @@ def profile(options: Options, on_event: OnEvent) -> Report:
     replica_counts = list(range(1, options.gpus)) if options.scaling else (
         [1] if options.gpus > 1 and options.one_replica else [])
     try:
-        main = run_worker(options.worker_config(fewer_replicas=replica_counts,
-                                                fewer_replicas_steps=min(options.steps, THROUGHPUT_STEPS)),
-                          on_event, options.timeout_s)
+        child = run_worker(options.worker_config(fewer_replicas=replica_counts,
+                                                 fewer_replicas_steps=min(options.steps, THROUGHPUT_STEPS)),
+                           on_event, options.timeout_s)
     except OutOfMemory as error:
         return _oom_report(options, error, on_event)
-    result = breakdown(main["full"], main["on_device"], main["looped"], main["gradients"], main["reduced"],
-                       paired=True, waits=main["input_wait"], stored=main["stored"])
-    examples_per_s = main["global_batch"] / result.step.median
+    devices, work, measured = child.last(protocol.Devices), child.last(protocol.WorkloadReady), \
+        child.last(protocol.Measured)
+    assert devices and work and measured  # run_worker returns only a child that sent its result
+    times = measured.times
+    result = breakdown(times.full, times.on_device, times.looped, times.gradients, times.reduced, paired=True,
+                       waits=times.input_wait, stored=times.stored)
+    examples_per_s = work.global_batch / result.step.median
     throughputs = {options.gpus: examples_per_s}
-    for run in main["fewer_replicas"]:
-        throughputs[run["replicas"]] = run["global_batch"] / median(run["full"])
-    causes = [Cause(code, path, line) for code, path, line in main.get("causes", [])]
+    for run in measured.fewer_replicas:
+        throughputs[run.replicas] = run.global_batch / median(run.full)
+    causes = [Cause(code, path, line) for code, path, line in work.causes]
     report = Report(
         mode="reference" if options.workload == "reference" else "workload",
-        requested=options.gpus, device_kind=main["kind"], device_names=main["names"],
-        workload=_workload(options, main), breakdown=result, verdict=judge(result),
+        requested=options.gpus, device_kind=devices.kind, device_names=devices.names,
+        workload=_workload(options, work), breakdown=result, verdict=judge(result),
         suggestions=suggest(result, causes, options.gpus), examples_per_s=examples_per_s,
         one_replica_examples_per_s=throughputs.get(1) if options.gpus > 1 else None,
-        trace=main.get("trace") or {"logdir": None, "xprof": None}, notes=_notes(main),
+        trace=measured.trace or {"logdir": None, "xprof": None}, notes=device_notes(devices.kind, work.notes),
+        clock=measured.clock,
     )
     if options.scaling:
         one = throughputs.get(1, examples_per_s)
@@ -77,14 +83,9 @@ def profile(options: Options, on_event: OnEvent) -> Report:
     return report
 
 
-def _workload(options: Options, main: dict[str, Any]) -> dict[str, Any]:
-    return {"name": main["name"], "variant": options.variant, "model": options.model, "img_size": options.img_size,
-            "global_batch": main["global_batch"], "per_replica_batch": main["per_replica_batch"],
-            "steps": options.steps}
-
-
-def _notes(main: dict[str, Any]) -> list[str]:
-    return [*main.get("notes", []), *filter(None, [DEVICE_NOTES.get(main["kind"])])]
+def _workload(options: Options, work: protocol.WorkloadReady) -> dict[str, Any]:
+    return {"name": work.name, "variant": options.variant, "model": options.model, "img_size": options.img_size,
+            "global_batch": work.global_batch, "per_replica_batch": work.per_replica_batch, "steps": options.steps}
 
 
 def _oom_report(options: Options, error: OutOfMemory, on_event: OnEvent) -> Report:
@@ -104,4 +105,3 @@ def _oom_report(options: Options, error: OutOfMemory, on_event: OnEvent) -> Repo
                   workload={"name": options.workload, "variant": options.variant,
                             "per_replica_batch": options.batch_per_replica, "fits_per_replica_batch": fits},
                   breakdown=None, verdict=verdict, suggestions=[])
-

@@ -9,20 +9,24 @@ the replicas down, which breakdown.py counts as compute (on GPUs that work runs 
     sync    = R - G     (the cross-replica gradient all-reduce)
     compute = H - sync  (the rest of the step on the devices)
 
-so the four parts add up to A's median step time. The timing itself is two `perf_counter` calls and one
-`numpy()` per step (benchmarks/profile_overhead.py measures its cost).
+so the four parts add up to A's median step time. Every timed call waits for every output of the step on
+every replica (`wait`): on a GPU a call returns before its kernels have run. The timing itself is two
+`perf_counter` calls and a read of each output per step (benchmarks/profile_overhead.py measures its cost).
+After the rounds, `check_clock` times the same step against an independent clock, where one exists.
 """
 
 from __future__ import annotations
 
 import itertools
+import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 from functools import partial
 from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
+from tfdoctor.profile.protocol import ClockCheck, PhaseTimes
 from tfdoctor.profile.workload import StepFunctions
 
 Progress = Callable[[str, int, int], None]
@@ -32,23 +36,22 @@ STORED_BATCHES = 4  # phase S cycles through this many batches taken from the pi
 H_CALLS = 2  # phase H runs `steps` steps in this many calls, spread among the rounds
 
 
-@dataclass
-class PhaseTimes:
-    full: list[float]         # A: seconds per step, real input
-    input_wait: list[float]   # A: seconds per step spent in next(batches)
-    on_device: list[float]    # B
-    looped: list[float]       # H: seconds per step of each call of K / H_CALLS steps inside one tf.function
-    gradients: list[float]    # G
-    reduced: list[float]      # R
-    stored: list[float]       # S (empty unless the replicas share the host's cores)
+WHOLE = 16  # outputs of at most this many elements are read back whole; of larger ones, one element
+CLOCK_STEPS = 6  # steps timed each way by the clock check
 
 
 def wait(value: Any) -> None:
-    """Block until a step's outputs exist on the host (a value of each output, so no work is pending)."""
+    """Block until every output of a step exists, on every replica: each tensor of `value`, and each
+    replica's component of a per-replica value, is read back to the host (a large one through one of its
+    elements, an op that runs on its device after the op that made it)."""
     for tensor in tf.nest.flatten(value, expand_composites=True):
-        if hasattr(tensor, "numpy"):
-            tensor.numpy()
-            return
+        if not hasattr(tensor, "numpy") or tensor.dtype in (tf.resource, tf.variant):
+            continue
+        size = tensor.shape.num_elements()
+        if size is None or size > WHOLE:
+            with tf.device(tensor.device):
+                tensor = tf.reshape(tensor, [-1])[:1]
+        tensor.numpy()
 
 
 def timed(function: Callable[[], Any]) -> float:
@@ -147,3 +150,36 @@ def measure(work: StepFunctions, batches: Iterator[Any], steps: int, warmup: int
                 times[name].append(seconds)
     return PhaseTimes(times["full"], times["waits"], times["on_device"], times["looped"], times["gradients"],
                       times["reduced"], times["stored"])
+
+
+def _sync_devices() -> Callable[[], None] | None:
+    """`tf.test.experimental.sync_devices` (TF >= 2.14): returns once every device has run all its work."""
+    return getattr(getattr(tf.test, "experimental", None), "sync_devices", None)
+
+
+def check_clock(work: StepFunctions, batches: Iterator[Any], progress: Progress,
+                synchronise: bool = True) -> ClockCheck:
+    """The full step timed as the phases time it, and in turns the same step followed by a synchronisation
+    of every device, which also waits for work that outlives the step's outputs (an optimizer update).
+    `synchronise=False`: no synchronisation (a multi-worker task, where `sync_devices` needs a remote eager
+    context that MultiWorkerMirroredStrategy does not set up)."""
+    sync = _sync_devices() if synchronise else None
+    waited, synced = [], []
+    progress("clock check", 0, CLOCK_STEPS)
+    for number in range(CLOCK_STEPS):
+        waited.append(timed(lambda: work.step(next(batches))))
+        if sync is not None:
+            sync()
+            start = time.perf_counter()
+            wait(work.step(next(batches)))
+            sync()
+            synced.append(time.perf_counter() - start)
+        progress("clock check", number + 1, CLOCK_STEPS)
+    return ClockCheck(CLOCK_STEPS, statistics.median(waited), statistics.median(synced) if synced else None,
+                      "tf.test.experimental.sync_devices" if sync is not None else None)
+
+
+def with_trace_clock(clock: ClockCheck, trace: dict[str, Any] | None) -> ClockCheck:
+    """The clock check with the trace's own average step time, when xprof found the steps."""
+    step_ms = ((trace or {}).get("xprof") or {}).get("step_ms")
+    return replace(clock, trace_ms=step_ms) if step_ms else clock

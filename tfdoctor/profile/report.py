@@ -10,6 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from tfdoctor.profile.breakdown import PARTS, Breakdown
+from tfdoctor.profile.cluster.job import NO_STRAGGLER
+from tfdoctor.profile.gpus import machine_gpus, unused_gpus_note
+from tfdoctor.profile.protocol import ClockCheck
 from tfdoctor.profile.suggest import Suggestion
 from tfdoctor.profile.verdict import Verdict
 
@@ -19,6 +22,11 @@ CPU_NOTE = ("No GPU: the replicas are logical CPU devices sharing this machine's
 VIRTUAL_GPU_NOTE = ("One GPU split into logical GPUs: NCCL does not support virtual GPUs and TensorFlow falls back "
                     "to reducing on one device (TFD111), so all-reduce timings do not predict real multi-GPU runs.")
 DEVICE_NOTES = {"cpu": CPU_NOTE, "virtual-gpu": VIRTUAL_GPU_NOTE}  # what a report must say about its devices
+
+
+def device_notes(kind: str, notes: list[str]) -> list[str]:
+    """A report's notes: GPUs that TensorFlow did not use first, then `notes`, then what the devices mean."""
+    return [*filter(None, [unused_gpus_note(kind, machine_gpus())]), *notes, *filter(None, [DEVICE_NOTES.get(kind)])]
 
 
 @dataclass
@@ -37,6 +45,9 @@ class Report:
     scaling: list[dict[str, float]] | None = None
     notes: list[str] = field(default_factory=list)
     comparison: dict[str, Any] | None = None
+    workers: list[dict[str, Any]] | None = None  # a multi-worker job: one row per worker (cluster/job.py)
+    straggler: dict[str, Any] | None = None
+    clock: ClockCheck | None = None
 
     def to_json(self) -> dict[str, Any]:
         result = self.breakdown
@@ -50,8 +61,11 @@ class Report:
             "throughput": {"examples_per_s": self.examples_per_s},
             "breakdown_s": result.seconds() if result else None,
             "shares": result.shares() if result else None,
+            "intervals": ({part: {"s": list(result.intervals[part]), "share": list(result.share_intervals[part])}
+                           for part in PARTS} if result and result.intervals else None),
             "verdict": {"primary": self.verdict.primary, "level": self.verdict.level,
-                        "statement": self.verdict.statement},
+                        "statement": self.verdict.statement, "borderline": self.verdict.borderline,
+                        "secondary": [f.to_json() for f in self.verdict.secondary]},
             "suggestions": [s.to_json() for s in self.suggestions],
             "trace": {"logdir": self.trace.get("logdir"), "xprof": self.trace.get("xprof")},
             "notes": self.notes,
@@ -65,6 +79,13 @@ class Report:
             out["scaling"] = self.scaling
         if self.comparison is not None:
             out["comparison"] = self.comparison
+        if self.workers is not None:
+            out["workers"] = self.workers
+            out["straggler"] = self.straggler
+        if self.clock is not None:
+            out["clock_check"] = {"steps": self.clock.steps, "waited_s": self.clock.waited,
+                                  "synced_s": self.clock.synced, "clock": self.clock.clock,
+                                  "trace_step_ms": self.clock.trace_ms}
         return out
 
     def efficiency(self) -> float | None:
@@ -75,7 +96,8 @@ class Report:
 
 def render(report: Report, console: Console) -> None:
     name = report.workload.get("name", "")
-    console.print(Text(f"tfdoctor profile: {name} on {report.requested} replicas ({report.device_kind})",
+    workers = f"{len(report.workers)} workers, " if report.workers else ""
+    console.print(Text(f"tfdoctor profile: {name} on {workers}{report.requested} replicas ({report.device_kind})",
                        style="bold"))
     for note in report.notes:
         console.print(Text(f"note: {note}", style="dim"))
@@ -83,20 +105,25 @@ def render(report: Report, console: Console) -> None:
     if result is not None:
         console.print(_bar(result))
         table = Table(show_header=True, header_style="bold")
-        for column in ("part", "ms / step", "share"):
+        for column in ("part", "ms / step", "share", "90% interval"):
             table.add_column(column, justify="right" if column != "part" else "left")
         shares = result.shares()
         for part in PARTS:
-            table.add_row(Text(part, style=COLOURS[part]), f"{getattr(result, part) * 1000:.1f}", f"{shares[part]:.0%}")
-        table.add_row("step (median)", f"{result.step.median * 1000:.1f}",
+            low, high = result.share_interval(part)
+            table.add_row(Text(part, style=COLOURS[part]), f"{getattr(result, part) * 1000:.1f}", f"{shares[part]:.0%}",
+                          f"{low:.0%}-{high:.0%}" if result.intervals else "")
+        table.add_row("step (median)", f"{result.step.median * 1000:.1f}", "",
                       f"p10 {result.step.p10 * 1000:.0f} / p90 {result.step.p90 * 1000:.0f} ms")
         console.print(table)
         if result.contention:
             console.print(f"of compute, {result.contention * 1000:.1f} ms is the step running slower than on "
                           "batches made earlier, while the input pipeline works on the same host cores (not "
                           "input: on GPUs that work runs beside the devices)", highlight=False)
+        if report.workers:
+            _print_workers(report, console)
         _print_throughput(report, console)
         _print_trace(report, console)
+        _print_clock(report, console)
     style = "bold red" if report.verdict.primary != "compute-bound" else "bold green"
     console.print(Text(f"Verdict: {report.verdict.statement}", style=style))
     for rank, suggestion in enumerate(report.suggestions, 1):
@@ -107,9 +134,20 @@ def render(report: Report, console: Console) -> None:
         console.print(f"   lint rules: {', '.join(suggestion.rules)}"
                       + (f" ({'; '.join(suggestion.locations)})" if suggestion.locations else ""), highlight=False)
     if report.comparison:
-        console.print(Text(f"Tuned pipeline: {report.comparison['speedup_tuned_over_naive']:.1f}x the naive "
-                           f"throughput ({report.comparison['tuned']['throughput']['examples_per_s']:.1f} vs "
-                           f"{report.examples_per_s:.1f} examples/s).", style="bold"))
+        console.print(Text(_comparison(report), style="bold"))
+
+
+def _comparison(report: Report) -> str:
+    """The tuned variant against the naive one; either may have run out of memory (no throughput)."""
+    tuned = report.comparison["tuned"]
+    speedup = report.comparison.get("speedup_tuned_over_naive")
+    if speedup is not None:
+        return (f"Tuned pipeline: {speedup:.1f}x the naive throughput ({tuned['throughput']['examples_per_s']:.1f} "
+                f"vs {report.examples_per_s:.1f} examples/s).")
+    out = [name for name, verdict in (("naive", report.verdict.primary), ("tuned", tuned["verdict"]["primary"]))
+           if verdict == "out-of-memory"]
+    return (f"Tuned pipeline: no speed-up measured ({' and '.join(out) or 'a variant'} ran out of memory: "
+            f"{tuned['verdict']['statement'] if 'tuned' in out else report.verdict.statement})")
 
 
 def _bar(result: Breakdown, width: int = 60) -> Text:
@@ -123,6 +161,20 @@ def _bar(result: Breakdown, width: int = 60) -> Text:
     return bar
 
 
+def _print_workers(report: Report, console: Console) -> None:
+    table = Table(show_header=True, header_style="bold")
+    for column in ("worker", "step ms", *PARTS, "of sync, waiting"):
+        table.add_column(column, justify="left" if column == "worker" else "right")
+    for row in report.workers or []:
+        seconds, shares = row["breakdown_s"], row["shares"]
+        table.add_row(row["task"], f"{row['step_time_s']['median'] * 1000:.1f}",
+                      *(f"{seconds[part] * 1000:.1f} ({shares[part]:.0%})" for part in PARTS),
+                      f"{row['waiting_for_others_s'] * 1000:.1f}")
+    console.print(table)
+    straggler = report.straggler
+    console.print(straggler["statement"] if straggler else NO_STRAGGLER, highlight=False)
+
+
 def _print_throughput(report: Report, console: Console) -> None:
     if report.examples_per_s is None:
         return
@@ -133,14 +185,30 @@ def _print_throughput(report: Report, console: Console) -> None:
     console.print(line, highlight=False)
     if report.scaling:
         console.print("scaling: " + ", ".join(
-            f"{row['replicas']:.0f} replicas {row['examples_per_s']:.1f}/s ({row['efficiency']:.0%})"
+            (f"{row['workers']:.0f} worker{'s' if row['workers'] > 1 else ''}, " if "workers" in row else "")
+            + f"{row['replicas']:.0f} replicas {row['examples_per_s']:.1f}/s ({row['efficiency']:.0%})"
+            + (f", all-reduce {row['sync_share']:.0%} of the step" if "sync_share" in row else "")
             for row in report.scaling), highlight=False)
+
+
+def _print_clock(report: Report, console: Console) -> None:
+    """The clock check, when it disagrees with the phases' timing (a GPU whose work outlives the outputs)."""
+    clock = report.clock
+    if clock is None or clock.synced is None:
+        return
+    gap = clock.synced - clock.waited
+    if gap > max(0.02 * clock.waited, 0.001):
+        console.print(f"clock check: with every device synchronised ({clock.clock}) a step takes "
+                      f"{clock.synced * 1000:.1f} ms, {gap * 1000:.1f} ms more than once its outputs are back: "
+                      "work that outlives the outputs (an optimizer update) runs into the next step",
+                      highlight=False)
 
 
 def _print_trace(report: Report, console: Console) -> None:
     xprof = report.trace.get("xprof")
     if report.trace.get("logdir"):
-        console.print(f"trace: tensorboard --logdir {report.trace['logdir']}", highlight=False)
+        console.print(f"trace: xprof --logdir {report.trace['logdir']}  (then open http://localhost:8791)",
+                      highlight=False)
     if xprof:
         categories = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in xprof["ms_per_step"].items() if v)
         console.print(f"xprof ({xprof.get('hardware_type')}), ms per step: {categories}", highlight=False)

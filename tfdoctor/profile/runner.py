@@ -1,18 +1,29 @@
-"""Run a profiler worker in a child process, follow its progress, and turn every failure into one line."""
+"""Run profiler children (a worker, script mode's launcher, or several at once), read their events on a
+channel of their own with a real deadline, and turn every failure into one line.
+
+Each child runs in its own session (process group), with its events on a pipe of their own and its stdout
+and stderr on another, whose last lines explain a crash. `follow` reads all the children's pipes with
+`selectors` until each has exited or the deadline passes; a child that hangs, or writes a line that is not an
+event, has its whole process group killed (all the children's, when one fails).
+"""
 
 from __future__ import annotations
 
-import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
+import time
 from collections import deque
-from typing import Any, Callable
+from typing import Callable, TypeVar
 
-from tfdoctor.profile.worker import EVENT_PREFIX
+from tfdoctor.profile import protocol
+from tfdoctor.profile.protocol import Event, WorkerConfig
 
-OnEvent = Callable[[dict[str, Any]], None]
+OnEvent = Callable[[Event], None]
+E = TypeVar("E", bound=Event)
+TAIL_LINES = 20
 
 
 class ProfileError(Exception):
@@ -25,43 +36,182 @@ class OutOfMemory(Exception):
         self.message = message
 
 
-def run_worker(config: dict[str, Any], on_event: OnEvent, timeout_s: float, command: list[str] | None = None,
-               env: dict[str, str] | None = None) -> dict[str, Any]:
-    """The worker's events until its result; raises OutOfMemory or ProfileError. `command` runs another
-    child that prints the same events (script mode's launcher); `env` adds to the environment."""
-    command = command or [sys.executable, "-m", "tfdoctor.profile.worker", json.dumps(config)]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-           "PYTHONUNBUFFERED": "1", **(env or {})}
-    events: dict[str, dict[str, Any]] = {}
-    tail: deque[str] = deque(maxlen=20)
-    try:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                   start_new_session=True)
-    except OSError as error:
-        raise ProfileError(f"cannot start the profiler worker: {error}") from None
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if line.startswith(EVENT_PREFIX):
-                event = json.loads(line[len(EVENT_PREFIX):])
-                events[event["event"]] = event
-                on_event(event)
+class Child:
+    """One child process: its events (in order of arrival) and the last lines of its output."""
+
+    def __init__(self, command: list[str], env: dict[str, str] | None = None, name: str = "the measurement") -> None:
+        self.name = name
+        self.events: list[Event] = []
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        read_events, write_events = os.pipe()
+        environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+                       "PYTHONUNBUFFERED": "1", **(env or {}), protocol.EVENT_FD_ENV: str(write_events)}
+        try:
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                            stderr=subprocess.STDOUT, env=environment, start_new_session=True,
+                                            pass_fds=(write_events,))
+        except OSError as error:
+            os.close(read_events)
+            raise ProfileError(f"cannot start {self.name}: {error}") from None
+        finally:
+            os.close(write_events)
+        self._pipes: dict[int, bytearray] = {read_events: bytearray(), self.process.stdout.fileno(): bytearray()}
+        self._events_fd = read_events
+
+    def last(self, kind: type[E]) -> E | None:
+        return next((e for e in reversed(self.events) if isinstance(e, kind)), None)
+
+    def failure(self) -> str:
+        """What went wrong, in one line: the child's own error event, else its exit code and last output."""
+        failed = self.last(protocol.Failed)
+        if failed:
+            return failed.message
+        return f"exit code {self.process.returncode}: {self.tail[-1][:300] if self.tail else 'no output'}"
+
+    def kill(self) -> None:
+        """The child's whole process group (what it started too)."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
+        self._close()
+
+    def _close(self) -> None:
+        for fd in list(self._pipes):
+            if fd == self._events_fd:
+                os.close(fd)
+        self._pipes.clear()
+        if self.process.stdout:
+            self.process.stdout.close()
+
+    def _take(self, fd: int, data: bytes, on_event: OnEvent) -> None:
+        """Whole lines of `data` read from `fd` (b"" at end of file): events, or output for the tail."""
+        buffer = self._pipes[fd]
+        buffer += data
+        lines = buffer.split(b"\n")
+        if data:
+            self._pipes[fd] = bytearray(lines.pop())
+        else:
+            self._pipes[fd] = bytearray()
+        for line in lines:
+            if fd != self._events_fd:
+                text = line.decode("utf-8", "replace").rstrip()
+                if text.strip():
+                    self.tail.append(text)
             elif line.strip():
-                tail.append(line.rstrip())
-        code = process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        raise ProfileError(f"the measurement did not finish within {timeout_s:.0f} s") from None
-    except KeyboardInterrupt:
-        os.killpg(process.pid, signal.SIGKILL)
+                event = protocol.decode(bytes(line))
+                self.events.append(event)
+                on_event(event)
+
+
+def follow(children: list[Child], deadline: float, on_event: Callable[[Child, Event], None],
+           fail_fast: bool = False) -> None:
+    """Read the children's events and output until each has exited; at `deadline` (a `time.monotonic()`
+    time) or at a malformed event every child's process group is killed and ProfileError says why.
+    `fail_fast`: the same as soon as one child exits with a non-zero code (the others of a multi-worker job
+    would wait for it forever)."""
+    selector = selectors.DefaultSelector()
+    for child in children:
+        for fd in child._pipes:
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ, child)
+    try:
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                running = [child for child in children if child.process.poll() is None] or children
+                raise ProfileError(f"{', '.join(child.name for child in running)} did not finish within its time "
+                                   f"limit ({_hung(running)})")
+            for key, _ in selector.select(timeout=min(left, 0.5)):
+                child: Child = key.data
+                data = _read(key.fd)
+                if data is None:
+                    continue
+                try:
+                    child._take(key.fd, data, lambda event, c=child: on_event(c, event))
+                except protocol.ProtocolError as error:
+                    raise ProfileError(f"{child.name} sent a malformed event ({error})") from None
+                if not data:
+                    selector.unregister(key.fd)
+            for child in children:  # an exited child whose pipes a grandchild keeps open is done too
+                if child.process.poll() is not None and any(k.data is child for k in selector.get_map().values()):
+                    _drain(selector, child, on_event)
+                if fail_fast and child.process.returncode:
+                    raise ProfileError(f"{child.name} failed: {child.failure()}")
+        for child in children:
+            left = max(deadline - time.monotonic(), 0.1)
+            try:
+                child.process.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                raise ProfileError(f"{child.name} did not exit within its time limit") from None
+    except BaseException:
+        for child in children:
+            child.kill()
         raise
-    if "oom" in events:
-        raise OutOfMemory(events["oom"]["message"])
-    if "result" in events and code == 0:
-        return {**events.get("devices", {}), **events.get("workload", {}), **events["result"]}
+    finally:
+        selector.close()
+    for child in children:
+        child.kill()  # whatever the child left running in its group goes too
+
+
+def _read(fd: int) -> bytes | None:
+    """What is there to read (b"" at end of file), None when nothing is after all."""
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
+def _drain(selector: selectors.BaseSelector, child: Child, on_event: Callable[[Child, Event], None]) -> None:
+    for key in [k for k in selector.get_map().values() if k.data is child]:
+        while True:
+            data = _read(key.fd) or b""
+            try:
+                child._take(key.fd, data, lambda event, c=child: on_event(c, event))
+            except protocol.ProtocolError as error:
+                raise ProfileError(f"{child.name} sent a malformed event ({error})") from None
+            if not data:
+                break
+        selector.unregister(key.fd)
+
+
+def _hung(children: list[Child]) -> str:
+    progress = [c.last(protocol.Progress) for c in children]
+    seen = [f"{p.phase} {p.done}/{p.total}" for p in progress if p]
+    return f"last progress: {seen[-1]}" if seen else "no progress reported"
+
+
+def run_child(command: list[str], on_event: OnEvent, timeout_s: float, env: dict[str, str] | None = None,
+              name: str = "the measurement") -> Child:
+    """Run one child to its end within `timeout_s`; raises ProfileError (hang, garbage, failed start)."""
+    child = Child(command, env, name)
+    follow([child], time.monotonic() + timeout_s, lambda _, event: on_event(event))
+    return child
+
+
+def run_worker(config: WorkerConfig, on_event: OnEvent, timeout_s: float) -> Child:
+    """A reference-mode worker to its result; raises OutOfMemory or ProfileError."""
+    child = run_child([sys.executable, "-m", "tfdoctor.profile.worker", protocol.encode(config)], on_event,
+                      timeout_s)
+    raise_failure(child, protocol.Measured)
+    return child
+
+
+def raise_failure(child: Child, result: type[Event]) -> None:
+    """OutOfMemory or ProfileError unless `child` exited 0 with a `result` event."""
+    code = child.process.returncode
+    oom = child.last(protocol.OutOfMemory)
+    if oom:
+        raise OutOfMemory(oom.message)
+    if child.last(result) is not None and code == 0:
+        return
     if code in (-signal.SIGKILL, 137):
         raise OutOfMemory("the measuring process was killed (the system ran out of memory)")
-    if "error" in events:
-        raise ProfileError(f"the measurement failed: {events['error']['message']}")
-    last = next((line for line in reversed(tail) if line.strip()), "no output")
+    failed = child.last(protocol.Failed)
+    if failed:
+        raise ProfileError(f"the measurement failed: {failed.message}")
+    last = child.tail[-1] if child.tail else "no output"
     raise ProfileError(f"the measurement failed with exit code {code}: {last[:300]}")

@@ -1,7 +1,8 @@
 """A TensorFlow profiler trace of a few full steps, converted with xprof's own converters.
 
-The log folder opens with `tensorboard --logdir`; the input-pipeline analysis (step-time categories and
-the profiler's own statements) is read from the converted JSON and shown beside the phase figures.
+The log folder opens with `xprof --logdir DIR` (installed by the `profile` extra); the input-pipeline
+analysis (step-time categories and the profiler's own statements) is read from the converted JSON and shown
+beside the phase figures.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def summarise(xplanes: list[str]) -> dict[str, Any] | None:
         "hardware_type": properties.get("hardware_type"),
         "steps": len(next((t.get("rows", []) for t in tables if "hardware_type" in t.get("p", {})), [])),
         "ms_per_step": {name: _number(properties.get(key)) for name, key in _CATEGORIES.items()},
+        "step_ms": _number(properties.get("steptime_ms_average")),
         "statements": [s for s in (properties.get("summary_text"), properties.get("all_other_statement"),
                                    properties.get("device_collectives_statement"),
                                    properties.get("kernel_launch_statement")) if s],

@@ -1,4 +1,12 @@
-"""What bounds the step, with the TensorFlow profiler's own cut-offs (PROFILER.md)."""
+"""What bounds the step (PROFILER.md): the part past its HIGH cut-off is the verdict, else compute-bound;
+MODERATE shares are secondary findings; a share whose interval straddles a cut-off is called borderline.
+
+Input and sync use the TensorFlow profiler's cut-offs (its input-pipeline analysis: input 20% / 5%, device
+collectives 15% / 3%). Host overhead (B - H: Python and dispatch outside the graph) has no category of its own
+there, so its cut-offs are tfdoctor's: 15% HIGH, as the profiler's other step-time categories, and 5%
+MODERATE, not their 3%, because host overhead is a difference of two steps timed in different calls and a
+20-round figure is known to about +-2% of the step, so a 3% line would name noise.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +14,35 @@ from dataclasses import dataclass
 
 from tfdoctor.profile.breakdown import Breakdown
 
-# part -> (HIGH threshold, MODERATE threshold) as shares of the step
-THRESHOLDS = {"input": (0.20, 0.05), "sync": (0.15, 0.03), "host": (0.15, 0.15)}
+# part -> (HIGH, MODERATE) cut-offs as shares of the step
+THRESHOLDS = {"input": (0.20, 0.05), "sync": (0.15, 0.03), "host": (0.15, 0.05)}
+THRESHOLD_SOURCE = {"input": "TensorFlow profiler", "sync": "TensorFlow profiler", "host": "tfdoctor"}
 NAMES = {"input": "input-bound", "sync": "sync-bound", "host": "host-bound"}
 CAUSES = {
     "input": "waiting for the input pipeline",
     "sync": "in the cross-replica gradient all-reduce",
     "host": "in Python and dispatch overhead outside the graph",
 }
+LABELS = {"input": "input", "sync": "all-reduce", "host": "host overhead"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One part past a cut-off: `level` high or moderate; `borderline` when its interval straddles it."""
+
+    part: str
+    level: str
+    share: float
+    interval: tuple[float, float]
+    borderline: bool
+
+    def phrase(self) -> str:
+        words = f"{'borderline ' if self.borderline else ''}{'highly' if self.level == 'high' else 'moderately'}"
+        return f"{words} {NAMES[self.part]} ({LABELS[self.part]} {_share(self.share, self.interval)})"
+
+    def to_json(self) -> dict[str, object]:
+        return {"part": self.part, "level": self.level, "share": self.share, "interval": list(self.interval),
+                "borderline": self.borderline}
 
 
 @dataclass(frozen=True)
@@ -21,24 +50,50 @@ class Verdict:
     primary: str  # input-bound | sync-bound | host-bound | compute-bound | out-of-memory
     level: str    # high | moderate
     statement: str
+    secondary: tuple[Finding, ...] = ()
+    borderline: bool = False  # the primary part's interval straddles its cut-off
+
+
+def _share(share: float, interval: tuple[float, float]) -> str:
+    return f"{share:.0%}, {interval[0]:.0%}-{interval[1]:.0%}"
+
+
+def findings(result: Breakdown) -> list[Finding]:
+    """Each part past (or, by its interval, possibly past) a cut-off, largest share first. A part whose
+    interval straddles HIGH is a borderline high finding even below it; one below MODERATE is never named."""
+    shares = result.shares()
+    found = []
+    for part, (high, moderate) in THRESHOLDS.items():
+        share, interval = shares[part], result.share_interval(part)
+        if share >= high or interval[1] >= high > share:
+            level, line = "high", high
+        elif share >= moderate:
+            level, line = "moderate", moderate
+        else:
+            continue
+        found.append(Finding(part, level, share, interval, interval[0] < line <= interval[1]))
+    return sorted(found, key=lambda f: f.share, reverse=True)
 
 
 def judge(result: Breakdown) -> Verdict:
-    shares = result.shares()
     step_ms = result.step.median * 1000
-    for level, index in (("high", 0), ("moderate", 1)):
-        over = [part for part, limits in THRESHOLDS.items() if shares[part] >= limits[index]]
-        if over:
-            part = max(over, key=lambda p: shares[p])
-            seconds = getattr(result, part)
-            return Verdict(NAMES[part], level, (
-                f"{'Highly' if level == 'high' else 'Moderately'} {NAMES[part]}: {shares[part]:.0%} of each "
-                f"{step_ms:.0f} ms step ({seconds * 1000:.0f} ms) is spent {CAUSES[part]}."
-            ))
-    return Verdict("compute-bound", "high", (
-        f"Compute-bound: {shares['compute']:.0%} of each {step_ms:.0f} ms step is device compute; input "
-        f"{shares['input']:.0%}, all-reduce {shares['sync']:.0%}, host overhead {shares['host']:.0%}."
-    ))
+    found = findings(result)
+    primary = next((f for f in found if f.level == "high" and f.share >= THRESHOLDS[f.part][0]), None)
+    secondary = tuple(f for f in found if f is not primary)
+    also = f" Secondary: {'; '.join(f.phrase() for f in secondary)}." if secondary else ""
+    if primary is None:
+        shares = result.shares()
+        return Verdict("compute-bound", "high", (
+            f"Compute-bound: {shares['compute']:.0%} of each {step_ms:.0f} ms step is device compute, and no "
+            f"part passes its high cut-off.{also}"), secondary)
+    part = primary.part
+    line = THRESHOLDS[part][0]
+    caveat = (f" Borderline: the interval {primary.interval[0]:.0%}-{primary.interval[1]:.0%} straddles the "
+              f"{line:.0%} cut-off, so another run may not call it {NAMES[part]}." if primary.borderline else "")
+    return Verdict(NAMES[part], "high", (
+        f"Highly {NAMES[part]}: {primary.share:.0%} of each {step_ms:.0f} ms step "
+        f"({getattr(result, part) * 1000:.0f} ms; interval {primary.interval[0]:.0%}-{primary.interval[1]:.0%}) "
+        f"is spent {CAUSES[part]}.{caveat}{also}"), secondary, primary.borderline)
 
 
 def out_of_memory(per_replica_batch: int, fits: int | None, detail: str) -> Verdict:

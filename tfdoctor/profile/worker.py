@@ -1,34 +1,28 @@
-"""The child process that sets up the replicas, builds the workload, measures it and prints the results as
-JSON event lines (`TFDOCTOR_EVENT {...}`) on stdout. It is the only part of the profiler that imports
+"""The child process that sets up the replicas, builds the workload, measures it and sends the results as
+protocol events on its event channel (protocol.py). It is the only part of the profiler that imports
 TensorFlow; the parent shows progress and turns any failure into one line.
 
-    python -m tfdoctor.profile.worker '{"workload": "reference", "variant": "tuned", "replicas": 2, ...}'
+    python -m tfdoctor.profile.worker '{"replicas": 2, "workload": "reference", "variant": "tuned", ...}'
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-EVENT_PREFIX = "TFDOCTOR_EVENT "
+from tfdoctor.profile import protocol
+from tfdoctor.profile.protocol import WorkerConfig
+
 # Every input iterator stays referenced until the process ends without teardown (`os._exit`): deleting a
 # tf.data iterator waits for its autotuning thread to wake, and after a minute of use that thread sleeps for
 # up to a minute (stalls of 10-30 s were seen here, in the middle of a profile).
 _ITERATORS: list[Any] = []
-
-
-def emit(event: str, **fields: Any) -> None:
-    sys.stdout.write(EVENT_PREFIX + json.dumps({"event": event, **fields}) + "\n")
-    sys.stdout.flush()
-
-
-def _progress(phase: str, done: int, total: int) -> None:
-    emit("progress", phase=phase, done=done, total=total)
+CHANNEL = protocol.Channel()
 
 
 def load_workload(spec: str):
@@ -39,7 +33,7 @@ def load_workload(spec: str):
     return getattr(importlib.import_module(module_name), function or "build")
 
 
-def run(config: dict[str, Any]) -> None:
+def run(config: WorkerConfig) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
@@ -47,47 +41,54 @@ def run(config: dict[str, Any]) -> None:
     from tfdoctor.reference.devices import setup_replicas
 
     started = time.perf_counter()
-    strategy, kind, names = setup_replicas(int(config["replicas"]))
-    emit("devices", kind=kind, names=names)
-    build = load_workload(config.get("workload", "reference"))
+    if config.multi_worker:
+        from tfdoctor.profile.cluster.strategy import multi_worker_strategy
+
+        strategy, kind, names, collective = multi_worker_strategy(config.replicas)
+        CHANNEL.emit(protocol.Devices(kind, names, collective, strategy.num_replicas_in_sync))
+    else:
+        strategy, kind, names = setup_replicas(config.replicas)
+        CHANNEL.emit(protocol.Devices(kind, names))
+    build = load_workload(config.workload)
+    progress = CHANNEL.progress
     try:
-        work = build(strategy, config)
-        emit("workload", name=work.name, global_batch=work.global_batch, per_replica_batch=work.per_replica_batch,
-             notes=work.notes,
-             causes=[list(cause) for cause in work.causes])
-        if config.get("only_full"):
-            full, waits = phases.measure_full(work, _iterator(work), int(config["steps"]), int(config["warmup"]),
-                                              _progress)
-            emit("result", full=full, input_wait=waits, elapsed_s=time.perf_counter() - started)
+        work = build(strategy, config.workload_params())
+        CHANNEL.emit(protocol.WorkloadReady(work.name, work.global_batch, work.per_replica_batch, work.notes,
+                                            [list(cause) for cause in work.causes]))
+        if config.only_full:
+            full, waits = phases.measure_full(work, _iterator(work), config.steps, config.warmup, progress)
+            CHANNEL.emit(protocol.Measured(protocol.PhaseTimes(full, waits), time.perf_counter() - started))
             return
         batches = _iterator(work)
-        times = phases.measure(work, batches, int(config["steps"]), int(config["warmup"]), _progress,
-                               kind == "cpu")
+        # Phase S needs a pipeline that can sit idle while this worker alone steps: in a job, every step waits
+        # for all workers, so it is not run there.
+        times = phases.measure(work, batches, config.steps, config.warmup, progress,
+                               kind == "cpu" and not config.multi_worker)
+        clock = phases.check_clock(work, batches, progress, synchronise=not config.multi_worker)
         summary = None
-        if config.get("trace_dir"):
-            _progress("trace", 0, 1)
-            summary = trace.capture(work, batches, Path(config["trace_dir"]), int(config.get("trace_steps", 3)))
-            _progress("trace", 1, 1)
-        throughput = [_fewer_replicas(build, names[:count], config) for count in config.get("fewer_replicas", [])]
-        emit("result", full=times.full, input_wait=times.input_wait, on_device=times.on_device,
-             stored=times.stored, looped=times.looped, gradients=times.gradients, reduced=times.reduced,
-             trace=summary, fewer_replicas=throughput, elapsed_s=time.perf_counter() - started)
+        if config.trace_dir:
+            progress("trace", 0, 1)
+            summary = trace.capture(work, batches, Path(config.trace_dir), config.trace_steps)
+            progress("trace", 1, 1)
+            clock = phases.with_trace_clock(clock, summary)
+        throughput = [_fewer_replicas(build, names[:count], config) for count in config.fewer_replicas]
+        CHANNEL.emit(protocol.Measured(times, time.perf_counter() - started, summary, throughput, clock))
     except tf.errors.ResourceExhaustedError as error:
-        emit("oom", message=str(error.message).strip().splitlines()[0][:300])
+        CHANNEL.emit(protocol.OutOfMemory(str(error.message).strip().splitlines()[0][:300]))
 
 
-def _fewer_replicas(build: Any, names: list[str], config: dict[str, Any]) -> dict[str, Any]:
+def _fewer_replicas(build: Any, names: list[str], config: WorkerConfig) -> protocol.FewerReplicas:
     """Phase D: full steps of the same workload on the first `len(names)` devices. It runs in this process,
     which has set them up and imported TensorFlow already (a process of its own costs ~8 s more)."""
     import tensorflow as tf
 
     from tfdoctor.profile import phases
 
-    work = build(tf.distribute.MirroredStrategy(names), {**config, "replicas": len(names)})
+    work = build(tf.distribute.MirroredStrategy(names), config.workload_params())
     label = f"D {len(names)} replica{'s' if len(names) > 1 else ''}"
-    full, _ = phases.measure_full(work, _iterator(work), int(config["fewer_replicas_steps"]), int(config["warmup"]),
-                                  _progress, label)
-    return {"replicas": len(names), "global_batch": work.global_batch, "full": full}
+    full, _ = phases.measure_full(work, _iterator(work), config.fewer_replicas_steps, config.warmup,
+                                  CHANNEL.progress, label)
+    return protocol.FewerReplicas(len(names), work.global_batch, full)
 
 
 def _iterator(work: Any) -> Any:
@@ -96,11 +97,22 @@ def _iterator(work: Any) -> Any:
     return batches
 
 
+def _die_with_parent() -> None:
+    """Linux: this process is killed when the process that started it dies, however that dies (a killed
+    multi-worker wrapper must not leave its measurement running, blocked in a collective)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def main() -> int:
+    _die_with_parent()
     try:
-        run(json.loads(sys.argv[1]))
+        run(protocol.decode_config(sys.argv[1], WorkerConfig))
     except Exception as error:  # the parent shows this one line and the exit code
-        emit("error", message=f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"[:500])
+        text = str(error).strip()
+        CHANNEL.emit(protocol.Failed(f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"[:500]))
         raise
     return 0
 

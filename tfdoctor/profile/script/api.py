@@ -16,10 +16,11 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import keras
 
+from tfdoctor.profile.protocol import NoStep, ScriptMeasured
 from tfdoctor.profile.report import Report
 from tfdoctor.profile.script import hooks
 from tfdoctor.profile.script.recorder import Recorder
@@ -30,12 +31,12 @@ class Session:
 
     def __init__(self, steps: int = 10, warmup: int = 2) -> None:
         self.report: Report | None = None
-        self.result: dict[str, Any] | None = None
+        self.result: ScriptMeasured | NoStep | None = None
         launched = hooks.recorder()
         self.owner = launched is None or launched.done
         self.recorder = Recorder(steps, warmup, self._done, lambda *_: None) if self.owner else launched
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> Session:
         if self.owner:
             hooks.install(self.recorder)
         return self
@@ -50,15 +51,15 @@ class Session:
             return
         self.recorder.finish(ended="left the profiling session")
 
-    def _done(self, result: dict[str, Any]) -> None:
+    def _done(self, result: ScriptMeasured | NoStep) -> None:
         from rich.console import Console
 
         from tfdoctor.profile.report import render
         from tfdoctor.profile.script import join
 
         self.result = result
-        if "full" not in result:
-            print(f"tfdoctor: no training step seen; hooked: {', '.join(result['hooked'])}; call prof.step() once "
+        if isinstance(result, NoStep):
+            print(f"tfdoctor: no training step seen; hooked: {', '.join(result.hooked)}; call prof.step() once "
                   "per step", file=sys.stderr)
             return
         names = hooks.devices()

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import ast
 import os
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from tfdoctor.config import Overrides
 from tfdoctor.lint.engine import lint_paths
 from tfdoctor.lint.findings import Finding
 from tfdoctor.profile.breakdown import breakdown
-from tfdoctor.profile.report import DEVICE_NOTES, Report
+from tfdoctor.profile.protocol import ScriptMeasured
+from tfdoctor.profile.report import Report, device_notes
 from tfdoctor.profile.suggest import RULES_FOR, Cause, suggest
-from tfdoctor.profile.verdict import Verdict, judge
+from tfdoctor.profile.verdict import judge
 
 PART_OF = {"input-bound": "input", "sync-bound": "sync", "host-bound": "host", "compute-bound": "compute"}
 
@@ -40,32 +41,35 @@ def local_modules(script: Path) -> list[Path]:
     return found
 
 
-def lint_findings(script: Path) -> list[Finding]:
-    """Findings in the script and its local modules, paths as given relative to the working folder."""
+def lint_findings(script: Path, package: Path | None = None) -> list[Finding]:
+    """Findings in the script and its local modules (or, for a module run with `-m`, in its whole top-level
+    package), paths as given relative to the working folder."""
     targets = [os.path.relpath(p) if not os.path.relpath(p).startswith("..") else str(p)
-               for p in local_modules(script)]
+               for p in ([package] if package else local_modules(script))]
     return lint_paths(targets, Overrides(), cache=False).findings
 
 
-def build(result: dict[str, Any], findings: list[Finding], requested: int, kind: str, names: list[str],
+def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind: str, names: list[str],
           script: str, notes: list[str]) -> Report:
-    """The report of one script-mode (or API) measurement."""
-    measured = breakdown(result["full"], result["on_device"], result["looped"], result["gradients"],
-                         result["reduced"])
+    """The report of one script-mode (or API) measurement. The window's steps and their replays are paired
+    (the i-th interval and the i-th step call; each turn's replays), so the breakdown takes paired
+    differences."""
+    times = result.times
+    measured = breakdown(times.full, times.on_device, times.looped, times.gradients, times.reduced, paired=True)
     verdict = judge(measured)
     part = PART_OF[verdict.primary]
     rank = {code: index for index, code in enumerate(RULES_FOR[part])}
     findings = sorted(findings, key=lambda f: rank.get(f.code, len(rank)))  # the verdict's rules first
     causes = [Cause(f.code, f.path, f.line) for f in findings]
-    global_batch = int(result.get("global_batch") or 0)
+    global_batch = result.global_batch
     joined = [f for f in findings if f.code in rank]
     if joined:
         first = joined[0]
-        verdict = Verdict(verdict.primary, verdict.level, (
+        verdict = replace(verdict, statement=(
             f"{verdict.statement} {verdict.primary} {measured.shares()[part]:.0%}: {first.code} at "
             f"{first.path}:{first.line} {first.message}."))
-    waits = result.get("input_wait") or []
-    extra = [(f"steps seen through {result['source']} ({result['steps_seen']} in all); input = the time between "
+    waits = times.input_wait
+    extra = [(f"steps seen through {result.source} ({result.steps_seen} in all); input = the time between "
               "step calls plus any input inside them, i.e. step-to-step time minus the step on a batch already on "
               "the devices")]
     if waits:
@@ -73,10 +77,10 @@ def build(result: dict[str, Any], findings: list[Finding], requested: int, kind:
     return Report(
         mode="script", requested=requested, device_kind=kind, device_names=names,
         workload={"name": script, "global_batch": global_batch,
-                  "per_replica_batch": global_batch // max(int(result.get("replicas") or requested), 1),
-                  "steps": len(result["full"]), "step_source": result["source"]},
+                  "per_replica_batch": global_batch // max(result.replicas or requested, 1),
+                  "steps": len(times.full), "step_source": result.source},
         breakdown=measured, verdict=verdict, suggestions=suggest(measured, causes, requested),
         examples_per_s=global_batch / measured.step.median if global_batch else None,
-        trace=result.get("trace") or {"logdir": None, "xprof": None},
-        notes=[*extra, *result.get("notes", []), *notes, *filter(None, [DEVICE_NOTES.get(kind)])],
+        trace=result.trace or {"logdir": None, "xprof": None},
+        notes=device_notes(kind, [*extra, *result.notes, *notes]),
     )

@@ -1,5 +1,5 @@
 """The step window of a running script: W warm-up steps, K measured step-to-step intervals, an optional
-trace of a few more steps, then the replays and one result (a dict, the worker's result format)."""
+trace of a few more steps, then the replays and one result (protocol.ScriptMeasured, or NoStep)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from tfdoctor.profile.protocol import NoStep, PhaseTimes, ScriptMeasured
 from tfdoctor.profile.script.replay import Replay, measure
 
 Progress = Callable[[str, int, int], None]
@@ -17,7 +18,7 @@ class Recorder:
     """Collects step boundaries from whichever hook reports first (one source only, so nothing is counted
     twice) and, once the window is complete, measures the replays and hands the result to `on_done`."""
 
-    def __init__(self, steps: int, warmup: int, on_done: Callable[[dict[str, Any]], None], progress: Progress,
+    def __init__(self, steps: int, warmup: int, on_done: Callable[[ScriptMeasured | NoStep], None], progress: Progress,
                  trace_dir: str | None = None, trace_steps: int = 3) -> None:
         self.steps, self.warmup, self.on_done, self.progress = steps, warmup, on_done, progress
         self.trace_dir, self.trace_steps = trace_dir, trace_steps
@@ -82,7 +83,7 @@ class Recorder:
         trace = self._stop_trace()
         intervals = [b - a for a, b in zip(self.starts, self.starts[1:])]
         if not intervals:
-            self.on_done({"steps_seen": self.seen, "hooked": sorted(self.hooked), "ended": ended})
+            self.on_done(NoStep(self.seen, sorted(self.hooked), ended))
             return
         waits = self.waits[:len(intervals)]
         calls = ([a - w for a, w in zip(intervals, waits)] if self.source == "marker"  # a marker has no duration
@@ -90,17 +91,20 @@ class Recorder:
         notes = []
         if ended and len(intervals) < self.steps:
             notes.append(f"the script {ended} after {self.seen} steps: {len(intervals)} of {self.steps} measured")
-        phases = measure(self.replay, intervals, calls, self.progress, notes) if self.replay else None
-        if phases is None:
+        replayed = measure(self.replay, intervals, calls, self.progress, notes) if self.replay else None
+        if replayed is None:
             notes.append("no step could be replayed on a captured batch (steps seen through "
                          f"{self.source}): input is the time between step calls and the hooked input waits, the "
                          "rest compute; host overhead and all-reduce are not separated")
             on_device = [min(c, a - w) for a, c, w in zip(intervals, calls, waits)]
-            phases = {"on_device": on_device, "looped": [statistics.median(on_device)], "gradients": [0.0],
-                      "reduced": [0.0], "global_batch": 0}
-        self.on_done({"full": intervals, "input_wait": waits, "step_calls": calls,
-                      "source": self.source, "hooked": sorted(self.hooked), "steps_seen": self.seen,
-                      "notes": notes, "trace": trace, **phases})
+            times = PhaseTimes(intervals, waits, on_device, [statistics.median(on_device)], [0.0], [0.0])
+            global_batch, replicas = 0, 0
+        else:
+            times = PhaseTimes(intervals, waits, replayed.on_device, replayed.looped, replayed.gradients,
+                               replayed.reduced)
+            global_batch, replicas = replayed.global_batch, replayed.replicas
+        self.on_done(ScriptMeasured(times, calls, self.source or "", sorted(self.hooked), self.seen, notes,
+                                    global_batch, replicas, replayed is not None, trace))
 
     def _start_trace(self) -> None:
         import tensorflow as tf

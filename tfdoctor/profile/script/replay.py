@@ -119,8 +119,20 @@ def examples(batch: Batch) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class Replayed:
+    """The replays as the breakdown's inputs: B per window step, H per call, and G/R of each turn (paired)."""
+
+    on_device: list[float]
+    looped: list[float]
+    gradients: list[float]
+    reduced: list[float]
+    global_batch: int
+    replicas: int
+
+
 def measure(replay: Replay, intervals: list[float], calls: list[float], progress: Progress,
-            notes: list[str]) -> dict[str, Any] | None:
+            notes: list[str]) -> Replayed | None:
     """B, C and H in turns on the captured batch, as the breakdown's inputs scaled to the window's step
     `calls`: each turn's C/B and H/B ratios are paired, so load that comes and goes cancels; None if the
     step cannot be run again. When the calls fetch their own input (Model.fit), B is each step-to-step
@@ -156,5 +168,5 @@ def measure(replay: Replay, intervals: list[float], calls: list[float], progress
     sync, inside = statistics.median(unreduced_ratio), statistics.median(looped_ratio)
     notes.append(f"replays of the {replay.kind} step on a captured batch, as shares of the replayed step: "
                  f"without the all-reduce {sync:.0%}, {LOOP} steps inside one graph call {inside:.0%} per step")
-    return {"on_device": on_device, "looped": [step * inside], "gradients": [step * sync], "reduced": [step],
-            "global_batch": examples(replay.batch), "replicas": replay.replicas}
+    return Replayed(on_device, [step * ratio for ratio in looped_ratio], [step * ratio for ratio in unreduced_ratio],
+                    [step] * len(unreduced_ratio), examples(replay.batch), replay.replicas)
