@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from functools import lru_cache
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from tfdoctor.config import ConfigError, Overrides, Settings, load_settings, settings_for
 from tfdoctor.lint.cache import Cache
@@ -29,6 +29,7 @@ from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Finding, Severity, Violation
 from tfdoctor.lint.notebooks import NotebookError, read_notebook
 from tfdoctor.lint.parallel import map_ordered
+from tfdoctor.lint.precedence import Candidate, survivors
 from tfdoctor.lint.rule import Context, Rule, all_rules
 from tfdoctor.lint.version_evidence import forget as forget_project_evidence
 
@@ -156,6 +157,7 @@ def _position(
 ) -> Iterator[Reported]:
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     seen: set[tuple[str, int, int]] = set()
+    kept: list[tuple[Rule, Violation, CodeRange, int]] = []
     for rule, violation in found:
         where = positions[violation.node]
         statement_line = positions[violation.statement].start.line if violation.statement in positions else where.start.line
@@ -165,6 +167,11 @@ def _position(
         if key in seen:
             continue
         seen.add(key)
+        kept.append((rule, violation, where, statement_line))
+    candidates = [_candidate(rule, violation, positions) for rule, violation, _, _ in kept]
+    for (rule, violation, where, statement_line), reported in zip(kept, survivors(candidates)):
+        if not reported:
+            continue
         finding = Finding(
             path=display_path, line=where.start.line, column=where.start.column + 1, end_line=where.end.line,
             end_column=where.end.column + 1, code=rule.code, name=rule.name, severity=rule.severity_for(context),
@@ -175,6 +182,12 @@ def _position(
             fix_range = positions[violation.fix.old]
             span = ((fix_range.start.line, fix_range.start.column), (fix_range.end.line, fix_range.end.column))
         yield Reported(finding, violation, span)
+
+
+def _candidate(rule: Rule, violation: Violation, positions: Mapping[cst.CSTNode, CodeRange]) -> Candidate:
+    span = positions[violation.construct if violation.construct in positions else violation.node]
+    return Candidate(rule.code, frozenset(rule.OUTRANKS), (span.start.line, span.start.column),
+                     (span.end.line, span.end.column))
 
 
 def _suppressed(code: str, lines: list[str], line_numbers: Iterable[int]) -> bool:

@@ -39,6 +39,7 @@ class Violation:
     message: str
     statement: cst.CSTNode | None = None  # the statement holding the node, for `# noqa` on its first line
     fix: Fix | None = None
+    construct: cst.CSTNode | None = None  # what the finding is about, when wider than `node` (see precedence.py)
 
 
 @dataclass(frozen=True)

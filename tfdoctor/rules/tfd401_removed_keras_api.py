@@ -51,6 +51,7 @@ class RemovedKerasApi(Rule):
         "method": "`{method}` is removed in Keras 3; use `{replacement}`",
         "arguments": "`{method}` arguments {arguments} are removed in Keras 3; pass them to a `keras.utils.PyDataset`",
     }
+    OUTRANKS = ("TFD201",)  # on a `fit_generator(...)` call: renaming it is the first step
     triggers = ("_generator", "workers", "use_multiprocessing", "max_queue_size")
     INVALID = (
         """import keras
@@ -105,7 +106,7 @@ model.fit_generator(gen(), steps_per_epoch=10)
                 fix = None if removed else Fix(call.node.func, call.node.func.with_changes(
                     attr=cst.Name(replacement)), f"rename {call.attr} to {replacement}")
                 yield self.report(call.node.func, "method", statement=call.statement, fix=fix, assumed=assumed,
-                                  method=call.attr, replacement=replacement)
+                                  construct=call.node, method=call.attr, replacement=replacement)
             elif call.attr in ("fit", "evaluate", "predict") and removed and keras.at_least(3):
                 yield self.report(call, "arguments", assumed=assumed, method=call.attr,
                                   arguments=", ".join(f"`{name}`" for name in removed))
