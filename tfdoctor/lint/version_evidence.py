@@ -68,7 +68,7 @@ APIS: tuple[Api, ...] = (
     Api("get_gradients", literal=b"get_gradients", pattern=rb"\.get_gradients\s*\(", **_KERAS2),
     Api("mixed_precision.experimental", literal=b"mixed_precision.experimental",
         pattern=rb"\bmixed_precision\.experimental\b", **_KERAS2),
-    Api("optimizer lr=", literal=b"lr", pattern=rb"\b" + _OPTIMIZERS + rb"\((?:[^()=]*?,)?\s*lr\s*=", **_KERAS2),
+    Api("optimizer lr=", literal=(b"lr=", b"lr ="), pattern=rb"\b" + _OPTIMIZERS + rb"\((?:[^()=]*?,)?\s*lr\s*=", **_KERAS2),
     Api("tf_keras", literal=b"tf_keras", pattern=_IMPORT + rb"tf_keras\b", **_KERAS2),
     Api("from keras.utils import multi_gpu_model", KERAS, (2,), (2, 3), "<= 2.3", b"multi_gpu_model",
         rb"^from[ \t]+keras\.utils(?:\.training_utils)?[ \t]+import[^\n]*\bmulti_gpu_model\b"),
@@ -83,7 +83,7 @@ APIS: tuple[Api, ...] = (
     Api("keras.optimizers.legacy", literal=b"optimizers.legacy", pattern=rb"\boptimizers\.legacy\b", **_KERAS2),
     Api("keras.layers.experimental", literal=b"layers.experimental", pattern=rb"\blayers\.experimental\b", **_KERAS2),
     # Keras 3 only.
-    Api("keras.ops", literal=b"ops", pattern=rb"\bkeras\.ops\b|" + _IMPORT + rb"keras[ \t]+import[^\n]*\bops\b", **_KERAS3),
+    Api("keras.ops", literal=(b"keras.ops", b"keras import"), pattern=rb"\bkeras\.ops\b|" + _IMPORT + rb"keras[ \t]+import[^\n]*\bops\b", **_KERAS3),
     Api("PyDataset", literal=b"PyDataset", pattern=rb"\bPyDataset\b", **_KERAS3),
     Api("keras.config", literal=b"keras.config", pattern=rb"\bkeras\.config\.", **_KERAS3),
     Api("keras_core", literal=b"keras_core", pattern=_IMPORT + rb"keras_core\b", **_KERAS3),
@@ -91,6 +91,7 @@ APIS: tuple[Api, ...] = (
 # Code that asks which version it runs under (`if tf.__version__.startswith("1"):`) supports several: its
 # version-specific calls sit in branches, and are no evidence.
 _VERSION_CHECK = re.compile(rb"\b(?:tf|tensorflow|keras|K)\.(?:__version__|version\.VERSION)\b|\bkeras_version\b")
+_VERSION_WORDS = (b"__version__", b"VERSION", b"keras_version")
 _COMPILED = tuple((api, re.compile(api.pattern, re.MULTILINE)) for api in APIS)
 
 
@@ -128,7 +129,7 @@ def scan(source: bytes, path: str) -> tuple[Sighting, ...]:
     """The first use of each API in a file's bytes, skipping uses in comments; nothing in a file that checks
     the version it runs under."""
     found: list[Sighting] = []
-    if b"version" in source and _VERSION_CHECK.search(source):
+    if any(word in source for word in _VERSION_WORDS) and _VERSION_CHECK.search(source):
         return ()
     for api, pattern in _COMPILED:
         literals = api.literal if isinstance(api.literal, tuple) else (api.literal,)
