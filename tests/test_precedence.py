@@ -57,7 +57,8 @@ def test_a_noqa_on_the_winner_lets_the_other_rule_speak():
 
 def test_a_pipeline_ending_in_batch_or_cache_gets_the_specific_finding_only():
     batch = ("import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n"
-             "ds = tf.data.Dataset.from_tensor_slices(x).batch(64)\ndist = strategy.experimental_distribute_dataset(ds)\n"
+             "ds = tf.data.Dataset.from_tensor_slices(x).batch(64)\n"
+             "dist = strategy.experimental_distribute_dataset(ds)\n"
              "local_model.fit(ds)\n")  # split by the strategy (TFD106), and trained on as is (TFD203)
     assert [(f.line, f.column) for f in lint_text(batch, select=("TFD203",))] == [(3, 44)]  # alone, it speaks
     assert [(line, column, code) for line, column, code, _ in _found(batch)] == [(3, 44, "TFD106")]

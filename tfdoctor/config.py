@@ -188,8 +188,10 @@ def resolve_targets(settings: Settings, path: Path, source: bytes | None = None)
     tensorflow = settings.explicit_tensorflow or _pinned(pins.get("tensorflow")) or code.target(
         TENSORFLOW, running) or running
     keras = settings.explicit_keras or _pinned(pins.get("keras")) or _pinned(pins.get("tf-keras"))
-    bounded = tensorflow.kind in ("explicit", "pin") or (code.tensorflow is not None and code.tensorflow.high is not None)
-    derived = keras_for_tensorflow(tensorflow) if tensorflow.kind != "installed" and bounded else None
+    # tf.keras's version follows a TensorFlow the user names or the code bounds above (`<= 2.3`), not one
+    # that is merely installed or only bounded below (`>= 2.4` holds both Keras 2 and 3).
+    bounded = tensorflow.kind in ("explicit", "pin") or bool(code.tensorflow and code.tensorflow.high)
+    derived = keras_for_tensorflow(tensorflow) if bounded else None
     fallback = derived or installed_version("keras") or Targets.newest().keras
     keras = keras or code.target(KERAS, fallback) or fallback
     return Targets(tensorflow, keras, legacy_keras_note(tensorflow, keras, code))

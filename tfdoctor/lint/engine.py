@@ -324,7 +324,8 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
     for raw in paths:
         if raw == "-":
             display = stdin_filename or "<stdin>"
-            settings = settings_for(Path(display) if stdin_filename else Path.cwd() / display, overrides, stdin or b"")
+            where = Path(display) if stdin_filename else Path.cwd() / display
+            settings = settings_for(where, overrides, stdin or b"")
             report.files += 1
             report.sources[display] = (stdin or b"").decode("utf-8", errors="replace").splitlines()
             if settings.targets.note:

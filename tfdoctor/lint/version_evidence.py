@@ -2,10 +2,10 @@
 
 A project that calls `get_scaled_loss` was written for Keras 2, one that imports `keras.ops` for Keras 3,
 whatever TensorFlow happens to be installed where tfdoctor runs. `scan` finds the first use of each API in
-a file's bytes (a text scan, about a hundredth of a parse: each API is first looked for as a literal, and its
-pattern runs only on files holding it); uses in comments and docstrings are skipped, and so are files
-that check the version they run under. `decide` turns the sightings into one
-range per package, citing the sighting it rests on; sightings that contradict each other decide nothing.
+a file's bytes: a text scan (each API is first looked for as a literal, and its pattern runs only on files
+holding it) that costs about 1% of parsing the same files. Uses in comments and docstrings are skipped, and
+so are files that check the version they run under. `decide` turns the sightings into one range per
+package, citing the sighting it rests on; sightings that contradict each other decide nothing.
 """
 
 from __future__ import annotations
@@ -50,17 +50,19 @@ APIS: tuple[Api, ...] = (
     # TensorFlow ranges (TF release notes: `run` replaced `experimental_run_v2` in 2.2; `multi_gpu_model` was
     # removed in 2.4; 2.4 added `tf.data.AUTOTUNE`, `distribute_datasets_from_function` and the stable
     # `MultiWorkerMirroredStrategy`; TF 2 has no `tf.contrib`, `tf.Session` or `tf.train.*Optimizer`).
-    Api("experimental_run_v2", TENSORFLOW, (2,), (2, 1), "<= 2.1", b"experimental_run_v2", rb"\.experimental_run_v2\s*\("),
+    Api("experimental_run_v2", TENSORFLOW, (2,), (2, 1), "<= 2.1", b"experimental_run_v2",
+        rb"\.experimental_run_v2\s*\("),
     Api("multi_gpu_model", TENSORFLOW, None, (2, 3), "<= 2.3", b"multi_gpu_model", rb"\bmulti_gpu_model\s*\("),
     Api("experimental_distribute_datasets_from_function", TENSORFLOW, (2, 1), (2, 3), "<= 2.3",
-        b"experimental_distribute_datasets_from_function", rb"\.experimental_distribute_datasets_from_function\s*\("),
+        b"experimental_distribute_datasets_from_function",
+        rb"\.experimental_distribute_datasets_from_function\s*\("),
     Api("tf.contrib", literal=b"tf.contrib", pattern=rb"\btf\.contrib\.", **{**_TF1, "skip_if": b""}),
     Api("tf.Session", literal=b"Session", pattern=rb"\btf\.(?:Session|InteractiveSession)\s*\(", **_TF1),
     Api("tf.placeholder", literal=b"placeholder", pattern=rb"\btf\.placeholder\s*\(", **_TF1),
     Api("tf.train optimizer", literal=b"Optimizer", pattern=rb"\btf\.train\.[A-Za-z]+Optimizer\s*\(", **_TF1),
     Api("tf.data.AUTOTUNE", TENSORFLOW, (2, 4), None, ">= 2.4", b"data.AUTOTUNE", rb"\bdata\.AUTOTUNE\b"),
-    Api("distribute_datasets_from_function", TENSORFLOW, (2, 4), None, ">= 2.4", b"distribute_datasets_from_function",
-        rb"(?<!experimental_)\bdistribute_datasets_from_function\s*\("),
+    Api("distribute_datasets_from_function", TENSORFLOW, (2, 4), None, ">= 2.4",
+        b"distribute_datasets_from_function", rb"(?<!experimental_)\bdistribute_datasets_from_function\s*\("),
     # Keras 2 only (Keras 3 removed these; `tf.keras` is Keras 3 from TF 2.16).
     Api("get_scaled_loss", literal=b"get_scaled_loss", pattern=rb"\.get_scaled_loss\s*\(", **_KERAS2),
     Api("get_unscaled_gradients", literal=b"get_unscaled_gradients", pattern=rb"\.get_unscaled_gradients\s*\(",
@@ -68,22 +70,24 @@ APIS: tuple[Api, ...] = (
     Api("get_gradients", literal=b"get_gradients", pattern=rb"\.get_gradients\s*\(", **_KERAS2),
     Api("mixed_precision.experimental", literal=b"mixed_precision.experimental",
         pattern=rb"\bmixed_precision\.experimental\b", **_KERAS2),
-    Api("optimizer lr=", literal=(b"lr=", b"lr ="), pattern=rb"\b" + _OPTIMIZERS + rb"\((?:[^()=]*?,)?\s*lr\s*=", **_KERAS2),
+    Api("optimizer lr=", literal=(b"lr=", b"lr ="), pattern=rb"\b" + _OPTIMIZERS + rb"\((?:[^()=]*?,)?\s*lr\s*=",
+        **_KERAS2),
     Api("tf_keras", literal=b"tf_keras", pattern=_IMPORT + rb"tf_keras\b", **_KERAS2),
     Api("from keras.utils import multi_gpu_model", KERAS, (2,), (2, 3), "<= 2.3", b"multi_gpu_model",
         rb"^from[ \t]+keras\.utils(?:\.training_utils)?[ \t]+import[^\n]*\bmulti_gpu_model\b"),
     Api("keras.backend.tensorflow_backend", KERAS, (2,), (2, 3), "<= 2.3", b"tensorflow_backend",
         rb"\bkeras\.backend\.tensorflow_backend\b"),
-    Api("tensorflow.python.keras", literal=b"tensorflow.python.keras", pattern=_IMPORT + rb"tensorflow\.python\.keras\b",
-        **_KERAS2),
+    Api("tensorflow.python.keras", literal=b"tensorflow.python.keras",
+        pattern=_IMPORT + rb"tensorflow\.python\.keras\b", **_KERAS2),
     Api("fit_generator", literal=b"_generator", pattern=rb"\.(?:fit|evaluate|predict)_generator\s*\(", **_KERAS2),
     Api("fit(workers=...)", literal=(b"workers", b"use_multiprocessing", b"max_queue_size"),
-        pattern=rb"\.(?:fit|evaluate|predict)\((?:[^()]|\([^()]*\))*?\b(?:workers|use_multiprocessing|max_queue_size)\s*=",
-        **_KERAS2),
+        pattern=rb"\.(?:fit|evaluate|predict)\((?:[^()]|\([^()]*\))*?"  # one level of nested parentheses
+                rb"\b(?:workers|use_multiprocessing|max_queue_size)\s*=", **_KERAS2),
     Api("keras.optimizers.legacy", literal=b"optimizers.legacy", pattern=rb"\boptimizers\.legacy\b", **_KERAS2),
     Api("keras.layers.experimental", literal=b"layers.experimental", pattern=rb"\blayers\.experimental\b", **_KERAS2),
     # Keras 3 only.
-    Api("keras.ops", literal=(b"keras.ops", b"keras import"), pattern=rb"\bkeras\.ops\b|" + _IMPORT + rb"keras[ \t]+import[^\n]*\bops\b", **_KERAS3),
+    Api("keras.ops", literal=(b"keras.ops", b"keras import"),
+        pattern=rb"\bkeras\.ops\b|" + _IMPORT + rb"keras[ \t]+import[^\n]*\bops\b", **_KERAS3),
     Api("PyDataset", literal=b"PyDataset", pattern=rb"\bPyDataset\b", **_KERAS3),
     Api("keras.config", literal=b"keras.config", pattern=rb"\bkeras\.config\.", **_KERAS3),
     Api("keras_core", literal=b"keras_core", pattern=_IMPORT + rb"keras_core\b", **_KERAS3),
@@ -126,8 +130,8 @@ class Range:
 
 
 def scan(source: bytes, path: str) -> tuple[Sighting, ...]:
-    """The first use of each API in a file's bytes, skipping uses in comments; nothing in a file that checks
-    the version it runs under."""
+    """The first use of each API in a file's bytes, outside comments and docstrings; nothing in a file that
+    checks the version it runs under."""
     found: list[Sighting] = []
     if any(word in source for word in _VERSION_WORDS) and _VERSION_CHECK.search(source):
         return ()
@@ -237,7 +241,8 @@ class CodeEvidence:
         found = self.tensorflow if package == TENSORFLOW else self.keras
         if found is None:
             return None
-        version = fallback.version if found.holds(fallback.version) else (found.high or found.low or fallback.version)
+        held = found.holds(fallback.version)
+        version = fallback.version if held else (found.high or found.low or fallback.version)
         return Target(version, found.sighting.cited, "code", found.label)
 
 
