@@ -160,6 +160,12 @@ def load_settings(start: Path, overrides: Overrides = Overrides()) -> Settings:
     )
 
 
+def settings_for(path: Path, overrides: Overrides = Overrides()) -> Settings:
+    """The settings one file is linted with (its nearest [tool.tfdoctor], the overrides, and the targets
+    resolved for it); the file need not exist (standard input, an editor's unsaved buffer)."""
+    return load_settings(path, overrides).for_file(path)
+
+
 def _target(text: str, source: str, key: str) -> Target:
     try:
         return Target(parse_version(text), source)

@@ -19,7 +19,7 @@ from typing import Sequence
 
 from tfdoctor import __version__
 from tfdoctor.config import Settings
-from tfdoctor.lint.findings import Finding, Severity
+from tfdoctor.lint.findings import Finding, Related, Severity
 from tfdoctor.lint.rule import Rule
 from tfdoctor.lint.versions import Targets
 
@@ -92,7 +92,8 @@ def _encode(finding: Finding) -> dict[str, object]:
 
 
 def _decode(entry: dict[str, object], display_path: str) -> Finding:
-    fields = dict(entry, path=display_path, severity=Severity(entry["severity"]))
+    fields = dict(entry, path=display_path, severity=Severity(entry["severity"]),
+                  related=tuple(Related(**place) for place in entry.get("related", ())))  # type: ignore[arg-type, union-attr]
     return Finding(**fields)  # type: ignore[arg-type]
 
 

@@ -7,7 +7,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from tfdoctor.config import ConfigError, Overrides, load_settings
+from tfdoctor.config import ConfigError, Overrides, settings_for
 from tfdoctor.lint.engine import lint_paths
 from tfdoctor.lint.fixes import FixError, fix_paths, fix_source, unified_diff, write_atomically
 from tfdoctor.lint.findings import Severity
@@ -89,7 +89,7 @@ def _show_target(paths: list[str], overrides: Overrides) -> int:
         if not path.exists():
             print(f"error: {raw}: no such file or directory", file=sys.stderr)
             return 2
-        targets = load_settings(path, overrides).for_file(path)
+        targets = settings_for(path, overrides)
         print(f"{raw}:")
         print(f"  TensorFlow {targets.targets.tensorflow.text}  (from {targets.targets.tensorflow.source})")
         print(f"  Keras {targets.targets.keras.text}  (from {targets.targets.keras.source})")
@@ -128,7 +128,7 @@ def _fix(paths: list[str], overrides: Overrides, unsafe: bool, write: bool) -> i
 def _fix_stdin(stdin: bytes, filename: str | None, overrides: Overrides, unsafe: bool) -> int:
     """With `--fix -`: print the fixed source to stdout."""
     display = filename or "<stdin>"
-    settings = load_settings(Path(display).parent if filename else Path.cwd(), overrides).for_file(Path(display))
+    settings = settings_for(Path(display) if filename else Path.cwd() / display, overrides)
     result = fix_source(stdin, display, settings, Path(display), unsafe)
     sys.stdout.buffer.write(result.text)
     return 0

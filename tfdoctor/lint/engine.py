@@ -23,7 +23,7 @@ from typing import Iterable, Iterator
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from tfdoctor.config import ConfigError, Overrides, Settings, load_settings
+from tfdoctor.config import ConfigError, Overrides, Settings, load_settings, settings_for
 from tfdoctor.lint.cache import Cache
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Finding, Severity, Violation
@@ -185,6 +185,16 @@ def _suppressed(code: str, lines: list[str], line_numbers: Iterable[int]) -> boo
     return False
 
 
+def with_noqa(line: str, code: str) -> str:
+    """The line with `code` added to its `# noqa: ...` comment, or with `  # noqa: CODE` appended."""
+    match = _NOQA.search(line)
+    if match and match.group("codes") is None:
+        return line  # a bare `# noqa` already suppresses every code
+    if match:
+        return f"{line[:match.end('codes')]}, {code}{line[match.end('codes'):]}"
+    return f"{line.rstrip()}  # noqa: {code}"
+
+
 def _syntax_finding(path: str, source: bytes, error: cst.ParserSyntaxError) -> Finding:
     """TFD000 for a syntax error. Python's own parser words and places errors best ("'(' was never
     closed"), so on this failure path only, the file is compiled once more to ask it."""
@@ -197,6 +207,11 @@ def _syntax_finding(path: str, source: bytes, error: cst.ParserSyntaxError) -> F
     where = re.search(r"error at (\d+):(\d+)", error.message)
     line, column = (int(where.group(1)), int(where.group(2)) + 1) if where else (error.raw_line, error.raw_column + 1)
     return _parse_finding(path, line, column, f"libcst cannot parse this file: {error.message}")
+
+
+def parse_error(path: str, message: str) -> Finding:
+    """TFD000 at the top of a file that could not be linted for a reason found outside the engine."""
+    return _parse_finding(path, 1, 1, message)
 
 
 def _parse_finding(path: str, line: int, column: int, message: str) -> Finding:
@@ -253,10 +268,10 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
     for raw in paths:
         if raw == "-":
             display = stdin_filename or "<stdin>"
-            settings = load_settings(Path(display).parent if stdin_filename else Path.cwd(), overrides)
+            settings = settings_for(Path(display) if stdin_filename else Path.cwd() / display, overrides)
             report.files += 1
             report.sources[display] = (stdin or b"").decode("utf-8", errors="replace").splitlines()
-            tasks.append((_Task(stdin or b"", display, settings.for_file(Path(display)), Path(display)), None, None))
+            tasks.append((_Task(stdin or b"", display, settings, Path(display)), None, None))
             continue
         path = Path(raw)
         if not path.exists():
@@ -303,4 +318,4 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
 
 
 __all__ = ["ConfigError", "InternalError", "LintReport", "Reported", "check_module", "discover", "lint_notebook",
-           "lint_paths", "lint_source", "parse_source", "should_parse"]
+           "lint_paths", "lint_source", "parse_error", "parse_source", "should_parse", "with_noqa"]

@@ -42,6 +42,22 @@ class Violation:
 
 
 @dataclass(frozen=True)
+class Related:
+    """Another place a finding relies on (often in another file), at a 1-based position like a Finding's."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    message: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": self.path, "line": self.line, "column": self.column, "end_line": self.end_line,
+                "end_column": self.end_column, "message": self.message}
+
+
+@dataclass(frozen=True)
 class Finding:
     """One reported problem at a 1-based position in a file."""
 
@@ -57,6 +73,7 @@ class Finding:
     fixable: bool = False
     statement_line: int = field(default=0, compare=False)
     cell: int | None = None  # in a notebook: the cell (1-based, every cell counted), `line` is within it
+    related: tuple[Related, ...] = ()  # the other places the finding relies on, when it relies on any
 
     def sort_key(self) -> tuple[str, int, int, int, str]:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
@@ -80,4 +97,5 @@ class Finding:
             "message": self.message,
             "fixable": self.fixable,
             **({"cell": self.cell} if self.cell is not None else {}),
+            **({"related": [place.to_json() for place in self.related]} if self.related else {}),
         }

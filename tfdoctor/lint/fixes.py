@@ -46,10 +46,11 @@ class _Replace(cst.CSTTransformer):
 
 
 def fix_source(source: Source, display_path: str, settings: Settings, path: Path | None = None,
-               unsafe: bool = False) -> FixResult[Source]:
-    """The source with fixes applied (same type as given: text or bytes) and the findings they fixed."""
+               unsafe: bool = False, wanted: Callable[[Finding], bool] | None = None) -> FixResult[Source]:
+    """The source with fixes applied (same type as given: text or bytes) and the findings they fixed.
+    With `wanted`, only the findings it accepts are fixed, in one pass (an editor's fix for one finding)."""
     result: FixResult[Source] = FixResult(source)
-    for _ in range(MAX_PASSES):
+    for _ in range(MAX_PASSES if wanted is None else 1):
         raw = result.text.encode("utf-8") if isinstance(result.text, str) else result.text
         module = parse_source(raw, display_path, settings, path)
         if not isinstance(module, cst.Module):
@@ -57,6 +58,7 @@ def fix_source(source: Source, display_path: str, settings: Settings, path: Path
         chosen = _non_overlapping([
             r for r in check_module(module, display_path, settings, path)
             if r.violation.fix is not None and r.fix_span is not None and (r.violation.fix.safe or unsafe)
+            and (wanted is None or wanted(r.finding))
         ])
         if not chosen:
             break
@@ -129,6 +131,13 @@ def _notebook_fixer() -> Callable[..., FixResult[bytes]]:
     return fix_notebook
 
 
+def fix_file(source: bytes, display_path: str, settings: Settings, path: Path, unsafe: bool = False,
+             wanted: Callable[[Finding], bool] | None = None) -> FixResult[bytes]:
+    """One file's bytes fixed: a notebook (`.ipynb`) by its cells, anything else as Python source."""
+    fixer = _notebook_fixer() if path.suffix == ".ipynb" else fix_source
+    return fixer(source, display_path, settings, path, unsafe, wanted)
+
+
 def fix_paths(paths: list[str], overrides: Overrides, unsafe: bool) -> FixReport:
     """The fixes for every Python file under the paths (nothing is written here)."""
     report = FixReport()
@@ -146,8 +155,7 @@ def fix_paths(paths: list[str], overrides: Overrides, unsafe: bool) -> FixReport
                 report.errors.append(f"{file}: cannot read: {error.strerror or error}")
                 continue
             try:
-                fixer = _notebook_fixer() if file.suffix == ".ipynb" else fix_source
-                result = fixer(before, str(file), settings.for_file(file), file, unsafe)
+                result = fix_file(before, str(file), settings.for_file(file), file, unsafe)
             except InternalError as error:
                 report.errors.append(f"{file}: {error}")
                 continue

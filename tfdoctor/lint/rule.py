@@ -8,12 +8,12 @@ import pkgutil
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import ClassVar, Iterator
+from typing import ClassVar, Iterator, Mapping
 
 import libcst as cst
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
-from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.versions import Targets
 
 DOC_SECTIONS = ("What it does", "Why it is bad", "Example", "Use instead")
@@ -34,6 +34,9 @@ class Rule:
     no finding of this rule. An example whose first line is `# tfdoctor: target-keras=2.15` (or
     `target-tensorflow=`) is checked under that target. A test runs them all, and
     `tfdoctor rules --write-docs` turns them into pages.
+
+    `MESSAGES` holds the rule's message templates (`str.format` fields), each one short sentence saying what
+    and where; the why is on the rule page. `report` is the one way to turn a template into a `Violation`.
     """
 
     code: ClassVar[str]
@@ -43,6 +46,7 @@ class Rule:
     triggers: ClassVar[tuple[str, ...]] = ("tensorflow", "keras")  # words a file must contain to be checked
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()
+    MESSAGES: ClassVar[Mapping[str, str]] = {}
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         raise NotImplementedError
@@ -51,9 +55,16 @@ class Rule:
         """The severity under the user's targets (most rules have a fixed one)."""
         return self.severity
 
-    # Helpers for subclasses -------------------------------------------------------------------------
-    def at(self, call: CallFact, message: str, node: cst.CSTNode | None = None) -> Violation:
-        return Violation(node=node or call.node, message=message, statement=call.statement)
+    def report(self, where: CallFact | cst.CSTNode, template: str = "default", *, statement: cst.CSTNode | None = None,
+               fix: Fix | None = None, assumed: str | None = None, **fields: object) -> Violation:
+        """A finding at a call (its statement is the `# noqa` line) or a node, worded by `MESSAGES[template]`.
+        `assumed` says which version the finding depends on and why (`Keras 2 assumed: ...`)."""
+        message = self.MESSAGES[template].format(**fields)
+        if assumed is not None:
+            message = f"{message} ({assumed})"
+        if isinstance(where, CallFact):
+            return Violation(where.node, message, statement=statement or where.statement, fix=fix)
+        return Violation(where, message, statement=statement, fix=fix)
 
     @classmethod
     def doc_sections(cls) -> dict[str, str]:

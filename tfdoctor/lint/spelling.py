@@ -27,6 +27,13 @@ def autotune(facts: ModuleFacts, targets: Targets) -> cst.BaseExpression | None:
     return cst.parse_expression(text) if text else None
 
 
+def autotune_text(value: cst.BaseExpression | None, targets: Targets) -> str:
+    """How a message writes the AUTOTUNE constant: as the fix spells it, else as `tf.` under the target."""
+    if value is not None:
+        return cst.Module([]).code_for_node(value)
+    return "tf.data.AUTOTUNE" if targets.tensorflow.at_least(2, 4) else "tf.data.experimental.AUTOTUNE"
+
+
 def with_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
     """The call with one more keyword argument, keeping a multi-line layout multi-line."""
     new_arg = cst.Arg(

@@ -42,6 +42,11 @@ class Targets:
     tensorflow: Target
     keras: Target
 
+    def assumed(self, package: str) -> str:
+        """`Keras 3.15 assumed: newest release`, for the findings that depend on that package's version."""
+        target, label = (self.keras, "Keras") if package == "keras" else (self.tensorflow, "TF")
+        return f"{label} {target.text} assumed: {target.source}"
+
     @classmethod
     def newest(cls) -> Targets:
         return cls(

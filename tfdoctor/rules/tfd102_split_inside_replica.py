@@ -60,6 +60,10 @@ class SplitInsideReplica(Rule):
     name = "split-inside-replica"
     severity = Severity.ERROR
     summary = "A replica function splits its own batch again along axis 0 by the GPU count."
+    MESSAGES = {
+        "split": "`tf.{function}` splits the input of replica function `{replica}` again",
+        "slice": "slicing by a per-GPU size splits the input of replica function `{replica}` again",
+    }
     triggers = ("split", "unstack", ":")
     INVALID = (
         # class-based trainer, tuple unpacking, literal count whose pieces feed the model in a loop
@@ -163,15 +167,11 @@ def step(x):
                 by_device = any(_DEVICE_COUNT.search(n) for n in call.names_of(count))
                 if by_device or (literal_int(count) or 0) >= 2 and _pieces_fed_in_loop(replica, call.node):
                     short = name.split(".")[-1]
-                    yield self.at(call, f"`tf.{short}` splits this replica's input again along axis 0: the strategy "
-                                  "already gave each replica its shard, so the model runs on 1/N of it N times, "
-                                  "one after another; feed the replica's batch to the model directly")
+                    yield self.report(call, "split", function=short, replica=replica.name)
             for subscript in replica.subscripts:
                 if (subscript.has_slice and subscript.value in derived
                         and any(_DEVICE_COUNT.search(n) for n in subscript.slice_names)):
-                    yield Violation(subscript.node, "slicing this replica's input by a per-GPU size splits the shard "
-                                    "the strategy already gave it; feed the replica's batch to the model directly",
-                                    statement=subscript.statement)
+                    yield self.report(subscript.node, "slice", statement=subscript.statement, replica=replica.name)
 
 
 def _derived_from_inputs(replica: Scope) -> set[str]:

@@ -55,6 +55,7 @@ class UndistributedInput(Rule):
     name = "undistributed-input"
     severity = Severity.ERROR
     summary = "`strategy.run` gets batches that did not come from a distributed dataset (each replica gets all of it)."
+    MESSAGES = {"default": "`{call}` gets batches from {origin}, not from a distributed dataset"}
     triggers = ("run", "call_for_each_replica")
     INVALID = (
         # a Python iterator class feeding a class-based trainer
@@ -133,8 +134,5 @@ for i, b in enumerate(dist_ds):
             for arg in facts.replica_args(run):
                 origin = value_provenance(facts, arg, run.scope, run.order)
                 if origin is not None and origin.kind == "undistributed":
-                    yield self.at(run, f"`{run.func or run.attr}` receives batches from {origin.reason}, not from a distributed "
-                                  "dataset: every replica gets the whole global batch, so each step does N times the "
-                                  "work; use `strategy.experimental_distribute_dataset(ds)` or "
-                                  "`distribute_datasets_from_function`")
+                    yield self.report(run, call=run.func or run.attr, origin=origin.reason)
                     break

@@ -18,9 +18,13 @@ class UnscaledLoss(Rule):
 
     ## Why it is bad
     The strategy sums gradients across replicas. A loss averaged over one replica's examples therefore
-    gives gradients N times too large with N replicas (and wrong weights when shards differ in size), so
-    the effective learning rate changes with the number of GPUs. Keras 3.8 and later scale a default
-    Keras loss by the replica count inside a replica context, so those are not flagged there.
+    gives gradients N times those of the global mean with N replicas (and wrong weights when shards differ
+    in size), so the effective learning rate changes with the number of GPUs. A sum is different: summed
+    over the replicas it is the sum over the global batch, the same whatever N is for a given global batch,
+    but it grows with the global batch, so going from 1 to N GPUs at the same per-replica batch multiplies
+    the step size by N. Dividing by the global batch makes both independent of N. Keras 3.8 and later
+    scale a default Keras loss by the replica count inside a replica context, so those are not flagged
+    there.
 
     ## Example
     ```python
@@ -57,7 +61,15 @@ class UnscaledLoss(Rule):
     code = "TFD104"
     name = "unscaled-loss"
     severity = Severity.ERROR
-    summary = "A replica function differentiates a per-replica mean or unscaled sum (gradients N times too large)."
+    summary = "A replica function differentiates a per-replica mean or an unscaled sum (steps grow with the GPU count)."
+    MESSAGES = {
+        "mean": "the loss of replica function `{replica}` is a per-replica mean, so its summed gradients are N times too "
+                "large",
+        "sum": ("the loss of replica function `{replica}` is an unscaled sum, so N GPUs at the same per-replica batch "
+                "take N times larger steps"),
+        "keras-default": ("the loss of replica function `{replica}` is a default-reduction Keras loss, so its summed "
+                          "gradients are N times too large"),
+    }
     triggers = ("gradient", "minimize")
     INVALID = (
         # a sum not divided by the global batch, in a method run by self.strategy
@@ -171,15 +183,8 @@ def step(x, y):
         for call, loss in differentiated_losses(facts):
             if loss.kind in ("scaled", "keras-default-scaled"):
                 continue
-            if loss.kind == "keras-default":
-                if keras.at_least(3, 8):
-                    continue
-                why = (f"a Keras loss with the default `sum_over_batch_size` reduction averages over this "
-                       f"replica's examples only (Keras {keras.text} assumed, from {keras.source})")
-            elif loss.kind == "mean":
-                why = "this loss is a per-replica mean"
-            else:
-                why = "this loss is a sum that is not divided by the global batch size"
-            yield Violation(loss.node, f"{why}: gradients are summed across replicas, so they come out N times "
-                            "too large; use `tf.nn.compute_average_loss(per_example, global_batch_size=...)`",
-                            statement=loss.statement or call.statement)
+            if loss.kind == "keras-default" and keras.at_least(3, 8):
+                continue
+            assumed = context.targets.assumed("keras") if loss.kind == "keras-default" else None
+            yield self.report(loss.node, loss.kind, statement=loss.statement or call.statement, assumed=assumed,
+                              replica=call.scope.name)

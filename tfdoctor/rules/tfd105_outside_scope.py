@@ -49,6 +49,7 @@ class OutsideScope(Rule):
     name = "outside-scope"
     severity = Severity.ERROR
     summary = "A Keras model, optimizer or metric is created outside `strategy.scope()` but used with the strategy."
+    MESSAGES = {"default": "`{var}` ({kind}) is created outside `strategy.scope()` but {use}"}
     triggers = ("scope", "run")
     INVALID = (
         # an optimizer created at module level and used in a replica function
@@ -150,9 +151,7 @@ with strategy.scope():
                 continue
             use = self._strategy_use(facts, var, replicas)
             if use is not None:
-                yield Violation(assign.value, f"`{var}` ({kind}) is created outside `strategy.scope()` but {use}: its "
-                                "variables are not mirrored across replicas; create it inside "
-                                "`with strategy.scope():`", statement=assign.statement)
+                yield self.report(assign.value, statement=assign.statement, var=var, kind=kind, use=use)
 
     @staticmethod
     def _created(facts: ModuleFacts, assign: AssignFact) -> str | None:

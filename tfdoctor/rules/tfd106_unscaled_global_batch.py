@@ -49,6 +49,7 @@ class UnscaledGlobalBatch(Rule):
     name = "unscaled-global-batch"
     severity = Severity.WARNING
     summary = "`batch(B)` feeds a strategy but B does not scale with `num_replicas_in_sync`."
+    MESSAGES = {"default": "`batch({size})` feeds a strategy but does not scale with `num_replicas_in_sync`"}
     triggers = ("batch",)
     INVALID = (
         # Keras fit on a model compiled in the scope, literal batch size, chain across assignments
@@ -119,10 +120,7 @@ model.fit(ds)
             size = call_arg(batch.call, 0, "batch_size")
             if self._unscaled(facts, size, chain):
                 text = dotted(size) or str(literal_int(size))
-                yield Violation(batch.call.func.attr, f"`batch({text})` feeds a strategy but is not scaled by "
-                                "`strategy.num_replicas_in_sync`: each replica gets 1/N of it, devices idle and the "
-                                "gradient all-reduce dominates; use `PER_REPLICA * strategy.num_replicas_in_sync`",
-                                statement=facts.call_fact(batch.call).statement)
+                yield self.report(batch.call.func.attr, statement=facts.call_fact(batch.call).statement, size=text)
 
     @staticmethod
     def _strategy_feeds(facts: ModuleFacts) -> Iterator[tuple[CallFact, cst.BaseExpression]]:

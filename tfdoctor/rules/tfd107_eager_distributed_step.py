@@ -49,6 +49,11 @@ class EagerDistributedStep(Rule):
     name = "eager-distributed-step"
     severity = Severity.WARNING
     summary = "`strategy.run` is called eagerly, outside any `tf.function` (often 10-25x slower steps)."
+    MESSAGES = {
+        "function": ("`{call}` is called eagerly from `{function}`, which is not a `tf.function` (nor only called from "
+                     "one)"),
+        "module": "`{call}` is called eagerly from module-level code, outside any `tf.function`",
+    }
     triggers = ("run", "call_for_each_replica")
     INVALID = (
         # a method of a trainer, looping itself
@@ -127,8 +132,6 @@ class Trainer:
                 eager_callers = [c for c in facts.callers_of(scope) if not facts.runs_in_graph(c.scope)]
                 if not eager_callers and not run.loops:
                     continue  # never called here, and not a loop itself: cannot decide
-                where = f"`{scope.name}`, which is not a `tf.function` (nor only called from one)"
+                yield self.report(run, "function", call=run.func or run.attr, function=scope.name)
             else:
-                where = "module-level code, outside any `tf.function`"
-            yield self.at(run, f"`{run.attr}` is called from {where}: every step dispatches each replica's ops "
-                          "eagerly from Python, often 10-25x slower; decorate the step with `@tf.function`")
+                yield self.report(run, "module", call=run.func or run.attr)

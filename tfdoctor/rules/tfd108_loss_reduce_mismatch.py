@@ -57,6 +57,10 @@ class LossReduceMismatch(Rule):
     name = "loss-reduce-mismatch"
     severity = Severity.WARNING
     summary = "`strategy.reduce(MEAN)` over globally scaled losses, or `SUM` over per-replica means."
+    MESSAGES = {
+        "mean": "`ReduceOp.MEAN` over losses already scaled by the global batch reports a loss N times too small",
+        "sum": "`ReduceOp.SUM` over per-replica mean losses reports a loss N times too large",
+    }
     triggers = ("reduce",)
     INVALID = (
         # SUM over per-replica means, through a method
@@ -111,11 +115,9 @@ def step(x):
             if not kinds or op is None:
                 continue
             if op == "MEAN" and kinds == {"scaled"}:
-                yield self.at(call, "`ReduceOp.MEAN` over losses already scaled by the global batch reports a loss "
-                              "N times too small; reduce them with `ReduceOp.SUM`")
+                yield self.report(call, "mean")
             elif op == "SUM" and kinds == {"mean"}:
-                yield self.at(call, "`ReduceOp.SUM` over per-replica mean losses reports a loss N times too "
-                              "large; scale by the global batch (`tf.nn.compute_average_loss`) or reduce with MEAN")
+                yield self.report(call, "sum")
 
 
 def _reduce_op(node: cst.BaseExpression | None) -> str | None:

@@ -49,6 +49,8 @@ class ManualTowerReplication(Rule):
     name = "manual-tower-replication"
     severity = Severity.INFO
     summary = "A loop over GPU indices builds model copies under `tf.device` (TF1 towers)."
+    MESSAGES = {"default": ("a loop builds one model copy per GPU under `tf.device` (TF1 towers); use "
+                            "`MirroredStrategy`")}
     triggers = ("device",)
     INVALID = (
         """import tensorflow.compat.v1 as tf
@@ -96,9 +98,7 @@ for gpu in tf.config.list_physical_devices("GPU"):
                 loop_vars = {t for loop in device.loops for t in loop.targets}
                 builds = [c for c in block.calls if facts.resolve(c.func) not in _SCOPING]
                 if _mentions_gpu(spec) and any(reads(names, v) for v in loop_vars) and builds:
-                    yield self.at(device, "a loop places one model copy per GPU with `tf.device` (TF1 towers); "
-                                  "`tf.distribute.MirroredStrategy` replicates the model and all-reduces the "
-                                  "gradients with NCCL")
+                    yield self.report(device)
 
 
 def _mentions_gpu(spec: cst.BaseExpression | None) -> bool:

@@ -53,6 +53,7 @@ class DevicePinInReplica(Rule):
     name = "device-pin-in-replica"
     severity = Severity.WARNING
     summary = "A fixed `tf.device('/gpu:N')` inside a replica function puts every replica on one GPU."
+    MESSAGES = {"default": "`tf.device({spec!r})` in replica function `{replica}` puts every replica on one device"}
     triggers = ("device",)
     INVALID = (
         """import tensorflow as T
@@ -102,6 +103,4 @@ def step(x):
                         continue
                     spec = literal_str(call_arg(device.node, 0, "device_name"))
                     if spec is not None and _FIXED_GPU.search(spec):
-                        yield self.at(device, f"`tf.device({spec!r})` inside the replica function "
-                                      f"`{replica.name}` sends every replica's ops to the same GPU; remove the "
-                                      "device scope and let the strategy place each replica")
+                        yield self.report(device, spec=spec, replica=replica.name)

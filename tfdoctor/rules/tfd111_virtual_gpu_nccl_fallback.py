@@ -55,6 +55,8 @@ class VirtualGpuNcclFallback(Rule):
     name = "virtual-gpu-nccl-fallback"
     severity = Severity.INFO
     summary = "`MirroredStrategy` on one GPU split into logical GPUs: NCCL falls back, timings mislead."
+    MESSAGES = {"default": ("`MirroredStrategy` over logical GPUs of one GPU keeps the default all-reduce, which NCCL "
+                            "cannot do")}
     triggers = ("device_configuration",)
     INVALID = (
         """import tensorflow as tf
@@ -95,9 +97,7 @@ strategy = tf.distribute.MirroredStrategy()
             if facts.resolve(call.func) == "tensorflow.distribute.MirroredStrategy" and not has_keyword(
                 call.node, "cross_device_ops"
             ):
-                yield self.at(call, "`MirroredStrategy` on one physical GPU split into logical GPUs keeps its default "
-                              "all-reduce: NCCL does not support virtual GPUs, so TensorFlow falls back to reducing "
-                              "on one device and timings do not predict a real multi-GPU run; measure on real devices")
+                yield self.report(call)
 
 
 def _splits_gpu(facts: ModuleFacts, call: CallFact) -> bool:

@@ -12,9 +12,6 @@ from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
 
 _FLOW = re.compile(r"^flow(_from_\w+)?$")
-_MESSAGE = ("training is fed by {what}: one Python thread under the GIL assembles every batch, which cannot run "
-            "in parallel, be prefetched to the devices or sharded across workers; build a `tf.data` pipeline from "
-            "the files with a parallel `map` and `prefetch`")
 
 
 class PythonGeneratorInput(Rule):
@@ -71,6 +68,7 @@ class PythonGeneratorInput(Rule):
     name = "python-generator-input"
     severity = Severity.WARNING
     summary = "Training is fed by Python (generator, Sequence, iterator class, `from_generator`, `fit_generator`)."
+    MESSAGES = {"default": "training is fed by {what}, one Python thread under the GIL; use a `tf.data` pipeline"}
     triggers = ("from_generator", "fit", "__next__", "yield", "Sequence", "PyDataset", "flow", "run", "train_on_batch",
                 "apply_gradients")
     INVALID = (
@@ -150,7 +148,7 @@ model.fit(train_ds, validation_data=val)
         for node, statement, what in self._python_feeds(facts):
             if id(node) not in seen:
                 seen.add(id(node))
-                yield Violation(node, _MESSAGE.format(what=what), statement=statement)
+                yield self.report(node, statement=statement, what=what)
 
     def _python_feeds(self, facts: ModuleFacts) -> Iterator[tuple[cst.CSTNode, cst.CSTNode, str]]:
         for call in facts.method_calls("fit_generator"):

@@ -7,7 +7,7 @@ from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import has_keyword
 from tfdoctor.lint.rule import Context, Rule
-from tfdoctor.lint.spelling import autotune, with_keyword
+from tfdoctor.lint.spelling import autotune, autotune_text, with_keyword
 
 
 class MapNotParallel(Rule):
@@ -44,6 +44,7 @@ class MapNotParallel(Rule):
     name = "map-not-parallel"
     severity = Severity.WARNING
     summary = "`Dataset.map`/`interleave` in a training pipeline without `num_parallel_calls` (one core)."
+    MESSAGES = {"default": "`{method}` in a training pipeline runs on one core; add `num_parallel_calls={autotune}`"}
     triggers = ("map", "interleave")
     INVALID = (
         """import tensorflow as T
@@ -94,6 +95,5 @@ model.fit(train, validation_data=val)
                 call = facts.call_fact(op.call)
                 fix = Fix(op.call, with_keyword(op.call, "num_parallel_calls", value),
                           "add num_parallel_calls=AUTOTUNE") if value is not None else None
-                yield Violation(op.call.func.attr, f"`{op.method}` in a training pipeline runs on one core; add "
-                                "`num_parallel_calls=tf.data.AUTOTUNE`",
-                                statement=call.statement if call else None, fix=fix)
+                yield self.report(op.call.func.attr, statement=call.statement if call else None, fix=fix,
+                                  method=op.method, autotune=autotune_text(value, context.targets))

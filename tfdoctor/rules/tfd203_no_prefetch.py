@@ -8,7 +8,7 @@ from tfdoctor.lint.dataflow import training_chains
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
-from tfdoctor.lint.spelling import autotune
+from tfdoctor.lint.spelling import autotune, autotune_text
 
 _TRAILING_OK = frozenset({"with_options"})
 
@@ -45,6 +45,7 @@ class NoPrefetch(Rule):
     name = "no-prefetch"
     severity = Severity.WARNING
     summary = "A training pipeline does not end in `prefetch` (input and compute do not overlap)."
+    MESSAGES = {"default": "this training pipeline does not end in `prefetch`; append `.prefetch({autotune})`"}
     triggers = ("data",)
     INVALID = (
         # built across assignments, consumed by a training loop
@@ -108,9 +109,8 @@ model.predict(ds)
                 fix = Fix(last, prefetched, "append .prefetch(AUTOTUNE)")
             node = last.func.attr if isinstance(last.func, cst.Attribute) else last
             call = facts.call_fact(last)
-            yield Violation(node, "this training pipeline does not end in `prefetch`: input and compute take turns "
-                            "instead of overlapping; append `.prefetch(tf.data.AUTOTUNE)`",
-                            statement=call.statement if call else None, fix=fix)
+            yield self.report(node, statement=call.statement if call else None, fix=fix,
+                              autotune=autotune_text(value, context.targets))
 
 
 def _append_prefetch(last: cst.Call, value: cst.BaseExpression) -> cst.Call:

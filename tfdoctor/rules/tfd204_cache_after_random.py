@@ -46,6 +46,7 @@ class CacheAfterRandom(Rule):
     name = "cache-after-random"
     severity = Severity.WARNING
     summary = "`cache()` after `shuffle`, a random augmentation, `prefetch` or `repeat` freezes or breaks it."
+    MESSAGES = {"default": "`cache()` after `{step}` replays the first epoch's `{step}`; move `cache()` before it"}
     triggers = ("cache",)
     INVALID = (
         """import tensorflow as tf
@@ -84,9 +85,8 @@ ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
                 continue
             first = random_steps[0]
             call = facts.call_fact(cache.call)
-            yield Violation(cache.call.func.attr, f"`cache()` after `{first.method}` freezes or breaks it: the first "
-                            f"epoch's output is replayed; move `cache()` before `{first.method}`",
-                            statement=call.statement if call else None, fix=self._fix(chain, first, cache))
+            yield self.report(cache.call.func.attr, statement=call.statement if call else None,
+                              fix=self._fix(chain, first, cache), step=first.method)
 
     @staticmethod
     def _chains(facts: ModuleFacts) -> Iterator[DatasetChain]:

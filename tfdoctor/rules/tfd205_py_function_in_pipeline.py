@@ -41,6 +41,7 @@ class PyFunctionInPipeline(Rule):
     name = "py-function-in-pipeline"
     severity = Severity.INFO
     summary = "`tf.py_function`/`tf.numpy_function` inside `Dataset.map` (GIL-bound, not serialisable)."
+    MESSAGES = {"default": "`{func}` in a `tf.data` transformation runs Python under the GIL; use TF ops"}
     triggers = ("py_function", "numpy_function", "py_func")
     INVALID = (
         """import tensorflow as T
@@ -71,5 +72,4 @@ ds = tf.data.Dataset.list_files(pattern).map(tf.io.read_file).map(tf.io.decode_p
                     name = facts.resolve(inner.func)
                     if name in _PY_FUNCTIONS and id(inner.node) not in seen:
                         seen.add(id(inner.node))
-                        yield self.at(inner, f"`{inner.func}` in a `tf.data` transformation runs Python under the GIL "
-                                      "and cannot be parallelised or serialised; use native TF ops")
+                        yield self.report(inner, func=inner.func)

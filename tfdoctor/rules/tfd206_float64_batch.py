@@ -58,6 +58,7 @@ class Float64Batch(Rule):
     name = "float64-batch"
     severity = Severity.INFO
     summary = "Python-built numpy batches are float64 (twice the host-to-device bytes, then a cast)."
+    MESSAGES = {"default": "`{producer}` builds a float64 batch; build it as `np.float32`"}
     triggers = ("numpy",)
     INVALID = (
         """import cv2
@@ -106,8 +107,7 @@ for b in Batches():
                 node = self._float64(facts, assign, outputs)
                 if node is not None and id(node) not in seen:
                     seen.add(id(node))
-                    yield Violation(node, "this batch is built as float64: twice the host-to-device bytes, then a "
-                                    "cast on the device; build it as `np.float32`", statement=assign.statement)
+                    yield self.report(node, statement=assign.statement, producer=producer.qualname)
 
     @staticmethod
     def _producers(facts: ModuleFacts) -> Iterator[Scope]:

@@ -33,6 +33,7 @@ class ShuffleAfterBatch(Rule):
     name = "shuffle-after-batch"
     severity = Severity.INFO
     summary = "`.batch(...).shuffle(...)` shuffles batches, not examples."
+    MESSAGES = {"default": "`shuffle` after `batch` shuffles whole batches; shuffle before batching"}
     triggers = ("shuffle",)
     INVALID = (
         """from tensorflow import data
@@ -66,5 +67,4 @@ ds = tf.data.Dataset.range(1000).batch(10).unbatch().shuffle(1000).batch(10)
                 elif op.method == "unbatch":
                     batched = False
                 elif op.method == "shuffle" and op.call is call.node and batched:
-                    yield Violation(call.node.func.attr, "`shuffle` after `batch` shuffles whole batches, not "
-                                    "examples; shuffle before batching", statement=call.statement)
+                    yield self.report(call.node.func.attr, statement=call.statement)

@@ -54,6 +54,7 @@ class HostSyncInLoop(Rule):
     name = "host-sync-in-loop"
     severity = Severity.WARNING
     summary = "`.numpy()`/`float()`/`print()` of step outputs every step makes the host wait for the device."
+    MESSAGES = {"default": "`{func}()` reads a step output on every iteration of the training loop"}
     triggers = ("numpy", "float", "int", "print")
     INVALID = (
         """import tensorflow as tf
@@ -120,9 +121,7 @@ for epoch in range(3):
                     continue
                 if self._syncs(call, outputs) and id(call.statement) not in flagged:
                     flagged.add(id(call.statement))
-                    yield self.at(call, f"`{call.func or call.attr}()` reads a step output on "
-                                  "every iteration: the host waits for the device each step; accumulate in a metric "
-                                  "and log every N steps (`if step % N == 0`)")
+                    yield self.report(call, func=call.func or call.attr)
 
     @staticmethod
     def _step_outputs(facts: ModuleFacts, loop: LoopFact) -> set[str]:

@@ -52,6 +52,7 @@ class MixedPrecisionNoLossScale(Rule):
     name = "mixed-precision-no-loss-scale"
     severity = Severity.ERROR
     summary = "`mixed_float16` with a custom loop and no `LossScaleOptimizer` (float16 gradients underflow)."
+    MESSAGES = {"default": "`mixed_float16` with a custom training loop and no `LossScaleOptimizer`"}
     triggers = ("mixed_float16",)
     INVALID = (
         """from tensorflow.keras import mixed_precision
@@ -98,9 +99,7 @@ def step(x):
         )
         wrapped = any((facts.resolve(c.func) or "").endswith("LossScaleOptimizer") for c in facts.calls)
         if custom_loop and not wrapped:
-            yield self.at(policy, "`mixed_float16` with a custom training loop and no `LossScaleOptimizer`: float16 "
-                          "gradients underflow to zero; wrap the optimizer in "
-                          "`keras.mixed_precision.LossScaleOptimizer` and scale the loss")
+            yield self.report(policy)
 
     @staticmethod
     def _sets_float16(facts: ModuleFacts, call: CallFact) -> bool:

@@ -50,6 +50,7 @@ class GradAccumulationAppliesEveryStep(Rule):
     name = "grad-accumulation-applies-every-step"
     severity = Severity.ERROR
     summary = "Gradients are 'accumulated' but `apply_gradients` runs on every micro-batch."
+    MESSAGES = {"default": "`apply_gradients` in `{function}` runs on every micro-batch of an accumulated step"}
     triggers = ("accum", "ACCUM", "Accum")
     INVALID = (
         """import tensorflow as tf
@@ -97,10 +98,7 @@ def step(x, y):
                 continue
             for call in scope.calls:
                 if call.attr == "apply_gradients" and not call.ifs:
-                    yield self.at(call, "the loss is divided by an accumulation count (or gradients accumulated) but "
-                                  "`apply_gradients` runs on every micro-batch: N updates at 1/N the learning rate; "
-                                  "apply under `if (step + 1) % N == 0` or use the optimizer's "
-                                  "`gradient_accumulation_steps`")
+                    yield self.report(call, function=scope.name)
 
     @staticmethod
     def _accumulates(scope: Scope) -> bool:

@@ -61,6 +61,8 @@ class OptimizerNotBuilt(Rule):
     name = "optimizer-not-built"
     severity = Severity.ERROR
     summary = "Keras 3: an optimizer used in a distributed `tf.function` step was never `build()`-t."
+    MESSAGES = {"default": ("`{optimizer}` is first built inside the distributed step `{replica}`; build it in "
+                            "`strategy.scope()`")}
     triggers = ("apply_gradients",)
     INVALID = (
         """import tensorflow as tf
@@ -118,8 +120,6 @@ def step(x):
                     if call.attr != "apply_gradients" or name is None or name in built or id(call) in seen:
                         continue
                     seen.add(id(call))
-                    yield self.at(call, f"`{name}` is used in a distributed `tf.function` step but never built: Keras "
-                                  f"{keras.text} (from {keras.source}) creates its variables on first use, inside the "
-                                  "traced replica step; call `optimizer.build(model.trainable_variables)` inside "
-                                  "`strategy.scope()` before the first step")
+                    yield self.report(call, assumed=context.targets.assumed("keras"), optimizer=name,
+                                      replica=replica.name)
 

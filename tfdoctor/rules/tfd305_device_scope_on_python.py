@@ -51,6 +51,7 @@ class DeviceScopeOnPython(Rule):
     name = "device-scope-on-python"
     severity = Severity.INFO
     summary = "`with tf.device(...)` around numpy/Python work only (it has no effect)."
+    MESSAGES = {"default": "this `tf.device` block holds only numpy/Python work, which it does not place"}
     triggers = ("device",)
     INVALID = (
         """import cv2
@@ -91,8 +92,7 @@ with tf.device("/cpu:0"):
                 continue
             body = [c for c in block.calls if c is not device]
             if body and all(self._python_only(facts, c, depth=0) for c in body):
-                yield self.at(device, "this `tf.device` block runs only numpy/Python work, which ignores it: the "
-                              "scope has no effect; remove it")
+                yield self.report(device)
 
     def _python_only(self, facts: ModuleFacts, call: CallFact, depth: int) -> bool:
         name = facts.resolve(call.func)

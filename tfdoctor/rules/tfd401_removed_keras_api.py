@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.facts import CallFact, ModuleFacts
+from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
 
@@ -45,6 +45,10 @@ class RemovedKerasApi(Rule):
     name = "removed-keras-api"
     severity = Severity.WARNING
     summary = "`fit_generator` & co., or `workers=`/`use_multiprocessing=` on `fit` (removed in Keras 3)."
+    MESSAGES = {
+        "method": "`{method}` is removed in Keras 3; use `{replacement}`",
+        "arguments": "`{method}` arguments {arguments} are removed in Keras 3; pass them to a `keras.utils.PyDataset`",
+    }
     triggers = ("_generator", "workers", "use_multiprocessing", "max_queue_size")
     INVALID = (
         """import keras
@@ -82,19 +86,14 @@ model.fit_generator(gen(), steps_per_epoch=10)
         keras = context.targets.keras
         if keras.below(2, 4) and context.targets.tensorflow.below(2, 1):
             return  # standalone Keras 2.2/2.3 or TF 1.x: fit_generator is how generators are trained
-        assumed = f"Keras {keras.text} assumed, from {keras.source}"
+        assumed = context.targets.assumed("keras")
         for call in facts.calls:
             removed = [a.keyword.value for a in call.node.args if a.keyword and a.keyword.value in _REMOVED_ARGUMENTS]
             if call.attr in _GENERATOR_METHODS:
                 replacement = _GENERATOR_METHODS[call.attr]
                 fix = None if removed else Fix(call.node.func, call.node.func.with_changes(
                     attr=cst.Name(replacement)), f"rename {call.attr} to {replacement}")
-                yield Violation(call.node.func, f"`{call.attr}` is deprecated since TF 2.1 and removed in Keras 3; "
-                                f"use `{replacement}` ({assumed})", statement=call.statement, fix=fix)
+                yield self.report(call.node.func, "method", statement=call.statement, fix=fix, assumed=assumed,
+                                  method=call.attr, replacement=replacement)
             elif call.attr in ("fit", "evaluate", "predict") and removed and keras.at_least(3):
-                yield self._removed_arguments(call, removed, assumed)
-
-    @staticmethod
-    def _removed_arguments(call: CallFact, removed: list[str], assumed: str) -> Violation:
-        return Violation(call.node, f"`{', '.join(removed)}` on `{call.attr}` was removed in Keras 3 (pass them to a "
-                         f"`keras.utils.PyDataset` instead) ({assumed})", statement=call.statement)
+                yield self.report(call, "arguments", assumed=assumed, arguments=", ".join(f"`{name}`" for name in removed), method=call.attr)

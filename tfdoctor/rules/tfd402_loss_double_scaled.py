@@ -56,6 +56,8 @@ class LossDoubleScaled(Rule):
     name = "loss-double-scaled"
     severity = Severity.ERROR
     summary = "Keras >= 3.8: a default-reduction loss divided again by the replica count or global batch."
+    MESSAGES = {"default": ("this default-reduction loss in `{replica}` is divided again by the replicas, which Keras "
+                            "already does")}
     triggers = ("gradient", "minimize")
     INVALID = (
         """import tensorflow as tf
@@ -115,7 +117,5 @@ def step(x, y):
             return
         for call, loss in differentiated_losses(facts):
             if loss.kind == "keras-default-scaled":
-                yield Violation(loss.node, f"Keras {keras.text} (from {keras.source}) already divides a "
-                                "default-reduction loss by the replica count inside `strategy.run`; dividing "
-                                "again makes gradients N times too small: drop the manual division",
-                                statement=loss.statement or call.statement)
+                yield self.report(loss.node, statement=loss.statement or call.statement,
+                                  assumed=context.targets.assumed("keras"), replica=call.scope.name)

@@ -7,8 +7,8 @@ from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
 
 _REPLACEMENTS = {
-    "get_scaled_loss": "`optimizer.scale_loss(loss)`",
-    "get_unscaled_gradients": "nothing: `apply_gradients` unscales the gradients itself",
+    "get_scaled_loss": "use `optimizer.scale_loss(loss)`",
+    "get_unscaled_gradients": "drop it, `apply_gradients` unscales the gradients itself",
 }
 
 
@@ -44,6 +44,7 @@ class RemovedLossScaleApi(Rule):
     name = "removed-loss-scale-api"
     severity = Severity.ERROR
     summary = "Keras 3: `get_scaled_loss`/`get_unscaled_gradients` were removed (use `scale_loss`)."
+    MESSAGES = {"default": "`{method}` is removed in Keras 3; {replacement}"}
     triggers = ("get_scaled_loss", "get_unscaled_gradients")
     INVALID = (
         """import keras
@@ -74,5 +75,5 @@ scaled = optimizer.scale_loss(loss)
         if keras.below(3):
             return
         for call in facts.method_calls(*_REPLACEMENTS):
-            yield self.at(call, f"`{call.attr}` was removed in Keras 3 (Keras {keras.text} assumed, from "
-                          f"{keras.source}); use {_REPLACEMENTS[call.attr]}")
+            yield self.report(call, assumed=context.targets.assumed("keras"), method=call.attr,
+                              replacement=_REPLACEMENTS[call.attr])

@@ -41,10 +41,11 @@ def local_modules(script: Path) -> list[Path]:
     return found
 
 
-def lint_findings(script: Path) -> list[Finding]:
-    """Findings in the script and its local modules, paths as given relative to the working folder."""
+def lint_findings(script: Path, package: Path | None = None) -> list[Finding]:
+    """Findings in the script and its local modules (or, for a module run with `-m`, in its whole top-level
+    package), paths as given relative to the working folder."""
     targets = [os.path.relpath(p) if not os.path.relpath(p).startswith("..") else str(p)
-               for p in local_modules(script)]
+               for p in ([package] if package else local_modules(script))]
     return lint_paths(targets, Overrides(), cache=False).findings
 
 
@@ -66,7 +67,7 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
         first = joined[0]
         verdict = replace(verdict, statement=(
             f"{verdict.statement} {verdict.primary} {measured.shares()[part]:.0%}: {first.code} at "
-            f"{first.path}:{first.line} {first.message.split(':')[0]}."))
+            f"{first.path}:{first.line} {first.message}."))
     waits = times.input_wait
     extra = [(f"steps seen through {result.source} ({result.steps_seen} in all); input = the time between "
               "step calls plus any input inside them, i.e. step-to-step time minus the step on a batch already on "

@@ -1,0 +1,110 @@
+"""Every message is one short sentence saying what and where (the why is on the rule page), filled from the
+rule's templates: exact positions and messages of each rule's INVALID examples."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import lint_text
+from tests.test_rule_examples import _targets
+from tfdoctor.lint.rule import all_rules, rule_by_code
+
+# (code, INVALID example index, line, column, message)
+EXPECTED = [
+    ('TFD101', 0, 2, 12, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
+    ('TFD101', 1, 3, 5, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
+    ('TFD101', 2, 3, 12, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
+    ('TFD101', 3, 2, 5, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
+    ('TFD102', 0, 7, 17, '`tf.split` splits the input of replica function `train_step` again'),
+    ('TFD102', 1, 4, 14, '`tf.unstack` splits the input of replica function `fwd` again'),
+    ('TFD102', 2, 8, 27, 'slicing by a per-GPU size splits the input of replica function `replica_fn` again'),
+    ('TFD103', 0, 13, 16, '`self.strategy.run` gets batches from the Python iterator class `Batches`, not from a distributed dataset'),
+    ('TFD103', 1, 5, 1, '`strategy.run` gets batches from a numpy array, not from a distributed dataset'),
+    ('TFD103', 2, 9, 5, '`strategy.run` gets batches from the Python generator `batches`, not from a distributed dataset'),
+    ('TFD104', 0, 7, 20, 'the loss of replica function `train_step` is an unscaled sum, so N GPUs at the same per-replica batch take N times larger steps'),
+    ('TFD104', 1, 4, 20, 'the loss of replica function `replica` is a per-replica mean, so its summed gradients are N times too large'),
+    ('TFD104', 2, 6, 16, 'the loss of replica function `replica` is a default-reduction Keras loss, so its summed gradients are N times too large (Keras 2.15 assumed: test)'),
+    ('TFD104', 3, 3, 12, 'the loss of replica function `replica` is a per-replica mean, so its summed gradients are N times too large'),
+    ('TFD105', 0, 5, 7, '`opt` (a Keras optimizer) is created outside `strategy.scope()` but is used in the replica function `replica`'),
+    ('TFD105', 1, 6, 22, '`self.model` (a Keras model) is created outside `strategy.scope()` but is used in the replica function `train_step`'),
+    ('TFD105', 2, 4, 7, '`acc` (a Keras metric) is created outside `strategy.scope()` but is used in the replica function `replica`'),
+    ('TFD106', 0, 5, 9, '`batch(64)` feeds a strategy but does not scale with `num_replicas_in_sync`'),
+    ('TFD106', 1, 6, 15, '`batch(BATCH)` feeds a strategy but does not scale with `num_replicas_in_sync`'),
+    ('TFD106', 2, 4, 52, '`batch(batch_size)` feeds a strategy but does not scale with `num_replicas_in_sync`'),
+    ('TFD107', 0, 7, 13, '`self.strategy.run` is called eagerly from `fit`, which is not a `tf.function` (nor only called from one)'),
+    ('TFD107', 1, 4, 5, '`strategy.run` is called eagerly from module-level code, outside any `tf.function`'),
+    ('TFD107', 2, 4, 12, '`strategy.experimental_run_v2` is called eagerly from `dist_step`, which is not a `tf.function` (nor only called from one)'),
+    ('TFD108', 0, 11, 16, '`ReduceOp.SUM` over per-replica mean losses reports a loss N times too large'),
+    ('TFD108', 1, 8, 12, '`ReduceOp.MEAN` over losses already scaled by the global batch reports a loss N times too small'),
+    ('TFD109', 0, 5, 14, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy`'),
+    ('TFD109', 1, 3, 10, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy`'),
+    ('TFD110', 0, 6, 14, "`tf.device('/device:GPU:0')` in replica function `train_step` puts every replica on one device"),
+    ('TFD110', 1, 4, 10, "`tf.device('GPU:1')` in replica function `fwd` puts every replica on one device"),
+    ('TFD111', 0, 7, 12, '`MirroredStrategy` over logical GPUs of one GPU keeps the default all-reduce, which NCCL cannot do'),
+    ('TFD111', 1, 5, 12, '`MirroredStrategy` over logical GPUs of one GPU keeps the default all-reduce, which NCCL cannot do'),
+    ('TFD201', 0, 5, 6, 'training is fed by `Dataset.from_generator`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 1, 8, 1, 'training is fed by `fit_generator`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 1, 7, 11, 'training is fed by the Python `Sequence` class `Loader`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 1, 8, 21, 'training is fed by the Python `Sequence` class `Loader`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 2, 7, 11, 'training is fed by `ImageDataGenerator.flow`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 2, 8, 11, 'training is fed by the Python generator `batches`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 3, 9, 26, 'training is fed by the Python iterator class `Reader`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD202', 0, 3, 9, '`map` in a training pipeline runs on one core; add `num_parallel_calls=T.data.AUTOTUNE`'),
+    ('TFD202', 1, 4, 18, '`interleave` in a training pipeline runs on one core; add `num_parallel_calls=data.AUTOTUNE`'),
+    ('TFD202', 1, 4, 51, '`map` in a training pipeline runs on one core; add `num_parallel_calls=data.AUTOTUNE`'),
+    ('TFD202', 2, 5, 48, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),
+    ('TFD203', 0, 3, 9, 'this training pipeline does not end in `prefetch`; append `.prefetch(tf.data.AUTOTUNE)`'),
+    ('TFD203', 1, 3, 51, 'this training pipeline does not end in `prefetch`; append `.prefetch(tfdata.AUTOTUNE)`'),
+    ('TFD203', 2, 2, 58, 'this training pipeline does not end in `prefetch`; append `.prefetch(tf.data.AUTOTUNE)`'),
+    ('TFD204', 0, 4, 62, "`cache()` after `map` replays the first epoch's `map`; move `cache()` before it"),
+    ('TFD204', 1, 4, 9, "`cache()` after `repeat` replays the first epoch's `repeat`; move `cache()` before it"),
+    ('TFD204', 2, 2, 85, "`cache()` after `map` replays the first epoch's `map`; move `cache()` before it"),
+    ('TFD205', 0, 2, 61, '`T.py_function` in a `tf.data` transformation runs Python under the GIL; use TF ops'),
+    ('TFD205', 1, 4, 16, '`tf.py_func` in a `tf.data` transformation runs Python under the GIL; use TF ops'),
+    ('TFD206', 0, 7, 13, '`batches` builds a float64 batch; build it as `np.float32`'),
+    ('TFD206', 1, 5, 15, '`Loader.__getitem__` builds a float64 batch; build it as `np.float32`'),
+    ('TFD207', 0, 4, 9, '`shuffle` after `batch` shuffles whole batches; shuffle before batching'),
+    ('TFD207', 1, 3, 70, '`shuffle` after `batch` shuffles whole batches; shuffle before batching'),
+    ('TFD301', 0, 10, 28, '`float()` reads a step output on every iteration of the training loop'),
+    ('TFD301', 1, 9, 5, '`print()` reads a step output on every iteration of the training loop'),
+    ('TFD302', 0, 3, 1, '`mixed_float16` with a custom training loop and no `LossScaleOptimizer`'),
+    ('TFD302', 1, 3, 1, '`mixed_float16` with a custom training loop and no `LossScaleOptimizer`'),
+    ('TFD303', 0, 9, 5, '`apply_gradients` in `micro_step` runs on every micro-batch of an accumulated step'),
+    ('TFD303', 1, 8, 9, '`apply_gradients` in `train` runs on every micro-batch of an accumulated step'),
+    ('TFD304', 0, 8, 9, '`self.opt` is first built inside the distributed step `replica`; build it in `strategy.scope()` (Keras 3.15 assumed: newest release)'),
+    ('TFD304', 1, 5, 53, '`opt` is first built inside the distributed step `<lambda>`; build it in `strategy.scope()` (Keras 3.0 assumed: test)'),
+    ('TFD305', 0, 8, 14, 'this `tf.device` block holds only numpy/Python work, which it does not place'),
+    ('TFD305', 1, 3, 6, 'this `tf.device` block holds only numpy/Python work, which it does not place'),
+    ('TFD401', 0, 2, 11, '`fit_generator` is removed in Keras 3; use `fit` (Keras 3.15 assumed: newest release)'),
+    ('TFD401', 0, 3, 10, '`evaluate_generator` is removed in Keras 3; use `evaluate` (Keras 3.15 assumed: newest release)'),
+    ('TFD401', 1, 2, 1, '`fit` arguments `use_multiprocessing`, `workers` are removed in Keras 3; pass them to a `keras.utils.PyDataset` (Keras 3.15 assumed: newest release)'),
+    ('TFD401', 2, 3, 1, '`predict_generator` is removed in Keras 3; use `predict` (Keras 2.15 assumed: test)'),
+    ('TFD402', 0, 9, 13, 'this default-reduction loss in `replica` is divided again by the replicas, which Keras already does (Keras 3.15 assumed: newest release)'),
+    ('TFD402', 1, 5, 12, 'this default-reduction loss in `replica` is divided again by the replicas, which Keras already does (Keras 3.8 assumed: test)'),
+    ('TFD403', 0, 4, 18, '`get_scaled_loss` is removed in Keras 3; use `optimizer.scale_loss(loss)` (Keras 3.15 assumed: newest release)'),
+    ('TFD403', 1, 4, 5, '`get_unscaled_gradients` is removed in Keras 3; drop it, `apply_gradients` unscales the gradients itself (Keras 3.0 assumed: test)'),
+]
+
+
+@pytest.mark.parametrize("code", sorted({row[0] for row in EXPECTED}))
+def test_messages_of_the_invalid_examples(code):
+    rule = rule_by_code(code)
+    found = [
+        (code, index, f.line, f.column, f.message)
+        for index, example in enumerate(rule.INVALID)
+        for f in lint_text(example, select=(code,), **_targets(example))
+    ]
+    assert found == [row for row in EXPECTED if row[0] == code]
+
+
+@pytest.mark.parametrize("rule", [r for r in all_rules() if r.code != "TFD000"], ids=lambda r: r.code)
+def test_templates_are_one_short_sentence_and_each_is_exercised(rule):
+    assert rule.MESSAGES, "a rule words its findings with MESSAGES templates"
+    messages = [row[4] for row in EXPECTED if row[0] == rule.code]
+    for template in rule.MESSAGES.values():
+        assert len(template) <= 130 and ": " not in template and ". " not in template and not template.endswith(".")
+        pattern = re.escape(template)
+        pattern = re.sub(r"\\{[^}]*\\}", ".+", pattern)
+        assert any(re.match(pattern, message) for message in messages), template
