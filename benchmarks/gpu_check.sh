@@ -21,14 +21,20 @@ else
 fi
 "$python" -c 'import tensorflow as tf; print("TensorFlow", tf.__version__, "GPUs:", tf.config.list_physical_devices("GPU"))' 2>/dev/null
 started=$SECONDS
-profile() {  # NAME ARGS...: one report as JSON, its progress and errors on the terminal
+failed=0
+profile() {  # NAME ARGS...: one report as JSON; its progress and errors on the terminal
   local name=$1; shift
   echo "gpu_check: $name: tfdoctor profile $*"
-  timeout 300 "$python" -m tfdoctor profile "$@" --format json --logdir "$out/logs/$name" --output "$out/$name.json"
+  if ! timeout 300 "$python" -m tfdoctor profile "$@" --format json --logdir "$out/logs/$name" \
+      --output "$out/$name.json"; then
+    echo "gpu_check: $name FAILED"
+    failed=1
+  fi
 }
 profile reference_1_both --gpus 1 --pipeline both "${rounds[@]}"
 profile reference_2_both --gpus 2 --pipeline both "${rounds[@]}"
 profile sync_heavy_2 --gpus 2 "${script_rounds[@]}" -- python benchmarks/gpu_check/sync_heavy.py
 profile input_bound_2 --gpus 2 "${script_rounds[@]}" -- python tests/scripts/input_bound.py
-echo "gpu_check: profiles took $((SECONDS - started)) s; reports in $out"
-"$python" benchmarks/gpu_check/summary.py "$out" $enforce
+echo "gpu_check: the profiles took $((SECONDS - started)) s; reports in $out"
+"$python" benchmarks/gpu_check/summary.py "$out" $enforce || failed=1
+exit $failed
