@@ -67,8 +67,8 @@ class FileResult:
 class Tally:
     """Counts for one code (or for all)."""
 
-    labels: int = 0
-    findings: int = 0
+    labels: int = 0  # definite labels (an "either" label is not counted)
+    findings: int = 0  # every finding of the code, ambiguous ones included
     true_positives: int = 0
     false_positives: int = 0
     misses: int = 0
@@ -117,12 +117,10 @@ def tally(results: list[FileResult]) -> dict[str, Tally]:
             table[finding.code].false_positives += 1
         for label in result.misses:
             table[label.code].misses += 1
-        for label, finding in result.hits:
+        for finding in [f for _, f in result.hits] + result.false_positives + result.ambiguous:
             table[finding.code].findings += 1
-        for finding in result.false_positives + result.ambiguous:
-            table[finding.code].findings += 1
-        for label in [lab for lab, _ in result.hits] + result.misses:
-            table[label.code].labels += 1
+    for counts in table.values():
+        counts.labels = counts.true_positives + counts.misses
     total = Tally()
     for counts in table.values():
         for name in ("labels", "findings", "true_positives", "false_positives", "misses"):
@@ -196,7 +194,8 @@ def _ratio(value: float | None) -> str:
 def render(results: list[FileResult], missing: list[str]) -> str:
     """The table, then every false positive and every miss."""
     table = tally(results)
-    lines = [f"{len(results)} files from {len({r.repo for r in results})} repositories",
+    lines = [f"{len(results)} files from {len({r.repo for r in results})} repositories "
+             "(labels: definite ones; found: every finding; fp: findings on no label of their code)",
              f"{'code':<8} {'labels':>6} {'found':>6} {'tp':>4} {'fp':>4} {'miss':>5} {'prec':>5} {'recall':>6}"]
     for code in sorted(c for c in table if c != "total") + ["total"]:
         t = table[code]

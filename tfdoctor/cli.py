@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "clean": ("tfdoctor.lint.clean_command", "Remove the lint cache."),
     "reference": ("tfdoctor.reference.command", "Train the built-in YOLOv3 reference workload."),
     "profile": ("tfdoctor.profile.command", "Measure input / all-reduce / host / compute time per training step."),
+    "report": ("tfdoctor.profile.report_command", "Merge the per-worker parts of a multi-worker profile."),
+    "server": ("tfdoctor.server.command", "Run the language server for editors (LSP over stdio)."),
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import libcst as cst
 
@@ -31,14 +32,55 @@ class Fix:
     safe: bool = True
 
 
+class Positions(Protocol):
+    """A module that can say where one of its nodes is."""
+
+    path: str
+
+    def position(self, node: cst.CSTNode) -> tuple[int, int, int, int]: ...
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a finding relies on in another file: "loss from `compute_loss`" and the node there."""
+
+    what: str
+    path: str
+    module: Positions
+    node: cst.CSTNode
+
+    def related(self) -> Related:
+        line, column, end_line, end_column = self.module.position(self.node)
+        return Related(self.path, line, column, end_line, end_column, self.what)
+
+
 @dataclass(frozen=True)
 class Violation:
-    """A rule's report: the node to point at, the message, and optionally a fix."""
+    """A rule's report: the node to point at, the message, and optionally a fix and the evidence it used
+    from other files."""
 
     node: cst.CSTNode
     message: str
     statement: cst.CSTNode | None = None  # the statement holding the node, for `# noqa` on its first line
     fix: Fix | None = None
+    evidence: tuple[Evidence, ...] = ()
+    construct: cst.CSTNode | None = None  # what the finding is about, when wider than `node` (see precedence.py)
+
+
+@dataclass(frozen=True)
+class Related:
+    """Another place a finding relies on (often in another file), at a 1-based position like a Finding's."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    message: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": self.path, "line": self.line, "column": self.column, "end_line": self.end_line,
+                "end_column": self.end_column, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -57,6 +99,7 @@ class Finding:
     fixable: bool = False
     statement_line: int = field(default=0, compare=False)
     cell: int | None = None  # in a notebook: the cell (1-based, every cell counted), `line` is within it
+    related: tuple[Related, ...] = ()  # the other places the finding relies on, when it relies on any
 
     def sort_key(self) -> tuple[str, int, int, int, str]:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
@@ -80,4 +123,5 @@ class Finding:
             "message": self.message,
             "fixable": self.fixable,
             **({"cell": self.cell} if self.cell is not None else {}),
+            **({"related": [place.to_json() for place in self.related]} if self.related else {}),
         }

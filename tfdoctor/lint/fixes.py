@@ -49,10 +49,11 @@ class _Replace(cst.CSTTransformer):
 
 @deep_stack
 def fix_source(source: Source, display_path: str, settings: Settings, path: Path | None = None,
-               unsafe: bool = False) -> FixResult[Source]:
-    """The source with fixes applied (same type as given: text or bytes) and the findings they fixed."""
+               unsafe: bool = False, wanted: Callable[[Finding], bool] | None = None) -> FixResult[Source]:
+    """The source with fixes applied (same type as given: text or bytes) and the findings they fixed.
+    With `wanted`, only the findings it accepts are fixed, in one pass (an editor's fix for one finding)."""
     result: FixResult[Source] = FixResult(source)
-    for _ in range(MAX_PASSES):
+    for _ in range(MAX_PASSES if wanted is None else 1):
         raw = result.text.encode("utf-8") if isinstance(result.text, str) else result.text
         module = parse_source(raw, display_path, settings, path)
         if not isinstance(module, cst.Module):
@@ -60,6 +61,7 @@ def fix_source(source: Source, display_path: str, settings: Settings, path: Path
         chosen = _non_overlapping([
             r for r in check_module(module, display_path, settings, path)
             if r.violation.fix is not None and r.fix_span is not None and (r.violation.fix.safe or unsafe)
+            and (wanted is None or wanted(r.finding))
         ])
         if not chosen:
             break
@@ -132,6 +134,13 @@ def _notebook_fixer() -> Callable[..., FixResult[bytes]]:
     return fix_notebook
 
 
+def fix_file(source: bytes, display_path: str, settings: Settings, path: Path, unsafe: bool = False,
+             wanted: Callable[[Finding], bool] | None = None) -> FixResult[bytes]:
+    """One file's bytes fixed: a notebook (`.ipynb`) by its cells, anything else as Python source."""
+    fixer = _notebook_fixer() if path.suffix == ".ipynb" else fix_source
+    return fixer(source, display_path, settings, path, unsafe, wanted)
+
+
 @dataclass(frozen=True)
 class _FixTask:
     """One file to fix, as sent to a worker process when it must be parsed apart."""
@@ -145,8 +154,7 @@ class _FixTask:
 def _fix_task(task: _FixTask) -> FixResult[bytes] | str:
     """The file's fixes, or the one-line reason it was not fixed."""
     try:
-        fixer = _notebook_fixer() if task.path.suffix == ".ipynb" else fix_source
-        return fixer(task.before, str(task.path), task.settings, task.path, task.unsafe)
+        return fix_file(task.before, str(task.path), task.settings, task.path, task.unsafe)
     except InternalError as error:
         return f"{task.path}: {error}"
     except NotebookError as error:
@@ -180,7 +188,7 @@ def fix_paths(paths: list[str], overrides: Overrides, unsafe: bool) -> FixReport
             except OSError as error:
                 report.errors.append(f"{file}: cannot read: {error.strerror or error}")
                 continue
-            tasks.append(_FixTask(file, before, settings.for_file(file), unsafe))
+            tasks.append(_FixTask(file, before, settings.for_file(file, before), unsafe))
     results = map_ordered(_fix_task, tasks, 1, [len(task.before) for task in tasks], _fix_failed,
                           lambda task: needs_isolation(task.before, str(task.path)))
     for task, result in zip(tasks, results):

@@ -37,7 +37,7 @@ H_CALLS = 2  # phase H runs `steps` steps in this many calls, spread among the r
 
 
 WHOLE = 16  # outputs of at most this many elements are read back whole; of larger ones, one element
-CLOCK_STEPS = 6  # steps timed each way by the clock check
+CLOCK_STEPS = 4  # steps timed each way by the clock check
 
 
 def wait(value: Any) -> None:
@@ -157,10 +157,13 @@ def _sync_devices() -> Callable[[], None] | None:
     return getattr(getattr(tf.test, "experimental", None), "sync_devices", None)
 
 
-def check_clock(work: StepFunctions, batches: Iterator[Any], progress: Progress) -> ClockCheck:
+def check_clock(work: StepFunctions, batches: Iterator[Any], progress: Progress,
+                synchronise: bool = True) -> ClockCheck:
     """The full step timed as the phases time it, and in turns the same step followed by a synchronisation
-    of every device, which also waits for work that outlives the step's outputs (an optimizer update)."""
-    sync = _sync_devices()
+    of every device, which also waits for work that outlives the step's outputs (an optimizer update).
+    `synchronise=False`: no synchronisation (a multi-worker task, where `sync_devices` needs a remote eager
+    context that MultiWorkerMirroredStrategy does not set up)."""
+    sync = _sync_devices() if synchronise else None
     waited, synced = [], []
     progress("clock check", 0, CLOCK_STEPS)
     for number in range(CLOCK_STEPS):

@@ -17,9 +17,10 @@ import sys
 import threading
 import typing
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, TypeVar, Union
 
 EVENT_FD_ENV = "TFDOCTOR_EVENT_FD"
+Record = TypeVar("Record")
 
 
 class ProtocolError(ValueError):
@@ -47,6 +48,7 @@ class WorkerConfig:
     fewer_replicas: list[int] = field(default_factory=list)  # phase D: also on these replica counts
     fewer_replicas_steps: int = 10
     params: dict[str, Any] = field(default_factory=dict)     # extra workload parameters (tests' injections)
+    multi_worker: bool = False           # one task of a MultiWorkerMirroredStrategy job (TF_CONFIG is set)
 
     def workload_params(self) -> dict[str, Any]:
         """What the workload's `build(strategy, params)` reads."""
@@ -78,6 +80,8 @@ class Devices(Event):
     NAME: ClassVar[str] = "devices"
     kind: str                             # gpu | virtual-gpu | cpu
     names: list[str]
+    collective: str | None = None         # a multi-worker job's all-reduce: RING or NCCL
+    replicas: int = 0                     # replicas in the whole job (0: len(names))
 
 
 @dataclass(frozen=True)
@@ -222,8 +226,9 @@ def decode(line: str | bytes) -> Event:
     return _build(cls, data, cls.NAME)
 
 
-def decode_config(text: str, cls: type[WorkerConfig] | type[ScriptConfig]) -> Any:
-    """A configuration from its `encode`d line; ProtocolError when it does not fit `cls`."""
+def decode_config(text: str, cls: type[Record]) -> Record:
+    """A configuration (or any record of this module's types, e.g. a multi-worker part) from its JSON text;
+    ProtocolError when it does not fit `cls`."""
     try:
         data = json.loads(text)
     except ValueError as error:

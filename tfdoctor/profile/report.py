@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tfdoctor.profile.breakdown import PARTS, Breakdown
+from tfdoctor.profile.cluster.job import NO_STRAGGLER
 from tfdoctor.profile.gpus import machine_gpus, unused_gpus_note
 from tfdoctor.profile.protocol import ClockCheck
 from tfdoctor.profile.suggest import Suggestion
@@ -44,6 +45,8 @@ class Report:
     scaling: list[dict[str, float]] | None = None
     notes: list[str] = field(default_factory=list)
     comparison: dict[str, Any] | None = None
+    workers: list[dict[str, Any]] | None = None  # a multi-worker job: one row per worker (cluster/job.py)
+    straggler: dict[str, Any] | None = None
     clock: ClockCheck | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -76,6 +79,9 @@ class Report:
             out["scaling"] = self.scaling
         if self.comparison is not None:
             out["comparison"] = self.comparison
+        if self.workers is not None:
+            out["workers"] = self.workers
+            out["straggler"] = self.straggler
         if self.clock is not None:
             out["clock_check"] = {"steps": self.clock.steps, "waited_s": self.clock.waited,
                                   "synced_s": self.clock.synced, "clock": self.clock.clock,
@@ -90,7 +96,8 @@ class Report:
 
 def render(report: Report, console: Console) -> None:
     name = report.workload.get("name", "")
-    console.print(Text(f"tfdoctor profile: {name} on {report.requested} replicas ({report.device_kind})",
+    workers = f"{len(report.workers)} workers, " if report.workers else ""
+    console.print(Text(f"tfdoctor profile: {name} on {workers}{report.requested} replicas ({report.device_kind})",
                        style="bold"))
     for note in report.notes:
         console.print(Text(f"note: {note}", style="dim"))
@@ -112,6 +119,8 @@ def render(report: Report, console: Console) -> None:
             console.print(f"of compute, {result.contention * 1000:.1f} ms is the step running slower than on "
                           "batches made earlier, while the input pipeline works on the same host cores (not "
                           "input: on GPUs that work runs beside the devices)", highlight=False)
+        if report.workers:
+            _print_workers(report, console)
         _print_throughput(report, console)
         _print_trace(report, console)
         _print_clock(report, console)
@@ -152,6 +161,20 @@ def _bar(result: Breakdown, width: int = 60) -> Text:
     return bar
 
 
+def _print_workers(report: Report, console: Console) -> None:
+    table = Table(show_header=True, header_style="bold")
+    for column in ("worker", "step ms", *PARTS, "of sync, waiting"):
+        table.add_column(column, justify="left" if column == "worker" else "right")
+    for row in report.workers or []:
+        seconds, shares = row["breakdown_s"], row["shares"]
+        table.add_row(row["task"], f"{row['step_time_s']['median'] * 1000:.1f}",
+                      *(f"{seconds[part] * 1000:.1f} ({shares[part]:.0%})" for part in PARTS),
+                      f"{row['waiting_for_others_s'] * 1000:.1f}")
+    console.print(table)
+    straggler = report.straggler
+    console.print(straggler["statement"] if straggler else NO_STRAGGLER, highlight=False)
+
+
 def _print_throughput(report: Report, console: Console) -> None:
     if report.examples_per_s is None:
         return
@@ -162,7 +185,10 @@ def _print_throughput(report: Report, console: Console) -> None:
     console.print(line, highlight=False)
     if report.scaling:
         console.print("scaling: " + ", ".join(
-            f"{row['replicas']:.0f} replicas {row['examples_per_s']:.1f}/s ({row['efficiency']:.0%})"
+            (f"{row['workers']:.0f} worker{'s' if row['workers'] > 1 else ''}, " if "workers" in row else "")
+            + f"{row['replicas']:.0f} replica{'s' if row['replicas'] > 1 else ''} {row['examples_per_s']:.1f}/s "
+            f"({row['efficiency']:.0%})"
+            + (f", all-reduce {row['sync_share']:.0%} of the step" if "sync_share" in row else "")
             for row in report.scaling), highlight=False)
 
 
@@ -182,7 +208,8 @@ def _print_clock(report: Report, console: Console) -> None:
 def _print_trace(report: Report, console: Console) -> None:
     xprof = report.trace.get("xprof")
     if report.trace.get("logdir"):
-        console.print(f"trace: tensorboard --logdir {report.trace['logdir']}", highlight=False)
+        console.print(f"trace: xprof --logdir {report.trace['logdir']}  (then open http://localhost:8791)",
+                      highlight=False)
     if xprof:
         categories = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in xprof["ms_per_step"].items() if v)
         console.print(f"xprof ({xprof.get('hardware_type')}), ms per step: {categories}", highlight=False)

@@ -61,6 +61,13 @@ class Child:
     def last(self, kind: type[E]) -> E | None:
         return next((e for e in reversed(self.events) if isinstance(e, kind)), None)
 
+    def failure(self) -> str:
+        """What went wrong, in one line: the child's own error event, else its exit code and last output."""
+        failed = self.last(protocol.Failed)
+        if failed:
+            return failed.message
+        return f"exit code {self.process.returncode}: {self.tail[-1][:300] if self.tail else 'no output'}"
+
     def kill(self) -> None:
         """The child's whole process group (what it started too)."""
         try:
@@ -98,9 +105,12 @@ class Child:
                 on_event(event)
 
 
-def follow(children: list[Child], deadline: float, on_event: Callable[[Child, Event], None]) -> None:
+def follow(children: list[Child], deadline: float, on_event: Callable[[Child, Event], None],
+           fail_fast: bool = False) -> None:
     """Read the children's events and output until each has exited; at `deadline` (a `time.monotonic()`
-    time) or at a malformed event every child's process group is killed and ProfileError says why."""
+    time) or at a malformed event every child's process group is killed and ProfileError says why.
+    `fail_fast`: the same as soon as one child exits with a non-zero code (the others of a multi-worker job
+    would wait for it forever)."""
     selector = selectors.DefaultSelector()
     for child in children:
         for fd in child._pipes:
@@ -110,8 +120,9 @@ def follow(children: list[Child], deadline: float, on_event: Callable[[Child, Ev
         while selector.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
-                raise ProfileError(f"{children[0].name} did not finish within its time limit "
-                                   f"({_hung(children)})")
+                running = [child for child in children if child.process.poll() is None] or children
+                raise ProfileError(f"{', '.join(child.name for child in running)} did not finish within its time "
+                                   f"limit ({_hung(running)})")
             for key, _ in selector.select(timeout=min(left, 0.5)):
                 child: Child = key.data
                 data = _read(key.fd)
@@ -126,6 +137,8 @@ def follow(children: list[Child], deadline: float, on_event: Callable[[Child, Ev
             for child in children:  # an exited child whose pipes a grandchild keeps open is done too
                 if child.process.poll() is not None and any(k.data is child for k in selector.get_map().values()):
                     _drain(selector, child, on_event)
+                if fail_fast and child.process.returncode:
+                    raise ProfileError(f"{child.name} failed: {child.failure()}")
         for child in children:
             left = max(deadline - time.monotonic(), 0.1)
             try:

@@ -1,7 +1,8 @@
 """A TensorFlow profiler trace of a few full steps, converted with xprof's own converters.
 
-The log folder opens with `tensorboard --logdir`; the input-pipeline analysis (step-time categories and
-the profiler's own statements) is read from the converted JSON and shown beside the phase figures.
+The log folder opens with `xprof --logdir DIR` (installed by the `profile` extra); the input-pipeline
+analysis (step-time categories and the profiler's own statements) is read from the converted JSON and shown
+beside the phase figures.
 """
 
 from __future__ import annotations

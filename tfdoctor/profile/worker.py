@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -40,8 +41,14 @@ def run(config: WorkerConfig) -> None:
     from tfdoctor.reference.devices import setup_replicas
 
     started = time.perf_counter()
-    strategy, kind, names = setup_replicas(config.replicas)
-    CHANNEL.emit(protocol.Devices(kind, names))
+    if config.multi_worker:
+        from tfdoctor.profile.cluster.strategy import multi_worker_strategy
+
+        strategy, kind, names, collective = multi_worker_strategy(config.replicas)
+        CHANNEL.emit(protocol.Devices(kind, names, collective, strategy.num_replicas_in_sync))
+    else:
+        strategy, kind, names = setup_replicas(config.replicas)
+        CHANNEL.emit(protocol.Devices(kind, names))
     build = load_workload(config.workload)
     progress = CHANNEL.progress
     try:
@@ -53,8 +60,11 @@ def run(config: WorkerConfig) -> None:
             CHANNEL.emit(protocol.Measured(protocol.PhaseTimes(full, waits), time.perf_counter() - started))
             return
         batches = _iterator(work)
-        times = phases.measure(work, batches, config.steps, config.warmup, progress, kind == "cpu")
-        clock = phases.check_clock(work, batches, progress)
+        # Phase S needs a pipeline that can sit idle while this worker alone steps: in a job, every step waits
+        # for all workers, so it is not run there.
+        times = phases.measure(work, batches, config.steps, config.warmup, progress,
+                               kind == "cpu" and not config.multi_worker)
+        clock = phases.check_clock(work, batches, progress, synchronise=not config.multi_worker)
         summary = None
         if config.trace_dir:
             progress("trace", 0, 1)
@@ -87,7 +97,17 @@ def _iterator(work: Any) -> Any:
     return batches
 
 
+def _die_with_parent() -> None:
+    """Linux: this process is killed when the process that started it dies, however that dies (a killed
+    multi-worker wrapper must not leave its measurement running, blocked in a collective)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def main() -> int:
+    _die_with_parent()
     try:
         run(protocol.decode_config(sys.argv[1], WorkerConfig))
     except Exception as error:  # the parent shows this one line and the exit code

@@ -41,10 +41,11 @@ def local_modules(script: Path) -> list[Path]:
     return found
 
 
-def lint_findings(script: Path) -> list[Finding]:
-    """Findings in the script and its local modules, paths as given relative to the working folder."""
+def lint_findings(script: Path, package: Path | None = None) -> list[Finding]:
+    """Findings in the script and its local modules (or, for a module run with `-m`, in its whole top-level
+    package), paths as given relative to the working folder."""
     targets = [os.path.relpath(p) if not os.path.relpath(p).startswith("..") else str(p)
-               for p in local_modules(script)]
+               for p in ([package] if package else local_modules(script))]
     return lint_paths(targets, Overrides(), cache=False).findings
 
 

@@ -3,6 +3,7 @@ as `__main__` with its own arguments, and send the measurements as protocol even
 (not stdout, which stays the script's own).
 
     python -m tfdoctor.profile.script.launch '{"replicas": 2, "steps": 10, ...}' train.py ARGS
+    python -m tfdoctor.profile.script.launch '{"replicas": 2, "steps": 10, ...}' -m pkg.train ARGS
 
 The process ends as soon as the result is out (the rest of the training is not needed); a script that ends
 first is measured on the steps it ran.
@@ -10,6 +11,7 @@ first is measured on the steps it ran.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import sys
@@ -50,9 +52,19 @@ def _crash(script: str, error: BaseException, code: int) -> None:
     os._exit(code)
 
 
+def _module_file(name: str) -> str:
+    """The file `runpy.run_module` will run (a package's `__main__`), for the crash line; imports the parent
+    packages, as running the module does anyway."""
+    spec = importlib.util.find_spec(name)
+    if spec is not None and spec.submodule_search_locations:
+        spec = importlib.util.find_spec(f"{name}.__main__")
+    return os.path.abspath(spec.origin) if spec is not None and spec.origin else name
+
+
 def main(argv: list[str]) -> int:
     config = protocol.decode_config(argv[1], ScriptConfig)
-    script, script_args = os.path.abspath(argv[2]), argv[3:]
+    module = argv[3] if argv[2] == "-m" else None
+    script, script_args = (module, argv[4:]) if module else (os.path.abspath(argv[2]), argv[3:])
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
@@ -66,10 +78,16 @@ def main(argv: list[str]) -> int:
                         config.trace_steps)
     hooks.install(recorder, names)
     threading.Thread(target=_watchdog, args=(recorder, config.max_seconds), daemon=True).start()
-    sys.argv = [script, *script_args]
-    sys.path.insert(0, os.path.dirname(script))
     try:
-        runpy.run_path(script, run_name="__main__")
+        if module:  # as `python -m`: the working folder first on the path, the module's file as argv[0]
+            sys.argv = ["-m", *script_args]
+            sys.path.insert(0, os.getcwd())
+            script = _module_file(module)
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = [script, *script_args]
+            sys.path.insert(0, os.path.dirname(script))
+            runpy.run_path(script, run_name="__main__")
     except SystemExit as error:
         if error.code not in (None, 0):
             _crash(script, error, error.code if isinstance(error.code, int) else 1)

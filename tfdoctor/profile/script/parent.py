@@ -16,6 +16,7 @@ from tfdoctor.profile.protocol import Event, ScriptConfig
 from tfdoctor.profile.report import Report
 from tfdoctor.profile.runner import Child, OutOfMemory, ProfileError, raise_failure, run_child
 from tfdoctor.profile.script import join
+from tfdoctor.profile.script.target import Target, module_target
 from tfdoctor.profile.verdict import Verdict
 
 OnEvent = Callable[[Event], None]
@@ -35,35 +36,41 @@ class ScriptOptions:
     trace_steps: int = 3
 
 
-def split_command(command: tuple[str, ...]) -> tuple[str, Path, list[str]]:
-    """(interpreter, script, its arguments) from `python [-X ...] train.py ARGS` or `train.py ARGS`."""
+def split_command(command: tuple[str, ...]) -> Target:
+    """What to run, from `python [-X ...] train.py ARGS`, `python -m pkg.module ARGS` or `train.py ARGS`."""
     words = list(command)
     interpreter = sys.executable
     if words and (PYTHON.match(words[0]) or PYTHON.match(Path(words[0]).name)):
         if os.sep in words.pop(0):
             interpreter = command[0]
         while words and words[0].startswith("-"):
-            if words[0] in ("-m", "-c"):
-                raise ProfileError("script mode runs a script file: `-- python train.py ARGS` (not -m or -c)")
+            if words[0] == "-c":
+                raise ProfileError("script mode runs a file or a module (`-- python train.py ARGS` or `-- python -m "
+                                   "pkg.train ARGS`), not -c: code given on the command line has no source to lint")
+            if words[0] == "-m":
+                if len(words) < 2:
+                    raise ProfileError("no module after `-m`: use `tfdoctor profile -- python -m pkg.train ARGS`")
+                return module_target(interpreter, words[1], tuple(words[2:]))
             words.pop(0)
     if not words:
         raise ProfileError("no script after `--`: use `tfdoctor profile -- python train.py ARGS`")
     script = Path(words[0])
     if not script.is_file():
         raise ProfileError(f"script not found: {words[0]}")
-    return interpreter, script, words[1:]
+    return Target(interpreter, script, tuple(words[1:]))
 
 
 def profile_script(options: ScriptOptions, on_event: OnEvent) -> Report:
     """Measure the script's training steps on `options.gpus` replicas; ProfileError says why not."""
-    interpreter, script, args = split_command(options.command)
+    target = split_command(options.command)
+    script = target.path
     config = ScriptConfig(replicas=options.gpus, steps=options.steps, warmup=options.warmup,
                           max_seconds=options.max_seconds, trace_steps=options.trace_steps,
                           trace_dir=str(options.logdir / "script") if options.logdir else None)
     root = str(Path(tfdoctor.__file__).resolve().parent.parent)
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    child = run_child([interpreter, "-m", "tfdoctor.profile.script.launch", protocol.encode(config), str(script),
-                       *args], on_event, options.max_seconds + 300, env=env, name=f"profiling {script}")
+    child = run_child([target.interpreter, "-m", "tfdoctor.profile.script.launch", protocol.encode(config),
+                       *target.launch_args], on_event, options.max_seconds + 300, env=env, name=f"profiling {script}")
     try:
         raise_failure(child, protocol.ScriptMeasured)
     except OutOfMemory as error:
@@ -73,8 +80,8 @@ def profile_script(options: ScriptOptions, on_event: OnEvent) -> Report:
     devices = child.last(protocol.Devices)
     result = child.last(protocol.ScriptMeasured)
     assert result is not None
-    return join.build(result, join.lint_findings(script), options.gpus, devices.kind if devices else "unknown",
-                      devices.names if devices else [], str(script), [])
+    return join.build(result, join.lint_findings(script, target.package), options.gpus,
+                      devices.kind if devices else "unknown", devices.names if devices else [], target.name, [])
 
 
 def _explain(child: Child, script: Path, error: ProfileError) -> ProfileError:

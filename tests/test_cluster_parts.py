@@ -1,0 +1,136 @@
+"""Multi-worker profiling without TensorFlow: TF_CONFIG, the part files, and the merge into one job."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tfdoctor.profile.cluster.job import find_straggler, worker_breakdown
+from tfdoctor.profile.cluster.job_report import job_report
+from tfdoctor.profile.cluster.parts import PART_VERSION, PartError, WorkerPart, read_parts, write_part
+from tfdoctor.profile.protocol import PhaseTimes
+from tfdoctor.profile.cluster.tf_config import ClusterConfigError, free_ports, from_environment, local_cluster
+
+MS = 0.001
+ROUNDS = 20
+
+
+def _series(step_call: float, waited: float, on_device: float, looped: float, gradients: float, reduced: float,
+            seed: int) -> PhaseTimes:
+    """Rounds of phase timings with 1% noise on every call (ms in, seconds out)."""
+    noise = random.Random(seed)
+
+    def calls(ms: float) -> list[float]:
+        return [ms * MS * noise.uniform(0.99, 1.01) for _ in range(ROUNDS)]
+
+    waits = calls(waited)
+    return PhaseTimes(full=[w + c for w, c in zip(waits, calls(step_call))], input_wait=waits,
+                       on_device=calls(on_device), looped=calls(looped)[:2], gradients=calls(gradients),
+                       reduced=calls(reduced))
+
+
+def _part(task: str, phases: PhaseTimes | None, error: str | None = None) -> WorkerPart:
+    return WorkerPart(version=PART_VERSION, task=task, job="job1", job_tasks=2, address=f"127.0.0.1:{1000 + int(task[-1])}", host="h",
+                      replicas=2, device_kind="cpu", device_names=[f"/job:worker/replica:0/task:{task[-1]}/device:CPU:0"],
+                      collective="RING", workload={"name": "mlp", "global_batch": 64, "per_replica_batch": 32},
+                      phases=phases, error=error)
+
+
+# Worker 1 waits 80 ms for each batch; worker 0 has its batch at once and waits for worker 1 in the all-reduce.
+SLOW_INPUT = _part("worker-1", _series(step_call=50, waited=80, on_device=50, looped=45, gradients=20, reduced=30, seed=1))
+WAITS_FOR_IT = _part("worker-0", _series(step_call=130, waited=1, on_device=50, looped=45, gradients=20, reduced=30,
+                                         seed=2))
+
+
+def test_tf_config_of_a_worker():
+    config = from_environment({"TF_CONFIG": json.dumps(
+        {"cluster": {"chief": ["a:1"], "worker": ["b:2", "c:3"], "ps": ["d:4"]}, "task": {"type": "worker", "index": 1}})})
+    assert config.task.name == "worker-1"
+    assert config.address == "c:3"
+    assert [task.name for task in config.training_tasks] == ["chief-0", "worker-0", "worker-1"]
+
+
+@pytest.mark.parametrize("environ, message", [
+    ({}, "TF_CONFIG is not set"),
+    ({"TF_CONFIG": "{cluster"}, "TF_CONFIG is not JSON"),
+    ({"TF_CONFIG": '{"task": {}}'}, 'no "cluster" object'),
+    ({"TF_CONFIG": '{"cluster": {"worker": ["nohostport"]}, "task": {"type": "worker", "index": 0}}'},
+     '"host:port" addresses'),
+    ({"TF_CONFIG": '{"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "ps", "index": 0}}'},
+     "runs no training step"),
+    ({"TF_CONFIG": '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}'}, "not in its cluster"),
+])
+def test_bad_tf_config_is_one_line(environ, message):
+    with pytest.raises(ClusterConfigError, match=message) as caught:
+        from_environment(environ)
+    assert "\n" not in str(caught.value)
+
+
+def test_local_cluster_is_on_loopback_ports_nothing_uses():
+    ports = free_ports(3)
+    assert len(set(ports)) == 3
+    configs = local_cluster(3, ports)
+    assert [config.task.index for config in configs] == [0, 1, 2]
+    assert all(address.startswith("127.0.0.1:") for address in configs[0].cluster["worker"])
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", ports[0]))  # free when chosen
+    assert json.loads(configs[1].to_json())["task"] == {"type": "worker", "index": 1}
+
+
+def test_parts_round_trip_and_are_written_whole(tmp_path: Path):
+    write_part(tmp_path, SLOW_INPUT)
+    write_part(tmp_path, WAITS_FOR_IT)
+    assert sorted(os.listdir(tmp_path)) == ["worker-0.part.json", "worker-1.part.json"]  # no temporary left
+    assert read_parts(tmp_path) == [WAITS_FOR_IT, SLOW_INPUT]
+
+
+def test_unreadable_or_mixed_parts_are_one_line_errors(tmp_path: Path):
+    with pytest.raises(PartError, match="no worker parts"):
+        read_parts(tmp_path)
+    write_part(tmp_path, SLOW_INPUT)
+    write_part(tmp_path, replace(WAITS_FOR_IT, job="another"))
+    with pytest.raises(PartError, match="parts of 2 different jobs"):
+        read_parts(tmp_path)
+    (tmp_path / "worker-0.part.json").write_text('{"version": 1, "task": "worker-0"}')
+    with pytest.raises(PartError, match=r"worker-0.part.json: not a tfdoctor worker part"):
+        read_parts(tmp_path)
+
+
+def test_a_workers_parts_add_up_to_its_step():
+    for part in (SLOW_INPUT, WAITS_FOR_IT):
+        result = worker_breakdown(part).breakdown
+        assert sum(result.seconds().values()) == pytest.approx(result.step.median)
+
+
+def test_the_worker_with_slow_input_is_the_straggler_and_the_other_waits_in_sync():
+    fast, slow = worker_breakdown(WAITS_FOR_IT), worker_breakdown(SLOW_INPUT)
+    assert slow.breakdown.input == pytest.approx(0.080, rel=0.03)
+    assert fast.waiting == pytest.approx(0.080, rel=0.05)
+    assert fast.breakdown.sync == pytest.approx(0.090, rel=0.05)  # 10 ms all-reduce + the wait
+    straggler = find_straggler([fast, slow])
+    assert straggler is not None and (straggler.task, straggler.part) == ("worker-1", "input")
+    assert straggler.excess_s == pytest.approx(0.079, rel=0.05)
+
+
+def test_balanced_workers_have_no_straggler():
+    twin = _part("worker-1", _series(step_call=130, waited=1, on_device=50, looped=45, gradients=20, reduced=30, seed=3))
+    assert find_straggler([worker_breakdown(WAITS_FOR_IT), worker_breakdown(twin)]) is None
+
+
+def test_job_report_rows_straggler_and_verdict_of_the_pacing_worker():
+    document = job_report([WAITS_FOR_IT, SLOW_INPUT]).to_json()
+    assert [row["task"] for row in document["workers"]] == ["worker-0", "worker-1"]
+    assert document["straggler"]["task"] == "worker-1"
+    assert document["verdict"]["primary"] == "input-bound"
+    assert document["mode"] == "multi-worker"
+
+
+def test_a_failed_worker_fails_the_merge_with_its_error():
+    with pytest.raises(PartError, match="worker-1 failed: ValueError: boom"):
+        job_report([WAITS_FOR_IT, _part("worker-1", None, error="ValueError: boom")])
