@@ -17,9 +17,11 @@ from typing import Callable, Generic, TypeVar
 import libcst as cst
 
 from tfdoctor.config import Overrides, Settings, load_settings
-from tfdoctor.lint.engine import InternalError, Reported, check_module, discover, parse_source
+from tfdoctor.lint.deep_stack import deep_stack
+from tfdoctor.lint.engine import InternalError, Reported, check_module, discover, needs_isolation, parse_source
 from tfdoctor.lint.findings import Finding
 from tfdoctor.lint.notebooks import NotebookError
+from tfdoctor.lint.parallel import map_ordered
 
 MAX_PASSES = 10
 Source = TypeVar("Source", str, bytes)
@@ -45,6 +47,7 @@ class _Replace(cst.CSTTransformer):
         return self.replacements.get(id(original_node), updated_node)
 
 
+@deep_stack
 def fix_source(source: Source, display_path: str, settings: Settings, path: Path | None = None,
                unsafe: bool = False, wanted: Callable[[Finding], bool] | None = None) -> FixResult[Source]:
     """The source with fixes applied (same type as given: text or bytes) and the findings they fixed.
@@ -138,9 +141,38 @@ def fix_file(source: bytes, display_path: str, settings: Settings, path: Path, u
     return fixer(source, display_path, settings, path, unsafe, wanted)
 
 
+@dataclass(frozen=True)
+class _FixTask:
+    """One file to fix, as sent to a worker process when it must be parsed apart."""
+
+    path: Path
+    before: bytes
+    settings: Settings
+    unsafe: bool
+
+
+def _fix_task(task: _FixTask) -> FixResult[bytes] | str:
+    """The file's fixes, or the one-line reason it was not fixed."""
+    try:
+        return fix_file(task.before, str(task.path), task.settings, task.path, task.unsafe)
+    except InternalError as error:
+        return f"{task.path}: {error}"
+    except NotebookError as error:
+        return f"{task.path}: not fixed: {error}"
+    except (RecursionError, Exception) as error:  # a bug of ours: the other files are still fixed
+        return f"{task.path}: not fixed: internal error: {type(error).__name__}: {error} (please report)"
+
+
+def _fix_failed(task: _FixTask, reason: str) -> str:
+    return f"{task.path}: not fixed: internal error: {reason} (please report)"
+
+
 def fix_paths(paths: list[str], overrides: Overrides, unsafe: bool) -> FixReport:
-    """The fixes for every Python file under the paths (nothing is written here)."""
+    """The fixes for every Python file under the paths (nothing is written here). Files larger than
+    max-file-bytes are left alone (the lint run names them); the ones the guard cannot bound are fixed in
+    a process of their own."""
     report = FixReport()
+    tasks: list[_FixTask] = []
     for raw in paths:
         path = Path(raw)
         if raw == "-" or not path.exists():
@@ -150,18 +182,18 @@ def fix_paths(paths: list[str], overrides: Overrides, unsafe: bool) -> FixReport
             if file.suffix not in (".py", ".ipynb"):
                 continue
             try:
+                if file.stat().st_size > settings.max_file_bytes:
+                    continue
                 before = file.read_bytes()
             except OSError as error:
                 report.errors.append(f"{file}: cannot read: {error.strerror or error}")
                 continue
-            try:
-                result = fix_file(before, str(file), settings.for_file(file, before), file, unsafe)
-            except InternalError as error:
-                report.errors.append(f"{file}: {error}")
-                continue
-            except NotebookError as error:
-                report.errors.append(f"{file}: not fixed: {error}")
-                continue
-            if result.text != before:
-                report.files.append(FileFix(file, before, result))
+            tasks.append(_FixTask(file, before, settings.for_file(file, before), unsafe))
+    results = map_ordered(_fix_task, tasks, 1, [len(task.before) for task in tasks], _fix_failed,
+                          lambda task: needs_isolation(task.before, str(task.path)))
+    for task, result in zip(tasks, results):
+        if isinstance(result, str):
+            report.errors.append(result)
+        elif result.text != task.before:
+            report.files.append(FileFix(task.path, task.before, result))
     return report
