@@ -159,12 +159,14 @@ for x, y in batches:
         flagged: set[int] = set()
         for loop in training_loops(facts):
             outputs = self._step_outputs(facts, loop)
+            read = False  # the first read of a step output waits for the step; the ones after it do not
             for call in loop.calls:
                 if not call.loops or call.loops[-1] is not loop or gated_by_step_modulo(call):
                     continue
                 if id(call.statement) in flagged:
                     continue
-                if outputs and self._syncs(call, outputs):
+                if outputs and not read and self._syncs(call, outputs):
+                    read = True
                     flagged.add(id(call.statement))
                     yield self.report(call, func=call.func or call.attr)
                 elif self._reads_step_counter(call):

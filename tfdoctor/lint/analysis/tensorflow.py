@@ -332,9 +332,14 @@ class ModuleFacts(SemanticModel):
             return True
         if name in _TFDS_SOURCES or (isinstance(node.func, cst.Attribute) and node.func.attr.value == "as_dataset"):
             split = call_arg(node, 1 if name in _TFDS_SOURCES else None, "split")
+            with_info = call_arg(node, None, "with_info")
+            prefix = (0,) if isinstance(with_info, cst.Name) and with_info.value == "True" else ()
+            if path[:len(prefix)] != prefix:
+                return False
+            rest = path[len(prefix):]
             if isinstance(split, (cst.List, cst.Tuple)):
-                return len(path) == 1 and 0 <= path[0] < len(split.elements)
-            return split is not None and not path
+                return len(rest) == 1 and 0 <= rest[0] < len(split.elements)
+            return split is not None and not rest
         return False
 
     def _split_of_all_splits(self, node: cst.BaseExpression, scope: Scope, before: int) -> cst.Call | None:
