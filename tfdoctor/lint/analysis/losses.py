@@ -123,6 +123,8 @@ def _call_loss(facts: ModuleFacts, expr: cst.Call, scope: Scope, before: int, de
     reduction = keras_loss_reduction(facts, expr.func, scope)
     if reduction in _DEFAULT_REDUCTIONS:
         return Loss("keras-default", expr, None)
+    if reduction in ("none", "NONE"):
+        return Loss("sum", expr, None)  # per-example losses: their gradient is the gradient of their sum
     if reduction is not None or (resolved is not None and facts.foreign(dotted(expr.func) or "") is None):
         return None
     returned = _model_call_loss(facts, expr, scope, depth)
