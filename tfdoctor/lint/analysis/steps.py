@@ -17,7 +17,15 @@ HOST_RESULTS = frozenset({"train_on_batch", "test_on_batch", "predict_on_batch",
 
 def _step_calls(facts: ModuleFacts) -> list[CallFact]:
     return [*(r for r in facts.run_calls if not _evaluates_only(facts, r)),
-            *(c for c in facts.calls if c.attr in TRAINING_ATTRS)]
+            *(c for c in facts.calls if _applies_gradients(c))]
+
+
+def _applies_gradients(call: CallFact) -> bool:
+    """`optimizer.apply_gradients(...)`, `minimize`, `train_on_batch`, or Keras 3's `optimizer.apply(grads, ...)`
+    in a function that computes the gradients."""
+    if call.attr in TRAINING_ATTRS:
+        return True
+    return call.attr == "apply" and any(c.attr == "gradient" for c in call.scope.calls)
 
 
 _LEARNS = frozenset({"gradient", "apply_gradients", "minimize", "train_step", "train_on_batch"})
@@ -54,7 +62,7 @@ def training_step_scopes(facts: ModuleFacts) -> list[Scope]:
 
 
 def calls_training_step(facts: ModuleFacts, call: CallFact) -> bool:
-    if call.attr in TRAINING_ATTRS or any(call is run for run in facts.run_calls):
+    if _applies_gradients(call) or any(call is run for run in facts.run_calls):
         return True
     steps = {id(s) for s in training_step_scopes(facts)}
     return any(id(target) in steps for target in facts.callees(call))
