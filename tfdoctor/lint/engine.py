@@ -18,18 +18,21 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from functools import lru_cache
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from tfdoctor.config import ConfigError, Overrides, Settings, load_settings, settings_for
 from tfdoctor.lint.cache import Cache
 from tfdoctor.lint.facts import ModuleFacts
-from tfdoctor.lint.findings import Finding, Severity, Violation
+from tfdoctor.lint.findings import Finding, Related, Severity, Violation
 from tfdoctor.lint.notebooks import NotebookError, read_notebook
 from tfdoctor.lint.parallel import map_ordered
+from tfdoctor.lint.precedence import Candidate, survivors
+from tfdoctor.lint.project import Project
 from tfdoctor.lint.rule import Context, Rule, all_rules
+from tfdoctor.lint.version_evidence import forget as forget_project_evidence
 
 _NOQA = re.compile(r"#\s*noqa(?::[\s]*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 _SKIP_FILE = re.compile(rb"^[ \t]*#[ \t]*tfdoctor:[ \t]*skip-file\b", re.MULTILINE)
@@ -53,6 +56,7 @@ class LintReport:
     sources: dict[str, list[str]] = field(default_factory=dict)  # text of inputs that are not files (stdin)
     skipped: int = 0  # files never parsed: the prefilter ruled them out, or `# tfdoctor: skip-file`
     cached: int = 0  # files whose findings came from the cache
+    notes: list[str] = field(default_factory=list)  # said once per run (Keras 2 code under Keras 3's TF)
 
 
 def enabled_rules(settings: Settings, path: Path | None) -> list[Rule]:
@@ -137,7 +141,8 @@ def check_module(module: cst.Module, display_path: str, settings: Settings, path
     found: list[tuple[Rule, Violation]] = []
     stage = "module facts"
     try:
-        facts = ModuleFacts(module, display_path, lines)
+        project = _project(path)
+        facts = ModuleFacts(module, display_path, lines, loader=project, file=path if project else None)
         for rule in enabled_rules(settings, path):
             stage = rule.code
             found.extend((rule, violation) for violation in rule.check(facts, context))
@@ -149,12 +154,22 @@ def check_module(module: cst.Module, display_path: str, settings: Settings, path
         raise InternalError(f"internal error in {stage}: {type(error).__name__}: {error} (please report)") from error
 
 
+def _project(path: Path | None) -> Project | None:
+    """The project of a linted file, whose other modules may give evidence (none for stdin or a notebook)."""
+    if path is None or is_notebook(path.name) or not path.is_file():
+        return None
+    return Project.for_file(path)
+
+
 def _position(
     module: cst.Module, lines: list[str], display_path: str, found: list[tuple[Rule, Violation]], context: Context
 ) -> Iterator[Reported]:
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     seen: set[tuple[str, int, int]] = set()
+    kept: list[tuple[Rule, Violation, CodeRange, int]] = []
     for rule, violation in found:
+        if violation.node not in positions:  # another module's node that no rule should have given: stay silent
+            continue
         where = positions[violation.node]
         statement_line = positions[violation.statement].start.line if violation.statement in positions else where.start.line
         if _suppressed(rule.code, lines, {where.start.line, statement_line}):
@@ -163,16 +178,34 @@ def _position(
         if key in seen:
             continue
         seen.add(key)
+        kept.append((rule, violation, where, statement_line))
+    candidates = [_candidate(rule, violation, positions) for rule, violation, _, _ in kept]
+    for (rule, violation, where, statement_line), reported in zip(kept, survivors(candidates)):
+        if not reported:
+            continue
+        related = tuple(evidence.related() for evidence in violation.evidence)
         finding = Finding(
             path=display_path, line=where.start.line, column=where.start.column + 1, end_line=where.end.line,
             end_column=where.end.column + 1, code=rule.code, name=rule.name, severity=rule.severity_for(context),
-            message=violation.message, fixable=violation.fix is not None, statement_line=statement_line,
+            message=_with_evidence(violation.message, related), fixable=violation.fix is not None and not related,
+            statement_line=statement_line, related=related,
         )
         span = None
-        if violation.fix is not None and violation.fix.old in positions:
+        if violation.fix is not None and violation.fix.old in positions and not violation.evidence:
             fix_range = positions[violation.fix.old]
             span = ((fix_range.start.line, fix_range.start.column), (fix_range.end.line, fix_range.end.column))
         yield Reported(finding, violation, span)
+
+
+def _candidate(rule: Rule, violation: Violation, positions: Mapping[cst.CSTNode, CodeRange]) -> Candidate:
+    span = positions[violation.construct if violation.construct in positions else violation.node]
+    return Candidate(rule.code, frozenset(rule.OUTRANKS), (span.start.line, span.start.column),
+                     (span.end.line, span.end.column))
+
+
+def _with_evidence(message: str, related: tuple[Related, ...]) -> str:
+    """The message, saying where evidence from other files lies: "... (loss from `f` at losses.py:12)"."""
+    return f"{message} ({'; '.join(f'{r.message} at {r.path}:{r.line}' for r in related)})" if related else message
 
 
 def _suppressed(code: str, lines: list[str], line_numbers: Iterable[int]) -> bool:
@@ -244,15 +277,36 @@ class _Task:
     path: Path | None
 
 
-def _lint_task(task: _Task) -> list[Finding] | str:
+@dataclass(frozen=True)
+class _Linted:
+    """One file's findings and the other project modules they used, with the digests of their bytes."""
+
+    findings: list[Finding]
+    used: tuple[tuple[str, str], ...]
+
+
+def _lint_task(task: _Task) -> _Linted | str:
     """Lint one file; a bug of ours comes back as one line, never as a traceback."""
     lint = lint_notebook if is_notebook(task.display) else lint_source
+    project = _project(task.path)
     try:
-        return lint(task.source, task.display, task.settings, task.path)
+        if project is not None:
+            project.begin()
+        findings = lint(task.source, task.display, task.settings, task.path)
+        return _Linted(findings, project.used() if project is not None else ())
     except InternalError as error:
         return str(error)
     except (RecursionError, Exception) as error:
         return f"internal error: {type(error).__name__}: {error} (please report)"
+
+
+def _one_note(notes: dict[str, list[str]]) -> list[str]:
+    """The first note of the run, saying for how many other files it holds too: one note, not one per file."""
+    if not notes:
+        return []
+    note, files = next(iter(notes.items()))
+    others = sum(len(f) for f in notes.values()) - 1
+    return [f"{files[0]}: {note}" + (f" (and {others} more file{'s' if others > 1 else ''})" if others else "")]
 
 
 def _worker_died(task: _Task) -> str:
@@ -264,13 +318,18 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
     """Lint files and folders. Problems with one path are reported and the others still linted.
     `jobs` worker processes (None: one per core); `cache` reuses findings from `.tfdoctor_cache/`."""
     report = LintReport()
+    forget_project_evidence()  # the files as they are now
+    notes: dict[str, list[str]] = {}
     tasks: list[tuple[_Task, Cache | None, str | None]] = []
     for raw in paths:
         if raw == "-":
             display = stdin_filename or "<stdin>"
-            settings = settings_for(Path(display) if stdin_filename else Path.cwd() / display, overrides)
+            where = Path(display) if stdin_filename else Path.cwd() / display
+            settings = settings_for(where, overrides, stdin or b"")
             report.files += 1
             report.sources[display] = (stdin or b"").decode("utf-8", errors="replace").splitlines()
+            if settings.targets.note:
+                notes.setdefault(settings.targets.note, []).append(display)
             tasks.append((_Task(stdin or b"", display, settings, Path(display)), None, None))
             continue
         path = Path(raw)
@@ -295,7 +354,9 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
             if not should_parse(source, settings, file):
                 report.skipped += 1
                 continue
-            file_settings = settings.for_file(file)
+            file_settings = settings.for_file(file, source)
+            if file_settings.targets.note:
+                notes.setdefault(file_settings.targets.note, []).append(str(file))
             key = file_cache.key(source, file, enabled_rules(file_settings, file), file_settings.targets) if file_cache else None
             hit = file_cache.get(key, str(file)) if file_cache and key else None
             if hit is not None:
@@ -309,10 +370,11 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
         if isinstance(outcome, str):
             report.errors.append(f"{task.display}: {outcome}")
             continue
-        report.findings.extend(outcome)
+        report.findings.extend(outcome.findings)
         if file_cache and key:
-            file_cache.put(key, outcome)
+            file_cache.put(key, outcome.findings, outcome.used)
     report.warnings.extend(sorted({c.warning for _, c, _ in tasks if c is not None and c.warning}))
+    report.notes.extend(_one_note(notes))
     report.findings.sort(key=Finding.sort_key)
     return report
 

@@ -13,7 +13,7 @@ from typing import ClassVar, Iterator, Mapping
 import libcst as cst
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
-from tfdoctor.lint.findings import Fix, Severity, Violation
+from tfdoctor.lint.findings import Evidence, Fix, Severity, Violation
 from tfdoctor.lint.versions import Targets
 
 DOC_SECTIONS = ("What it does", "Why it is bad", "Example", "Use instead")
@@ -37,6 +37,8 @@ class Rule:
 
     `MESSAGES` holds the rule's message templates (`str.format` fields), each one short sentence saying what
     and where; the why is on the rule page. `report` is the one way to turn a template into a `Violation`.
+    `OUTRANKS` names the less specific rules that stay silent when this one reports the same construct
+    (`tfdoctor/lint/precedence.py` applies it; the rule pages say it).
     """
 
     code: ClassVar[str]
@@ -47,6 +49,7 @@ class Rule:
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()
     MESSAGES: ClassVar[Mapping[str, str]] = {}
+    OUTRANKS: ClassVar[tuple[str, ...]] = ()  # codes that stay silent on a construct this rule reports
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         raise NotImplementedError
@@ -56,15 +59,19 @@ class Rule:
         return self.severity
 
     def report(self, where: CallFact | cst.CSTNode, template: str = "default", *, statement: cst.CSTNode | None = None,
-               fix: Fix | None = None, assumed: str | None = None, **fields: object) -> Violation:
+               fix: Fix | None = None, assumed: str | None = None, evidence: tuple[Evidence, ...] = (),
+               construct: cst.CSTNode | None = None, **fields: object) -> Violation:
         """A finding at a call (its statement is the `# noqa` line) or a node, worded by `MESSAGES[template]`.
-        `assumed` says which version the finding depends on and why (`Keras 2 assumed: ...`)."""
+        `assumed` says which version the finding depends on and why (`Keras 2 assumed: ...`); `evidence`,
+        what it relies on in other files of the project; `construct`, what the finding is about when it
+        points at a part of it (for precedence)."""
         message = self.MESSAGES[template].format(**fields)
         if assumed is not None:
             message = f"{message} ({assumed})"
         if isinstance(where, CallFact):
-            return Violation(where.node, message, statement=statement or where.statement, fix=fix)
-        return Violation(where, message, statement=statement, fix=fix)
+            return Violation(where.node, message, statement=statement or where.statement, fix=fix, evidence=evidence,
+                             construct=construct)
+        return Violation(where, message, statement=statement, fix=fix, evidence=evidence, construct=construct)
 
     @classmethod
     def doc_sections(cls) -> dict[str, str]:

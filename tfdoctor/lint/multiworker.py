@@ -1,0 +1,474 @@
+"""What the multi-worker and Horovod rules (TFD5xx) ask of a module, answered from module facts: which
+multi-worker strategy it builds, whether it is a Horovod program and what a name is in Horovod, whether code
+runs on the chief (or rank 0) only, which calls write models, checkpoints or logs, which callbacks reach `fit`,
+and whether an expression is computed from the worker count.
+
+Precision first: every helper answers "unknown" (None, or True for "guarded") when the module does not show
+the answer, so a rule stays silent. Where a question is about the text of a function (an early
+`if not is_chief: return`), the function's source is rendered once, only for files that have a candidate.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+import libcst as cst
+
+from tfdoctor.lint.dataflow import definitions
+from tfdoctor.lint.facts import AssignFact, CallFact, ModuleFacts, Scope, reads
+from tfdoctor.lint.names import call_arg, dotted, literal_str
+from tfdoctor.lint.versions import Target
+
+_HOROVOD_PREFIXES = ("horovod.tensorflow.keras.", "horovod.tensorflow.", "horovod.keras.", "horovod._keras.")
+MULTI_WORKER_MIRRORED = frozenset({
+    "tensorflow.distribute.MultiWorkerMirroredStrategy",
+    "tensorflow.distribute.experimental.MultiWorkerMirroredStrategy",
+    "tensorflow.distribute.CollectiveAllReduceStrategy",
+    "tensorflow.distribute.experimental.CollectiveAllReduceStrategy",
+})
+# Words of a test that decides which worker runs the code: task type/id, the chief, a Horovod rank.
+GUARD_WORDS = re.compile(
+    r"task_type|task_id|task_index|chief|rank|master|worker_index|worker_id|is_root|primary|TF_CONFIG|"
+    r"cluster_resolver|should_checkpoint|should_save",
+    re.IGNORECASE,
+)
+_GUARD_LINE = re.compile(r"^\s*(?:el)?if\b.*(?:" + GUARD_WORDS.pattern + ")", re.IGNORECASE | re.MULTILINE)
+# Names in a path that make it differ between workers (the tutorial's `write_filepath(path, task_type, task_id)`).
+_PER_WORKER_PATH = re.compile(
+    r"task|worker|rank|chief|temp|tmp|write_|mkdtemp|gettempdir|uuid|getpid|hostname|gethostname|node",
+    re.IGNORECASE,
+)
+_WORKER_COUNT = re.compile(r"size|world|num_workers|num_gpus|n_gpus|ngpus|num_replicas|nproc|scale", re.IGNORECASE)
+_SAVE_RECEIVER = re.compile(
+    r"model|ckpt|checkpoint|manager|saver|net|network|classifier|autoencoder|generator|discriminator|encoder|"
+    r"decoder|keras|estimator|trainer|learner|agent",
+    re.IGNORECASE,
+)
+_SAVE_FUNCTIONS = frozenset({"tensorflow.saved_model.save", "keras.models.save_model", "keras.saving.save_model",
+                             "keras.experimental.export_saved_model"})
+_SUMMARY_WRITERS = frozenset({"tensorflow.summary.create_file_writer", "tensorflow.summary.FileWriter",
+                              "tensorflow.contrib.summary.create_file_writer"})
+_CALLBACK_WRITERS = frozenset({"ModelCheckpoint", "TensorBoard"})
+_KERAS2_ROOTS = ("tf_keras", "tensorflow.python.keras")
+_PLAIN = frozenset({"float", "int", "max", "min", "round", "abs", "pow"})
+
+
+# -- Horovod -------------------------------------------------------------------------------------------------
+def horovod_member(facts: ModuleFacts, node: cst.CSTNode | str | None) -> str | None:
+    """`DistributedOptimizer` for `hvd.DistributedOptimizer` (any of the TensorFlow/Keras Horovod modules),
+    `callbacks.BroadcastGlobalVariablesCallback` for a name under `hvd.callbacks`; None otherwise."""
+    name = facts.resolve(node)
+    if name is None:
+        return None
+    return next((name[len(prefix):] for prefix in _HOROVOD_PREFIXES if name.startswith(prefix)), None)
+
+
+def horovod_calls(facts: ModuleFacts, *members: str) -> list[CallFact]:
+    """Calls of Horovod functions or classes whose last name component is one of `members`."""
+    wanted = set(members)
+    return [c for c in facts.calls if (m := horovod_member(facts, c.func)) is not None and m.split(".")[-1] in wanted]
+
+
+def horovod_module(facts: ModuleFacts) -> bool:
+    """Whether the module is Horovod training code: it calls `hvd.init()` and trains, or builds Horovod's
+    optimizer, tape or callbacks (a helper module that makes `get_callbacks()` for the training script)."""
+    return (bool(horovod_init(facts)) and trains(facts)) or (not _test_module(facts) and any(
+        (m := horovod_member(facts, c.func)) is not None
+        and (m.startswith("callbacks.") or m in ("DistributedOptimizer", "DistributedGradientTape"))
+        for c in facts.calls
+    ))
+
+
+def horovod_init(facts: ModuleFacts) -> list[CallFact]:
+    """The `hvd.init()` calls of a Horovod training program. A module without one is not such a program,
+    and neither is a module of tests, which calls it to test Horovod itself."""
+    cached = facts.__dict__.get("_horovod_init")
+    if cached is None:
+        cached = facts.__dict__["_horovod_init"] = [] if _test_module(facts) else horovod_calls(facts, "init")
+    return cached
+
+
+def _test_module(facts: ModuleFacts) -> bool:
+    """A module of tests (unittest or pytest), which runs Horovod to test it rather than to train."""
+    return any(c.name.endswith(("Test", "Tests")) or any(b.endswith(("TestCase", "Tests")) for b in c.bases)
+               for c in facts.classes) or any(s.name.startswith("test_") for s in facts.module_scope.children)
+
+
+def horovod_scope(facts: ModuleFacts, scope: Scope, depth: int = 0) -> bool:
+    """Whether code in `scope` belongs to the Horovod program: the module calls Horovod at its top level, or
+    this function (or one around it) calls Horovod, or is called (three levels up) from one that does.
+    Horovod imported inside one function (as Databricks' `HorovodRunner` wants) does not make the module's
+    other functions Horovod code."""
+    users = facts.__dict__.get("_horovod_users")
+    if users is None:
+        users = facts.__dict__["_horovod_users"] = {
+            id(c.scope) for c in facts.calls if horovod_member(facts, c.func) is not None}
+    if id(facts.module_scope) in users:
+        return True
+    current: Scope | None = scope
+    while current is not None:
+        if id(current) in users:
+            return True
+        current = current.parent
+    return scope.is_function and depth < 3 and any(
+        horovod_scope(facts, caller.scope, depth + 1) for caller in facts.callers_of(scope))
+
+
+def trains(facts: ModuleFacts) -> bool:
+    """Whether the module runs training itself (`fit`, `apply_gradients`, `minimize`, ...), rather than being a
+    library or a helper of a training script."""
+    return calls_any(facts, "fit", "fit_generator", "apply_gradients", "minimize", "train_on_batch", "compile",
+                     "MonitoredTrainingSession")
+
+
+def calls_any(facts: ModuleFacts, *attrs: str) -> bool:
+    """Whether the module calls a function or method with one of these last names (`hvd.allreduce`, `x.shard`)."""
+    wanted = set(attrs)
+    return any((c.attr or (c.func or "").split(".")[-1]) in wanted for c in facts.calls)
+
+
+# -- multi-worker strategies ---------------------------------------------------------------------------------
+def multi_worker_mirrored(facts: ModuleFacts) -> list[CallFact]:
+    """Constructions of `MultiWorkerMirroredStrategy` (or TF 1's `CollectiveAllReduceStrategy`)."""
+    cached = facts.__dict__.get("_multi_worker_mirrored")
+    if cached is None:
+        cached = facts.__dict__["_multi_worker_mirrored"] = [
+            c for c in facts.strategy_constructions if facts.resolve(c.func) in MULTI_WORKER_MIRRORED
+        ]
+    return cached
+
+
+def keras3_file_name(call: CallFact) -> bool:
+    """Whether a callback is given a file name only Keras 3 accepts (`model.keras`, `x.weights.h5`)."""
+    return any((literal_str(a.value) or "").endswith((".keras", ".weights.h5")) for a in call.node.args)
+
+
+def keras3_callback(facts: ModuleFacts, call: CallFact, keras: Target) -> bool:
+    """Whether a Keras callback is certainly Keras 3's, which (unlike Keras 2's under MultiWorkerMirrored-
+    Strategy) sends no worker's files elsewhere: a Keras 3 target the user chose (command line, settings or
+    pins, not a guess from the installed or newest release) and no `tf_keras` import, or a Keras 3 file name
+    (`.keras`, `.weights.h5`) in its arguments."""
+    if keras3_file_name(call):
+        return True
+    chosen = keras.at_least(3) and not keras.source.startswith(("installed", "newest"))
+    return chosen and not any(full.startswith(_KERAS2_ROOTS) for full in facts.aliases.values())
+
+
+# -- expressions ---------------------------------------------------------------------------------------------
+def expression_names(expr: cst.CSTNode | None, strings: bool = True, depth: int = 0) -> frozenset[str]:
+    """Name chains, called functions and (with `strings`) string literals in a short expression (a test, a
+    path, a learning rate). Bounded to expression nodes: this is not a walk of the module."""
+    if expr is None or depth > 12:
+        return frozenset()
+    name = dotted(expr)
+    if name is not None:
+        return frozenset({name})
+    parts: list[cst.CSTNode | None] = []
+    if isinstance(expr, cst.Call):
+        parts = [expr.func, *(a.value for a in expr.args)]
+    elif isinstance(expr, cst.Attribute):
+        parts = [expr.value]
+    elif isinstance(expr, cst.Comparison):
+        parts = [expr.left, *(c.comparator for c in expr.comparisons)]
+    elif isinstance(expr, (cst.BooleanOperation, cst.BinaryOperation)):
+        parts = [expr.left, expr.right]
+    elif isinstance(expr, cst.UnaryOperation):
+        parts = [expr.expression]
+    elif isinstance(expr, cst.IfExp):
+        parts = [expr.test, expr.body, expr.orelse]
+    elif isinstance(expr, cst.Subscript):
+        parts = [expr.value, *(e.slice.value for e in expr.slice if isinstance(e.slice, cst.Index))]
+    elif isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+        parts = [e.value for e in expr.elements]
+    elif isinstance(expr, cst.FormattedString):
+        parts = [p.expression for p in expr.parts if isinstance(p, cst.FormattedStringExpression)]
+    elif isinstance(expr, cst.ConcatenatedString):
+        parts = [expr.left, expr.right]
+    elif isinstance(expr, cst.SimpleString):
+        return frozenset({expr.value.strip("'\"rbuRBUf")}) if strings else frozenset()
+    return frozenset().union(*(expression_names(p, strings, depth + 1) for p in parts))
+
+
+def derived_names(facts: ModuleFacts, names: Iterable[str], scope: Scope, strings: bool = True,
+                  depth: int = 0) -> frozenset[str]:
+    """The names and, through their assignments in this module (three levels), the names they come from."""
+    found = set(names)
+    if depth > 2:
+        return frozenset(found)
+    for name in list(found):
+        if not name.replace(".", "").isidentifier():
+            continue
+        for assign in bindings(facts, name, scope) or ():
+            found |= derived_names(facts, assign.names | expression_names(assign.value, strings), assign.scope,
+                                   strings, depth + 1)
+        for argument, caller in parameter_arguments(facts, name, scope) or ():
+            found |= derived_names(facts, expression_names(argument, strings), caller, strings, depth + 1)
+    return frozenset(found)
+
+
+def mentions_worker_count(facts: ModuleFacts, expr: cst.CSTNode | None, scope: Scope) -> bool:
+    """Whether an expression is computed from the number of workers (`hvd.size()`, `num_workers`, ...)."""
+    return any(_WORKER_COUNT.search(n) for n in derived_names(facts, expression_names(expr), scope))
+
+
+def unknown_value(facts: ModuleFacts, expr: cst.CSTNode | None, scope: Scope, depth: int = 0) -> bool:
+    """Whether an expression reads a name the module cannot explain: a function parameter (set by the caller),
+    a name assigned nowhere that is not an attribute of an import or of an argument parser's result, or the
+    result of a function or class that is not TensorFlow's, Keras's or a builtin (a project's schedule)."""
+    if isinstance(expr, cst.Call) and depth < 4:
+        resolved = facts.resolve(expr.func) or ""
+        if not resolved.startswith(("tensorflow.", "keras.", "numpy.", "math.")) and dotted(expr.func) not in _PLAIN:
+            return True
+    name_of = dotted(expr) if isinstance(expr, cst.BaseExpression) else None
+    if name_of is not None and depth < 4:
+        for assign in bindings(facts, name_of, scope) or ():
+            if assign.operator == "=" and unknown_value(facts, assign.value, assign.scope, depth + 1):
+                return True
+    for name in expression_names(expr):
+        head = name.split(".")[0]
+        if head in facts.aliases or not head.isidentifier():
+            continue
+        if bindings(facts, head, scope) is None:  # a parameter: known only if every caller's argument is
+            arguments = parameter_arguments(facts, head, scope) if depth < 4 else None
+            if arguments is None or any(unknown_value(facts, a, s, depth + 1) for a, s in arguments):
+                return True
+        elif not bindings(facts, name, scope) and "." not in name:
+            return True
+    return False
+
+
+def parameter_arguments(facts: ModuleFacts, name: str, scope: Scope) -> list[tuple[cst.BaseExpression, Scope]] | None:
+    """For a parameter of the function `scope` (or of one around it), the argument every call site of that
+    function in this module gives it, with the caller's scope; None when it is not a parameter, the function
+    is never called here, or a call site does not give it (a default, `**kwargs`)."""
+    current: Scope | None = scope
+    while current is not None and name not in current.params:
+        if current.assignments_of(name):
+            return None
+        current = current.parent
+    if current is None or not current.is_function or name not in current.value_params():
+        return None
+    callers = facts.callers_of(current)
+    index = current.value_params().index(name)
+    found = []
+    for caller in callers:
+        argument = call_arg(caller.node, index, name)
+        if argument is None or any(a.star for a in caller.node.args):
+            return None
+        found.append((argument, caller.scope))
+    return found or None
+
+
+def bindings(facts: ModuleFacts, name: str, scope: Scope) -> list[AssignFact] | None:
+    """The assignments `name` (or `self.x`) refers to from `scope`, innermost first; None when the name is a
+    parameter of a nearer function (its value comes from the caller), which shadows any outer assignment."""
+    if name.startswith("self."):
+        return definitions(facts, name, scope)
+    head = name.split(".")[0]
+    current: Scope | None = scope
+    while current is not None:
+        assigned = current.assignments_of(name)
+        if assigned:
+            return assigned
+        if head in current.params:
+            return None
+        current = current.parent
+    return []
+
+
+# -- who runs this code --------------------------------------------------------------------------------------
+def _scope_text(facts: ModuleFacts, scope: Scope) -> str:
+    texts = facts.__dict__.setdefault("_multiworker_texts", {})
+    if id(scope) not in texts:
+        texts[id(scope)] = ("\n".join(facts.source_lines) if not scope.is_function
+                            else facts.module.code_for_node(scope.node))
+    return texts[id(scope)]
+
+
+def guard_test(facts: ModuleFacts, test: cst.BaseExpression, scope: Scope) -> bool:
+    """Whether an `if` test decides by worker: task type/id, the chief, a rank, or a module function whose
+    name or result says so (`_is_chief(...)`, `def should_save(): return hvd.rank() == 0`)."""
+    names = derived_names(facts, expression_names(test), scope)
+    if any(GUARD_WORDS.search(n) for n in names):
+        return True
+    for name in names:
+        for function in ([f] if (f := facts.function_named(name, scope)) else []):
+            if GUARD_WORDS.search(_scope_text(facts, function)):
+                return True
+    return False
+
+
+def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:
+    """True when a call may run on one worker only, or its target may differ per worker: under an `if` that
+    decides by worker, in a statement or function that tests a worker's identity, with a path built from
+    the worker's identity or a temporary directory, or in a function whose every caller is so guarded.
+    Precision first: True whenever the module leaves it open."""
+    if any(guard_test(facts, branch.test, call.scope) for branch in call.ifs):
+        return True
+    if GUARD_WORDS.search(facts.module.code_for_node(call.statement)):
+        return True
+    path_names = derived_names(facts, frozenset().union(*(expression_names(a.value, strings=False)
+                                                          for a in call.node.args)), call.scope, strings=False)
+    if any(_PER_WORKER_PATH.search(n) for n in path_names):
+        return True
+    for name in path_names:  # a path made by a module function that knows the worker
+        function = facts.function_named(name.split(".")[-1], call.scope) if "." not in name else None
+        if function is not None and (GUARD_WORDS.search(_scope_text(facts, function))
+                                     or _PER_WORKER_PATH.search(_scope_text(facts, function))):
+            return True
+    scope: Scope | None = call.scope
+    while scope is not None:
+        if _GUARD_LINE.search(_scope_text(facts, scope)):
+            return True
+        scope = scope.parent
+    if call.scope.is_function and depth < 3:
+        callers = facts.callers_of(call.scope)
+        if callers and all(runs_on_one_worker(facts, c, depth + 1) for c in callers):
+            return True
+    return False
+
+
+# -- writes --------------------------------------------------------------------------------------------------
+def write_kind(facts: ModuleFacts, call: CallFact) -> str | None:
+    """What a call writes to storage: "model" (`model.save`, `save_weights`, `tf.saved_model.save`),
+    "checkpoint" (`checkpoint.save`, `manager.save()`), "callback" (`ModelCheckpoint`, `TensorBoard`), "summary"
+    (`tf.summary.create_file_writer`); None for anything else."""
+    resolved = facts.resolve(call.func)
+    if resolved is not None:
+        last = resolved.split(".")[-1]
+        if resolved in _SAVE_FUNCTIONS:
+            return "model"
+        if resolved in _SUMMARY_WRITERS:
+            return "summary"
+        if resolved.startswith("keras.") and ".callbacks." in resolved and last in _CALLBACK_WRITERS:
+            return None if _never_used(facts, call) else "callback"
+        return None
+    if call.attr not in ("save", "save_weights"):
+        return None
+    receiver = dotted(call.receiver)
+    if receiver is None or facts.resolve(receiver) is not None:
+        return None
+    if not _SAVE_RECEIVER.search(receiver.split(".")[-1]):
+        return None
+    if call.attr == "save" and not call.node.args:
+        return "checkpoint" if re.search(r"manager", receiver, re.IGNORECASE) else None
+    return "checkpoint" if re.search(r"ckpt|checkpoint|manager|saver", receiver, re.IGNORECASE) else "model"
+
+
+def _never_used(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a call's result is bound to one name that nothing in its function reads again."""
+    targets = [a.targets for a in call.scope.assigns if a.value is call.node]
+    if len(targets) != 1 or len(targets[0]) != 1:
+        return False
+    var = targets[0][0]
+    stack = [call.scope]
+    while stack:
+        scope = stack.pop()
+        stack.extend(scope.children)
+        if (any(reads(n, var) for c in scope.calls for n in c.arg_names)
+                or any(reads({c.func}, var) for c in scope.calls if c.func)
+                or any(reads(a.names, var) for a in scope.assigns)
+                or any(reads(r.names, var) for r in (*scope.returns, *scope.yields))):
+            return False
+    return True
+
+
+# -- Keras callbacks -----------------------------------------------------------------------------------------
+def fit_callbacks(facts: ModuleFacts, fit: CallFact) -> list[cst.BaseExpression] | None:
+    """The callbacks a `fit` call receives on every worker, when the module shows all of them: list literals,
+    `+`, names bound to lists and grown with `append`/`extend`/`insert`/`+=` (an `append` under a test of the
+    rank or the chief is not on every worker). None when any part is unknown."""
+    if any(a.star for a in fit.node.args):
+        return None
+    value = call_arg(fit.node, None, "callbacks")
+    if value is None:
+        positional = [a for a in fit.node.args if a.keyword is None]
+        return None if len(positional) > 5 else []
+    return _list_elements(facts, value, fit.scope, fit.order, 0)
+
+
+def _list_elements(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: int,
+                   depth: int) -> list[cst.BaseExpression] | None:
+    if depth > 4:
+        return None
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        elements: list[cst.BaseExpression] = []
+        for element in expr.elements:
+            if isinstance(element, cst.StarredElement):
+                inner = _list_elements(facts, element.value, scope, before, depth + 1)
+                if inner is None:
+                    return None
+                elements.extend(inner)
+            else:
+                elements.append(element.value)
+        return elements
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        left = _list_elements(facts, expr.left, scope, before, depth + 1)
+        right = _list_elements(facts, expr.right, scope, before, depth + 1)
+        return None if left is None or right is None else left + right
+    if isinstance(expr, cst.Name) and expr.value == "None":
+        return []
+    if isinstance(expr, cst.IfExp):
+        body = _list_elements(facts, expr.body, scope, before, depth + 1)
+        orelse = _list_elements(facts, expr.orelse, scope, before, depth + 1)
+        if body is None or orelse is None:
+            return None
+        if not guard_test(facts, expr.test, scope):
+            return body + orelse
+        common = {facts.module.code_for_node(e) for e in orelse}  # chosen by rank: only what both branches give
+        return [e for e in body if facts.module.code_for_node(e) in common]
+    name = dotted(expr)
+    if name is None:
+        return None
+    assigned = definitions(facts, name, scope, before)
+    if not assigned:
+        return None
+    elements = []
+    for assign in assigned:
+        if assign.operator == "=":
+            found = _list_elements(facts, assign.value, assign.scope, assign.order, depth + 1)
+        elif assign.operator == "AddAssign":
+            found = _list_elements(facts, assign.value, assign.scope, assign.order, depth + 1)
+        else:
+            found = None
+        if found is None:
+            return None
+        elements = found if assign.operator == "=" else elements + found
+    for call in facts.calls:
+        if call.func in (f"{name}.append", f"{name}.insert", f"{name}.extend") and call.node.args:
+            if any(guard_test(facts, branch.test, call.scope) for branch in call.ifs):
+                continue
+            item = call.node.args[-1].value
+            if call.attr == "extend":
+                grown = _list_elements(facts, item, call.scope, call.order, depth + 1)
+                if grown is None:
+                    return None
+                elements.extend(grown)
+            else:
+                elements.append(item)
+    return elements
+
+
+def callback_is(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, member: str) -> bool | None:
+    """Whether a callback expression is the Horovod callback `member` on every worker (True), certainly not
+    (False: another callback, or one chosen by rank), or the module cannot tell (None: made by an unknown
+    function, or a parameter)."""
+    if isinstance(expr, cst.Call):
+        found = horovod_member(facts, expr.func)
+        if found is not None:
+            return found.split(".")[-1] == member
+        return False if facts.resolve(expr.func) is not None or facts.class_named(dotted(expr.func) or "") else None
+    if isinstance(expr, cst.IfExp):
+        if guard_test(facts, expr.test, scope):
+            return False
+        branches = [callback_is(facts, e, scope, member) for e in (expr.body, expr.orelse)]
+        return True if True in branches else (None if None in branches else False)
+    name = dotted(expr)
+    if name is None:
+        return None
+    assigned = definitions(facts, name, scope)
+    if not assigned:
+        return None
+    results = [callback_is(facts, a.value, a.scope, member) for a in assigned]
+    return True if True in results else (None if None in results else False)

@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.multiworker import keras3_callback, keras3_file_name, multi_worker_mirrored, runs_on_one_worker, write_kind
+from tfdoctor.lint.rule import Context, Rule
+
+
+
+class EveryWorkerWrites(Rule):
+    """
+    ## What it does
+    In a module that creates a `MultiWorkerMirroredStrategy`, finds writes that run on every worker to one
+    path: `model.save`, `save_weights`, `checkpoint.save`, `tf.saved_model.save`,
+    `tf.summary.create_file_writer`, and, when the code is certainly for Keras 3, the `ModelCheckpoint` and
+    `TensorBoard` callbacks (Keras 2's callbacks send the non-chief workers' files to temporary directories
+    themselves; Keras 3's do not). Certainly Keras 3 means a Keras 3 target you chose (`--target-keras`,
+    `[tool.tfdoctor]` or your project's pins; the installed or newest release is only a guess, and most
+    multi-worker code was written for `tf.keras` of Keras 2), or a Keras 3 file name such as `model.keras`. Anything that may tell the workers apart keeps it silent: an `if` (or conditional
+    expression) in the statement or the function on `task_type`, `task_id`, `is_chief`, the cluster resolver
+    or a helper such as `_is_chief`; a path built from the task or a temporary directory (the tutorial's
+    `write_filepath`); or a function only called under such a test.
+
+    Horovod programs are reported by TFD510 instead.
+
+    ## Why it is bad
+    Under `MultiWorkerMirroredStrategy` every worker runs the same program and holds the same variables, and
+    saving is a collective step that all of them must take. Writing to one shared path lets the workers
+    overwrite each other's files at the same time: a corrupt or half-written checkpoint, or a race on the
+    model directory that fails the job.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = build_and_compile_model()
+    model.fit(ds, epochs=3)
+    model.save("/shared/model")  # TFD503
+    ```
+
+    ## Use instead
+    ```python
+    import os
+    import tempfile
+    import tensorflow as tf
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = build_and_compile_model()
+    model.fit(ds, epochs=3)
+    task_type, task_id = strategy.cluster_resolver.task_type, strategy.cluster_resolver.task_id
+    is_chief = task_type is None or task_type == "chief" or (task_type == "worker" and task_id == 0)
+    path = "/shared/model" if is_chief else os.path.join(tempfile.mkdtemp(), "model")
+    model.save(path)
+    ```
+    """
+
+    code = "TFD503"
+    name = "every-worker-writes"
+    severity = Severity.ERROR
+    summary = "Multi-worker: models, checkpoints or summaries written to one path on every worker (no chief check)."
+    MESSAGES = {
+        "model": "every worker saves this model to the same path; save to a temporary directory on the other workers",
+        "checkpoint": "every worker writes this checkpoint to the same path; use a temporary directory on the other workers",
+        "callback": "every worker's Keras 3 callback writes the same files; add it on the chief only",
+        "summary": "every worker writes summaries to the same logs; give the other workers a temporary directory",
+    }
+    triggers = ("MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy")
+    INVALID = (
+        """import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    model = build_model()
+    checkpoint = tf.train.Checkpoint(model=model)
+for epoch in range(3):
+    train_epoch()
+    checkpoint.save("gs://bucket/ckpt")  # TFD503
+writer = tf.summary.create_file_writer("gs://bucket/logs")  # TFD503
+tf.saved_model.save(model, "gs://bucket/export")  # TFD503
+""",
+        # Keras 3 callbacks have no chief handling
+        """import keras
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+callbacks = [keras.callbacks.ModelCheckpoint("ckpt/model.keras")]  # TFD503
+model.fit(ds, callbacks=callbacks)
+""",
+        # a Keras 3 target chosen by the user
+        """# tfdoctor: target-keras=3.8
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+model.fit(ds, callbacks=[tf.keras.callbacks.TensorBoard(log_dir="gs://bucket/logs")])  # TFD503
+""",
+    )
+    VALID = (
+        # the tutorial's helpers
+        """import os
+import tempfile
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+def _is_chief(task_type, task_id):
+    return task_type == "worker" and task_id == 0
+def write_filepath(filepath, task_type, task_id):
+    dirpath = os.path.dirname(filepath)
+    if not _is_chief(task_type, task_id):
+        dirpath = os.path.join(tempfile.mkdtemp(), "workertemp_" + str(task_id))
+    return os.path.join(dirpath, os.path.basename(filepath))
+task_type, task_id = strategy.cluster_resolver.task_type, strategy.cluster_resolver.task_id
+model.save(write_filepath("/tmp/keras-model", task_type, task_id))
+""",
+        # saved on the chief only
+        """import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+if strategy.cluster_resolver.task_id == 0:
+    model.save_weights("weights.h5")
+""",
+        # tf.keras of TF 2.15 (Keras 2) moves non-chief callback files itself
+        """# tfdoctor: target-keras=2.15
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+callbacks = [tf.keras.callbacks.TensorBoard(log_dir="logs")]
+model.fit(ds, callbacks=callbacks)
+""",
+        # no Keras version chosen: the callbacks may be Keras 2's
+        """import tensorflow as tf
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+callbacks = [tf.keras.callbacks.TensorBoard(log_dir="logs")]
+model.fit(ds, callbacks=callbacks)
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        if not multi_worker_mirrored(facts):
+            return
+        for call in facts.calls:
+            kind = write_kind(facts, call)
+            if (kind is None or (kind == "callback" and not keras3_callback(facts, call, context.targets.keras))
+                    or runs_on_one_worker(facts, call)):
+                continue
+            chosen = kind == "callback" and not keras3_file_name(call)
+            yield self.report(call, kind, assumed=context.targets.assumed("keras") if chosen else None)

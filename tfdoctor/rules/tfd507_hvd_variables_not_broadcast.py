@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from tfdoctor.lint.facts import CallFact, ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.multiworker import callback_is, calls_any, fit_callbacks, horovod_calls, horovod_init, horovod_member, horovod_scope
+from tfdoctor.lint.rule import Context, Rule
+
+_CALLBACK = "BroadcastGlobalVariablesCallback"
+# Any of these broadcasts the variables by other means (TF 1 hooks, elastic state, one tensor at a time).
+_BROADCASTS = ("broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook", "broadcast")
+
+
+class HvdVariablesNotBroadcast(Rule):
+    """
+    ## What it does
+    In a Horovod program (one that calls `hvd.init()`), finds:
+    - a Keras `fit(...)` whose callbacks, as far as the module shows them all, do not include
+      `hvd.callbacks.BroadcastGlobalVariablesCallback(0)`. A callback built into a list that never reaches
+      `fit`, or given on rank 0 only (the other ranks never join the broadcast), counts as none.
+    - a custom loop's `apply_gradients(...)` when the module never calls `hvd.broadcast_variables` (or the
+      TF 1 `broadcast_global_variables`/`BroadcastGlobalVariablesHook`).
+
+    Callbacks that come from an unknown function or a parameter leave it open, and the rule stays silent, as
+    does elastic Horovod (`hvd.elastic` state is synchronised from rank 0).
+    A custom loop can also be reported by TFD506 at the same `apply_gradients`: each names its own missing
+    piece.
+
+    ## Why it is bad
+    Every rank initialises its variables with its own random seed. Without a broadcast from rank 0 the ranks
+    start from different weights; averaged gradients then move W different models, which diverge or train
+    worse than one process would.
+
+    ## Example
+    ```python
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
+    model.compile(optimizer=hvd.DistributedOptimizer(opt), loss="mse")
+    callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+    model.fit(ds, epochs=5)  # TFD507
+    ```
+
+    ## Use instead
+    ```python
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
+    model.compile(optimizer=hvd.DistributedOptimizer(opt), loss="mse")
+    callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+    model.fit(ds, epochs=5, callbacks=callbacks)
+    ```
+    """
+
+    code = "TFD507"
+    name = "hvd-variables-not-broadcast"
+    severity = Severity.ERROR
+    summary = "Horovod: no `broadcast_variables` after the first step and no `BroadcastGlobalVariablesCallback(0)` in `fit`."
+    MESSAGES = {
+        "fit": "this `fit` gets no `BroadcastGlobalVariablesCallback(0)`, so the ranks start from different weights",
+        "loop": "no `hvd.broadcast_variables` follows the first step, so the ranks start from different weights",
+    }
+    triggers = ("horovod",)
+    INVALID = (
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+opt = tf.optimizers.Adam(0.001 * hvd.size())
+@tf.function
+def step(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x))
+    tape = hvd.DistributedGradientTape(tape)
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))  # TFD507
+""",
+        """import tensorflow as tf
+import horovod.keras as hvd
+hvd.init()
+callbacks = [tf.keras.callbacks.TerminateOnNaN()]
+if hvd.rank() == 0:
+    callbacks.append(tf.keras.callbacks.ModelCheckpoint("ckpt"))
+model.fit(x, y, callbacks=callbacks, epochs=3)  # TFD507
+""",
+        # only rank 0 would take part in the broadcast
+        """import horovod.tensorflow.keras as hvd
+hvd.init()
+model.fit(ds, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)] if hvd.rank() == 0 else None)  # TFD507
+""",
+    )
+    VALID = (
+        # the callback reaches fit through a list grown with append
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+callbacks = []
+callbacks.append(hvd.callbacks.BroadcastGlobalVariablesCallback(0))
+model.fit(ds, callbacks=callbacks, epochs=3)
+""",
+        # broadcast after the first step of a custom loop
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+@tf.function
+def step(x, y, first_batch):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x))
+    tape = hvd.DistributedGradientTape(tape)
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    if first_batch:
+        hvd.broadcast_variables(model.variables, root_rank=0)
+        hvd.broadcast_variables(opt.variables(), root_rank=0)
+""",
+        # Horovod imported inside the function that HorovodRunner runs: the local run is not Horovod's
+        """from sparkdl import HorovodRunner
+def train():
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
+    model.fit(ds, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+def train_local():
+    model.fit(ds, epochs=2)
+HorovodRunner(np=2).run(train)
+""",
+        # the callbacks come from a function of the project: unknown
+        """import horovod.tensorflow.keras as hvd
+from .callbacks import make_callbacks
+hvd.init()
+model.fit(ds, callbacks=make_callbacks(), epochs=3)
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        if not horovod_init(facts):
+            return
+        broadcasts = bool(horovod_calls(facts, *_BROADCASTS)) or any(  # elastic state syncs from rank 0
+            (horovod_member(facts, c.func) or "").startswith("elastic.") for c in facts.calls)
+        for call in facts.method_calls("fit", "fit_generator", "apply_gradients"):
+            if facts.resolve(call.func) is not None or not horovod_scope(facts, call.scope):
+                continue
+            if call.attr == "apply_gradients":
+                if not broadcasts and not calls_any(facts, "fit", "fit_generator"):
+                    yield self.report(call, "loop")
+            elif not broadcasts and self._lacks_callback(facts, call):
+                yield self.report(call, "fit")
+
+    @staticmethod
+    def _lacks_callback(facts: ModuleFacts, fit: CallFact) -> bool:
+        callbacks = fit_callbacks(facts, fit)
+        if callbacks is None:
+            return False
+        found = [callback_is(facts, c, fit.scope, _CALLBACK) for c in callbacks]
+        return all(f is False for f in found)

@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from typing import Iterator
+
+from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.multiworker import horovod_init, trains
+from tfdoctor.lint.rule import Context, Rule
+
+# Pinning shows as a call such as `set_visible_devices(...)` or `tf.device(...)`, a `visible_device_list` set
+# or passed, a helper of the project named for GPUs or devices (`setup_gpus()`), or the environment variable.
+_PINNING_CALL = re.compile(r"visible_device|^device$", re.IGNORECASE)
+_HELPER_CALL = re.compile(r"gpu|device", re.IGNORECASE)
+_PINNED_STRING = "CUDA_VISIBLE_DEVICES"
+
+
+class HvdGpuNotPinned(Rule):
+    """
+    ## What it does
+    Finds `hvd.init()` in a module that never pins a GPU per process: no `set_visible_devices`, no
+    `visible_device_list`, no `tf.device(...)`, no `CUDA_VISIBLE_DEVICES`. Calling `hvd.local_rank()` for
+    something else (a log line) does not pin anything. A module that calls a helper of its own named for
+    GPUs or devices (`setup_gpus()`) is left alone, and so is a module that does not train (no `fit`,
+    `compile`, `apply_gradients` or `minimize`): a library or a helper of the training script.
+
+    ## Why it is bad
+    Horovod starts one process per GPU but does not choose the GPU: TensorFlow in every process takes all
+    visible GPUs and places its work on GPU 0. The processes of a host then share one GPU (and reserve memory
+    on all of them), and the other GPUs idle.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    import horovod.tensorflow.keras as hvd
+    hvd.init()  # TFD509
+    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+    model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.Adam()), loss="mse")
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        tf.config.set_visible_devices(gpus[hvd.local_rank()], "GPU")
+    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+    model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.Adam()), loss="mse")
+    ```
+    """
+
+    code = "TFD509"
+    name = "hvd-gpu-not-pinned"
+    severity = Severity.WARNING
+    summary = "Horovod: GPUs are not pinned to `hvd.local_rank()`, so every process uses GPU 0."
+    MESSAGES = {"default": "no GPU is pinned to `hvd.local_rank()` after `hvd.init()`, so every process on a host uses GPU 0"}
+    triggers = ("horovod",)
+    INVALID = (
+        """import horovod.tensorflow as hvd
+import tensorflow as tf
+def main():
+    hvd.init()  # TFD509
+    model = tf.keras.Sequential()
+    model.compile("sgd", "mse")
+""",
+        # local_rank only decides who prints
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()  # TFD509
+gpus = tf.config.list_physical_devices("GPU")
+if hvd.local_rank() == 0:
+    print(gpus)
+opt.apply_gradients(grads)
+""",
+        """from horovod import tensorflow as hvd
+hvd.init()  # TFD509
+model.fit(ds)
+""",
+    )
+    VALID = (
+        # TF 1 session config
+        """import tensorflow as tf
+import horovod.keras as hvd
+hvd.init()
+config = tf.ConfigProto()
+config.gpu_options.visible_device_list = str(hvd.local_rank())
+""",
+        # pinned by the launcher's environment
+        """import os
+import horovod.tensorflow as hvd
+os.environ["CUDA_VISIBLE_DEVICES"] = os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]
+hvd.init()
+""",
+        # a test of Horovod itself, not a training program
+        """import unittest
+import horovod.tensorflow as hvd
+class ProcessSetTests(unittest.TestCase):
+    def test_sizes(self):
+        hvd.init()
+        model.fit(ds)
+""",
+        # not Horovod's TensorFlow binding
+        """import horovod.torch as hvd
+import tensorflow as tf
+hvd.init()
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        inits = horovod_init(facts)
+        if not inits or not trains(facts) or _chooses_devices(facts):
+            return
+        for call in inits:
+            yield self.report(call)
+
+
+
+def _chooses_devices(facts: ModuleFacts) -> bool:
+    """Whether the module picks a device per process (or may, through a helper it calls)."""
+    for call in facts.calls:
+        last = (call.attr or (call.func or "").split(".")[-1])
+        if _PINNING_CALL.search(last) or any(a.keyword and "visible_device" in a.keyword.value for a in call.node.args):
+            return True
+        if call.func and facts.resolve(call.func) is None and _HELPER_CALL.search(last):
+            return True
+    if any("visible_device" in t for a in facts.assigns for t in a.targets):
+        return True
+    try:
+        return any(token.type == tokenize.STRING and _PINNED_STRING in token.string and len(token.string) < 40
+                   for token in tokenize.generate_tokens(io.StringIO("\n".join(facts.source_lines)).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return True  # cannot tell

@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.multiworker import horovod_module, horovod_scope, runs_on_one_worker, write_kind
+from tfdoctor.lint.rule import Context, Rule
+
+
+
+class HvdEveryRankWrites(Rule):
+    """
+    ## What it does
+    In Horovod training code (a module that calls `hvd.init()` and trains, or builds Horovod's optimizer,
+    tape or callbacks), finds writes that run on every rank: `model.save`,
+    `save_weights`, `checkpoint.save`, `tf.saved_model.save`, a `ModelCheckpoint` or `TensorBoard` callback,
+    or `tf.summary.create_file_writer`, with no guard on the rank. Anything that may decide by rank keeps it
+    silent: an `if` (or conditional expression) in the statement or the function that tests a rank or the
+    chief, a path built from the rank or a temporary directory, or a function only called under such a test.
+    A callback bound to a name that nothing reads again writes nothing and is not reported.
+
+    Multi-worker strategies have their own rule (TFD503); a Horovod program is reported by this one.
+
+    ## Why it is bad
+    Horovod never redirects writes: W processes write the same checkpoint, model or event files at once.
+    They overwrite each other, a reader can see a half-written file, and shared storage takes W times the
+    traffic. The ranks hold the same weights after each step, so rank 0's copy is all that is needed.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
+    callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+                 tf.keras.callbacks.ModelCheckpoint("./checkpoint-{epoch}.h5")]  # TFD510
+    model.fit(ds, callbacks=callbacks)
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
+    callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+    if hvd.rank() == 0:
+        callbacks.append(tf.keras.callbacks.ModelCheckpoint("./checkpoint-{epoch}.h5"))
+    model.fit(ds, callbacks=callbacks)
+    ```
+    """
+
+    code = "TFD510"
+    name = "hvd-every-rank-writes"
+    severity = Severity.WARNING
+    summary = "Horovod: checkpoints, models or TensorBoard logs are written on every rank (no `hvd.rank() == 0`)."
+    MESSAGES = {
+        "model": "every Horovod rank saves this model to the same path; save it under `if hvd.rank() == 0`",
+        "checkpoint": "every Horovod rank writes this checkpoint to the same path; save it under `if hvd.rank() == 0`",
+        "callback": "every Horovod rank writes this callback's files to the same path; add it under `if hvd.rank() == 0`",
+        "summary": "every Horovod rank writes summaries to the same logs; create the writer under `if hvd.rank() == 0`",
+    }
+    triggers = ("horovod",)
+    INVALID = (
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+checkpoint = tf.train.Checkpoint(model=model, optimizer=opt)
+for step in range(100):
+    opt.apply_gradients(compute_gradients())
+checkpoint.save("./checkpoints/ckpt")  # TFD510
+writer = tf.summary.create_file_writer("logs")  # TFD510
+""",
+        """import horovod.keras as hvd
+import keras
+hvd.init()
+def train(model):
+    model.fit(x, y)
+    model.save_weights("weights.h5")  # TFD510
+train(model)
+""",
+        # a helper module that returns the callbacks to the training script
+        """import horovod.tensorflow.keras as hvd
+from tensorflow.keras.callbacks import TensorBoard
+def get_callbacks(log_dir):
+    board = TensorBoard(log_dir=log_dir)  # TFD510
+    return [board, hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+""",
+    )
+    VALID = (
+        # a helper module: the checkpoint callback is made but never returned
+        """import os
+import horovod.tensorflow.keras as hvd
+from tensorflow.keras.callbacks import ModelCheckpoint, EarlyStopping
+def get_callbacks(project_dir):
+    checkpoint = ModelCheckpoint(filepath=os.path.join(project_dir, "weights.h5"))
+    return [EarlyStopping(patience=5), hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+""",
+        # the tutorial's guard
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+checkpoint = tf.train.Checkpoint(model=model)
+if hvd.rank() == 0:
+    checkpoint.save("./checkpoints/ckpt")
+""",
+        # a function only called on rank 0
+        """import horovod.tensorflow.keras as hvd
+hvd.init()
+def export(model):
+    model.save("exported")
+if hvd.rank() == 0:
+    export(model)
+""",
+        # one log folder per rank
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+writer = tf.summary.create_file_writer(f"logs/rank{hvd.rank()}")
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        if not horovod_module(facts):
+            return
+        for call in facts.calls:
+            kind = write_kind(facts, call)
+            if kind is not None and horovod_scope(facts, call.scope) and not runs_on_one_worker(facts, call):
+                yield self.report(call, kind)

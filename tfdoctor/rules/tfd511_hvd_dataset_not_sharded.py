@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from tfdoctor.lint.dataflow import TrainingInput, training_chains
+from tfdoctor.lint.facts import DatasetChain, ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.multiworker import (
+    GUARD_WORDS, derived_names, expression_names, horovod_init, horovod_scope, mentions_worker_count, unknown_value,
+)
+from tfdoctor.lint.names import call_arg
+from tfdoctor.lint.rule import Context, Rule
+
+
+
+class HvdDatasetNotSharded(Rule):
+    """
+    ## What it does
+    In a Horovod program (one that calls `hvd.init()`), finds a `tf.data` pipeline that feeds training
+    without being sharded by rank (`shard(hvd.size(), hvd.rank())`, or a source built from a per-rank list),
+    while the number of steps is not divided by `hvd.size()`: `fit` without `steps_per_epoch`, or with one
+    not computed from the number of processes; a loop over the dataset with no `take(N // hvd.size())`.
+    The finding is at the pipeline's source call. Steps or sources that come from a parameter leave it open,
+    and synthetic data (made by `tf.random`, as benchmarks do) has nothing to split.
+
+    ## Why it is bad
+    Each rank goes through the whole dataset, so one "epoch" is W epochs of data: the run takes W times
+    longer than planned, and learning-rate schedules and early stopping measured in epochs fire W times late.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(10000).batch(128)  # TFD511
+    model.fit(ds, epochs=24)
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).shard(hvd.size(), hvd.rank()).shuffle(10000).batch(128)
+    model.fit(ds, epochs=24)
+    ```
+    """
+
+    code = "TFD511"
+    name = "hvd-dataset-not-sharded"
+    severity = Severity.WARNING
+    summary = "Horovod: the dataset is not sharded by rank and `steps_per_epoch` is not divided by `hvd.size()`."
+    MESSAGES = {"default": "every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by "
+                           "`hvd.size()`"}
+    triggers = ("horovod",)
+    INVALID = (
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(128)  # TFD511
+model.fit(ds, steps_per_epoch=500, epochs=24)
+""",
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+dataset = tf.data.TFRecordDataset(files).map(parse).batch(64)  # TFD511
+def train_step(images, labels):
+    opt.apply_gradients(grads(images, labels))
+for images, labels in dataset.take(10000):
+    train_step(images, labels)
+""",
+    )
+    VALID = (
+        # the steps are divided
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(128)
+model.fit(ds, steps_per_epoch=500 // hvd.size(), epochs=24)
+""",
+        # the custom loop takes its share
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64)
+def train_step(images, labels):
+    opt.apply_gradients(grads(images, labels))
+for batch, (images, labels) in enumerate(dataset.take(10000 // hvd.size())):
+    train_step(images, labels)
+""",
+        # synthetic data for a benchmark
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+data = tf.random.uniform([32, 224, 224, 3])
+target = tf.random.uniform([32, 1], minval=0, maxval=999, dtype=tf.int64)
+dataset = tf.data.Dataset.from_tensor_slices((data, target)).cache().repeat().batch(32)
+model.fit(dataset, steps_per_epoch=10)
+""",
+        # files split per rank before the dataset is made
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+files = all_files[hvd.rank()::hvd.size()]
+ds = tf.data.TFRecordDataset(files).batch(64)
+model.fit(ds, epochs=3)
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        if not horovod_init(facts):
+            return
+        seen: set[int] = set()
+        for chain, use in training_chains(facts):
+            if id(chain.source_call) in seen or not self._unsharded(facts, chain, use):
+                continue
+            seen.add(id(chain.source_call))
+            call = facts.call_fact(chain.source_call)
+            yield self.report(chain.source_call, statement=call.statement if call else None)
+
+    @staticmethod
+    def _unsharded(facts: ModuleFacts, chain: DatasetChain, use: TrainingInput) -> bool:
+        if "shard" in chain.methods() or use.via not in ("fit", "loop") or not horovod_scope(facts, use.scope):
+            return False
+        source = frozenset().union(*(expression_names(a.value, strings=False) for a in chain.source_call.args))
+        made_from = derived_names(facts, source, chain.scope, strings=False)
+        if any(GUARD_WORDS.search(n) for n in made_from):
+            return False
+        if any((facts.resolve(n) or "").startswith("tensorflow.random.") for n in made_from):
+            return False  # synthetic data (a benchmark): nothing to split
+        if any(mentions_worker_count(facts, a.value, use.scope)
+               for op in chain.ops if op.method in ("take", "skip") for a in op.call.args):
+            return False
+        if use.via == "loop":
+            return any(op.method == "take" for op in chain.ops)
+        fit = next((c for c in facts.method_calls("fit") if c.statement is use.statement), None)
+        if fit is None or any(a.star for a in fit.node.args):
+            return False
+        steps = call_arg(fit.node, None, "steps_per_epoch")
+        if steps is None:
+            return not any(op.method == "repeat" for op in chain.ops)
+        return not (mentions_worker_count(facts, steps, fit.scope) or unknown_value(facts, steps, fit.scope)
+                    or isinstance(steps, cst.Name) and steps.value == "None")
