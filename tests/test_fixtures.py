@@ -1,31 +1,63 @@
-"""Whole programs: the seed situations are reported at the right lines, and good programs give nothing."""
+"""Whole programs: the seed situations are reported at the right lines, and good programs give nothing.
+
+A line that must be reported ends with `# expect: CODE[, CODE]`. In a multi-file project under
+`fixtures/projects/` (each with a marker file, so it is its own project), a code may name where its
+evidence lies in another file: `# expect: TFD104 (losses.py:8)`.
+"""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import FIXTURES, ROOT
 from tfdoctor.config import Settings
-from tfdoctor.lint.engine import lint_source
+from tfdoctor.lint.engine import lint_paths, lint_source
 
-PROGRAMS = sorted(p for p in FIXTURES.rglob("*.py") if ".in." not in p.name and ".out." not in p.name)
+PROJECTS = sorted(p for p in (FIXTURES / "projects").iterdir() if p.is_dir())
+PROGRAMS = sorted(p for p in FIXTURES.rglob("*.py")
+                  if ".in." not in p.name and ".out." not in p.name and "projects" not in p.relative_to(FIXTURES).parts)
+_ITEM = re.compile(r"(TFD\d+|[A-Z]+\d+)(?: \(([^():]+):(\d+)\))?")
+
+
+def expectations(text: str) -> dict[tuple[int, str], tuple[str, int] | None]:
+    """(line, code) -> where its evidence lies in another file (None: nowhere else)."""
+    expected: dict[tuple[int, str], tuple[str, int] | None] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        match = re.search(r"# expect: (.+)$", line)
+        if match:
+            for item in _ITEM.finditer(match.group(1)):
+                code, path, where = item.groups()
+                expected[(number, code)] = (path, int(where)) if path else None
+    return expected
 
 
 def expected_findings(text: str) -> set[tuple[int, str]]:
-    expected = set()
-    for number, line in enumerate(text.splitlines(), 1):
-        match = re.search(r"# expect: ([A-Z0-9, ]+)$", line)
-        if match:
-            expected |= {(number, code.strip()) for code in match.group(1).split(",")}
-    return expected
+    return set(expectations(text))
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_program_findings_are_exactly_the_expected_ones(program):
     findings = lint_source(program.read_bytes(), str(program), Settings(root=ROOT))
     assert {(f.line, f.code) for f in findings} == expected_findings(program.read_text())
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=lambda p: p.name)
+def test_project_findings_and_their_evidence(project: Path, monkeypatch: pytest.MonkeyPatch):
+    """Linting the whole project, and each file alone: the same findings, each with its evidence."""
+    monkeypatch.chdir(project)
+    files = sorted(p.relative_to(project) for p in project.rglob("*.py"))
+    expected = {(str(f), line, code): where for f in files
+                for (line, code), where in expectations(f.read_text()).items()}
+    assert expected, "a project fixture must expect at least one finding"
+    for paths in (["."], *([str(f)] for f in files)):
+        report = lint_paths(paths)
+        assert not report.errors
+        found = {(f.path, f.line, f.code): tuple((r.path, r.line) for r in f.related) for f in report.findings}
+        wanted = {key: ((where,) if where else ()) for key, where in expected.items() if key[0] in paths or paths == ["."]}
+        assert found == wanted
 
 
 def test_every_seed_situation_is_covered():

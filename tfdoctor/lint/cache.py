@@ -3,7 +3,8 @@ with `[tool.tfdoctor]`, else the working directory).
 
 An entry is keyed by the file's bytes, the tfdoctor version, the effective settings for that path (the
 enabled codes and the target versions) and a digest of tfdoctor's own linter source, so editing a rule
-invalidates it. Entries are written atomically; one that cannot be read is ignored, and a cache that cannot
+invalidates it. It also lists the other project modules the findings used (the project layer reads them
+for evidence) with the digests of their bytes: when one of them changes, the entry is not used. Entries are written atomically; one that cannot be read is ignored, and a cache that cannot
 be written is skipped with one warning.
 """
 
@@ -24,7 +25,7 @@ from tfdoctor.lint.rule import Rule
 from tfdoctor.lint.versions import Targets
 
 CACHE_DIR = ".tfdoctor_cache"
-_LAYOUT = "v1"
+_LAYOUT = "v2"
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# tfdoctor's cache: `tfdoctor clean` removes it.\n"
 
 
@@ -54,12 +55,15 @@ class Cache:
     def get(self, key: str, display_path: str) -> list[Finding] | None:
         """The cached findings of a file, with `display_path` as their path; None when not cached."""
         try:
-            entries = json.loads(self._entry(key).read_bytes())
-            return [_decode(entry, display_path) for entry in entries]
+            entry = json.loads(self._entry(key).read_bytes())
+            if not _unchanged(entry["used"]):
+                return None
+            return [_decode(finding, display_path) for finding in entry["findings"]]
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             return None  # missing or corrupt: lint the file again
 
-    def put(self, key: str, findings: list[Finding]) -> None:
+    def put(self, key: str, findings: list[Finding], used: Sequence[tuple[str, str]] = ()) -> None:
+        """Store a file's findings and the (path, sha256) of every other module they used."""
         if self.warning is not None:
             return
         entry = self._entry(key)
@@ -68,7 +72,8 @@ class Cache:
             self._mark()
             handle, temporary = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
             with os.fdopen(handle, "wb") as stream:
-                stream.write(json.dumps([_encode(finding) for finding in findings]).encode())
+                stream.write(json.dumps({"findings": [_encode(finding) for finding in findings],
+                                         "used": [list(pair) for pair in used]}).encode())
             os.replace(temporary, entry)
         except OSError as error:
             self.warning = f"{self.folder}: cannot write the cache ({error.strerror or error}); linting without it"
@@ -95,6 +100,17 @@ def _decode(entry: dict[str, object], display_path: str) -> Finding:
     fields = dict(entry, path=display_path, severity=Severity(entry["severity"]),
                   related=tuple(Related(**place) for place in entry.get("related", ())))  # type: ignore[arg-type, union-attr]
     return Finding(**fields)  # type: ignore[arg-type]
+
+
+def _unchanged(used: list[list[str]]) -> bool:
+    """Whether every other module an entry's findings used still has the same bytes."""
+    for path, digest in used:
+        try:
+            if hashlib.sha256(Path(path).read_bytes()).hexdigest() != digest:
+                return False
+        except OSError:
+            return False
+    return True
 
 
 @lru_cache(maxsize=1)

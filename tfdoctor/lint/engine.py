@@ -26,9 +26,10 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from tfdoctor.config import ConfigError, Overrides, Settings, load_settings, settings_for
 from tfdoctor.lint.cache import Cache
 from tfdoctor.lint.facts import ModuleFacts
-from tfdoctor.lint.findings import Finding, Severity, Violation
+from tfdoctor.lint.findings import Finding, Related, Severity, Violation
 from tfdoctor.lint.notebooks import NotebookError, read_notebook
 from tfdoctor.lint.parallel import map_ordered
+from tfdoctor.lint.project import Project
 from tfdoctor.lint.rule import Context, Rule, all_rules
 
 _NOQA = re.compile(r"#\s*noqa(?::[\s]*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
@@ -137,7 +138,8 @@ def check_module(module: cst.Module, display_path: str, settings: Settings, path
     found: list[tuple[Rule, Violation]] = []
     stage = "module facts"
     try:
-        facts = ModuleFacts(module, display_path, lines)
+        project = _project(path)
+        facts = ModuleFacts(module, display_path, lines, loader=project, file=path if project else None)
         for rule in enabled_rules(settings, path):
             stage = rule.code
             found.extend((rule, violation) for violation in rule.check(facts, context))
@@ -149,12 +151,21 @@ def check_module(module: cst.Module, display_path: str, settings: Settings, path
         raise InternalError(f"internal error in {stage}: {type(error).__name__}: {error} (please report)") from error
 
 
+def _project(path: Path | None) -> Project | None:
+    """The project of a linted file, whose other modules may give evidence (none for stdin or a notebook)."""
+    if path is None or is_notebook(path.name) or not path.is_file():
+        return None
+    return Project.for_file(path)
+
+
 def _position(
     module: cst.Module, lines: list[str], display_path: str, found: list[tuple[Rule, Violation]], context: Context
 ) -> Iterator[Reported]:
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     seen: set[tuple[str, int, int]] = set()
     for rule, violation in found:
+        if violation.node not in positions:  # another module's node that no rule should have given: stay silent
+            continue
         where = positions[violation.node]
         statement_line = positions[violation.statement].start.line if violation.statement in positions else where.start.line
         if _suppressed(rule.code, lines, {where.start.line, statement_line}):
@@ -163,16 +174,23 @@ def _position(
         if key in seen:
             continue
         seen.add(key)
+        related = tuple(evidence.related() for evidence in violation.evidence)
         finding = Finding(
             path=display_path, line=where.start.line, column=where.start.column + 1, end_line=where.end.line,
             end_column=where.end.column + 1, code=rule.code, name=rule.name, severity=rule.severity_for(context),
-            message=violation.message, fixable=violation.fix is not None, statement_line=statement_line,
+            message=_with_evidence(violation.message, related), fixable=violation.fix is not None and not related,
+            statement_line=statement_line, related=related,
         )
         span = None
-        if violation.fix is not None and violation.fix.old in positions:
+        if violation.fix is not None and violation.fix.old in positions and not violation.evidence:
             fix_range = positions[violation.fix.old]
             span = ((fix_range.start.line, fix_range.start.column), (fix_range.end.line, fix_range.end.column))
         yield Reported(finding, violation, span)
+
+
+def _with_evidence(message: str, related: tuple[Related, ...]) -> str:
+    """The message, saying where evidence from other files lies: "... (loss from `f` at losses.py:12)"."""
+    return f"{message} ({'; '.join(f'{r.message} at {r.path}:{r.line}' for r in related)})" if related else message
 
 
 def _suppressed(code: str, lines: list[str], line_numbers: Iterable[int]) -> bool:
@@ -244,11 +262,23 @@ class _Task:
     path: Path | None
 
 
-def _lint_task(task: _Task) -> list[Finding] | str:
+@dataclass(frozen=True)
+class _Linted:
+    """One file's findings and the other project modules they used, with the digests of their bytes."""
+
+    findings: list[Finding]
+    used: tuple[tuple[str, str], ...]
+
+
+def _lint_task(task: _Task) -> _Linted | str:
     """Lint one file; a bug of ours comes back as one line, never as a traceback."""
     lint = lint_notebook if is_notebook(task.display) else lint_source
+    project = _project(task.path)
     try:
-        return lint(task.source, task.display, task.settings, task.path)
+        if project is not None:
+            project.begin()
+        findings = lint(task.source, task.display, task.settings, task.path)
+        return _Linted(findings, project.used() if project is not None else ())
     except InternalError as error:
         return str(error)
     except (RecursionError, Exception) as error:
@@ -309,9 +339,9 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
         if isinstance(outcome, str):
             report.errors.append(f"{task.display}: {outcome}")
             continue
-        report.findings.extend(outcome)
+        report.findings.extend(outcome.findings)
         if file_cache and key:
-            file_cache.put(key, outcome)
+            file_cache.put(key, outcome.findings, outcome.used)
     report.warnings.extend(sorted({c.warning for _, c, _ in tasks if c is not None and c.warning}))
     report.findings.sort(key=Finding.sort_key)
     return report

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import libcst as cst
 
@@ -31,14 +32,38 @@ class Fix:
     safe: bool = True
 
 
+class Positions(Protocol):
+    """A module that can say where one of its nodes is."""
+
+    path: str
+
+    def position(self, node: cst.CSTNode) -> tuple[int, int, int, int]: ...
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a finding relies on in another file: "loss from `compute_loss`" and the node there."""
+
+    what: str
+    path: str
+    module: Positions
+    node: cst.CSTNode
+
+    def related(self) -> Related:
+        line, column, end_line, end_column = self.module.position(self.node)
+        return Related(self.path, line, column, end_line, end_column, self.what)
+
+
 @dataclass(frozen=True)
 class Violation:
-    """A rule's report: the node to point at, the message, and optionally a fix."""
+    """A rule's report: the node to point at, the message, and optionally a fix and the evidence it used
+    from other files."""
 
     node: cst.CSTNode
     message: str
     statement: cst.CSTNode | None = None  # the statement holding the node, for `# noqa` on its first line
     fix: Fix | None = None
+    evidence: tuple[Evidence, ...] = ()
 
 
 @dataclass(frozen=True)

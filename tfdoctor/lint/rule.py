@@ -13,7 +13,7 @@ from typing import ClassVar, Iterator, Mapping
 import libcst as cst
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
-from tfdoctor.lint.findings import Fix, Severity, Violation
+from tfdoctor.lint.findings import Evidence, Fix, Severity, Violation
 from tfdoctor.lint.versions import Targets
 
 DOC_SECTIONS = ("What it does", "Why it is bad", "Example", "Use instead")
@@ -56,15 +56,17 @@ class Rule:
         return self.severity
 
     def report(self, where: CallFact | cst.CSTNode, template: str = "default", *, statement: cst.CSTNode | None = None,
-               fix: Fix | None = None, assumed: str | None = None, **fields: object) -> Violation:
+               fix: Fix | None = None, assumed: str | None = None, evidence: tuple[Evidence, ...] = (),
+               **fields: object) -> Violation:
         """A finding at a call (its statement is the `# noqa` line) or a node, worded by `MESSAGES[template]`.
-        `assumed` says which version the finding depends on and why (`Keras 2 assumed: ...`)."""
+        `assumed` says which version the finding depends on and why (`Keras 2 assumed: ...`); `evidence`,
+        what it relies on in other files of the project."""
         message = self.MESSAGES[template].format(**fields)
         if assumed is not None:
             message = f"{message} ({assumed})"
         if isinstance(where, CallFact):
-            return Violation(where.node, message, statement=statement or where.statement, fix=fix)
-        return Violation(where, message, statement=statement, fix=fix)
+            return Violation(where.node, message, statement=statement or where.statement, fix=fix, evidence=evidence)
+        return Violation(where, message, statement=statement, fix=fix, evidence=evidence)
 
     @classmethod
     def doc_sections(cls) -> dict[str, str]:

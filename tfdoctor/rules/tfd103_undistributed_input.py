@@ -134,5 +134,5 @@ for i, b in enumerate(dist_ds):
             for arg in facts.replica_args(run):
                 origin = value_provenance(facts, arg, run.scope, run.order)
                 if origin is not None and origin.kind == "undistributed":
-                    yield self.report(run, call=run.func or run.attr, origin=origin.reason)
+                    yield self.report(run, call=run.func or run.attr, origin=origin.reason, evidence=origin.evidence)
                     break

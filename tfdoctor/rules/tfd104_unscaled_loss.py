@@ -187,4 +187,4 @@ def step(x, y):
                 continue
             assumed = context.targets.assumed("keras") if loss.kind == "keras-default" else None
             yield self.report(loss.node, loss.kind, statement=loss.statement or call.statement, assumed=assumed,
-                              replica=call.scope.name)
+                              evidence=loss.evidence, replica=call.scope.name)

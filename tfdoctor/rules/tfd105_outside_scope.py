@@ -5,21 +5,25 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.facts import AssignFact, ModuleFacts, reads
+from tfdoctor.lint.facts import AssignFact, CallFact, ModuleFacts, reads
+from tfdoctor.lint.names import dotted
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
 
 _MODEL = re.compile(r"^keras\.(models\.)?(Model|Sequential|load_model)$|^keras\.(saving\.)?load_model$|^keras\.applications\.")
-_OPTIMIZER = re.compile(r"^keras\.optimizers\.(legacy\.)?[A-Z]\w*$")
+_OPTIMIZER = re.compile(r"^(keras|tensorflow_addons)\.optimizers\.(legacy\.)?[A-Z]\w*$")
 _METRIC = re.compile(r"^keras\.metrics\.[A-Z]\w*$")
 
 
 class OutsideScope(Rule):
     """
     ## What it does
-    Finds a Keras model, optimizer or metric created outside `strategy.scope()` that is then used with the
-    strategy: compiled inside the scope, or used in a replica function. Code in a function that is called
-    from inside the scope counts as inside.
+    Finds a Keras model, optimizer or metric created outside `strategy.scope()` (by its constructor, or by a
+    helper of this or another project module that returns one) that is then used with the strategy:
+    compiled inside the scope (also with it as `compile`'s argument, or by a function it is passed to), or
+    used in a replica function. Code in a function that is called from inside the scope counts as inside. A
+    factory that returns what it creates and that the module never calls, and a class that asks for the
+    current strategy (`tf.distribute.get_strategy()`), are left to their callers elsewhere.
 
     ## Why it is bad
     Variables created outside the scope are ordinary single-device variables, not mirrored ones. Depending
@@ -147,7 +151,7 @@ with strategy.scope():
             if kind is None or len(assign.targets) != 1 or facts.in_strategy_scope(assign.scope, assign.withs):
                 continue
             var = assign.targets[0]
-            if self._reassigned_in_scope(facts, var, assign):
+            if self._reassigned_in_scope(facts, var, assign) or self._made_by_a_factory(facts, assign, var):
                 continue
             use = self._strategy_use(facts, var, replicas)
             if use is not None:
@@ -155,16 +159,33 @@ with strategy.scope():
 
     @staticmethod
     def _created(facts: ModuleFacts, assign: AssignFact) -> str | None:
+        """What a Keras constructor makes: called here, or returned by a helper (of this or another module)
+        whose every return is the same kind of constructor."""
         if not isinstance(assign.value, cst.Call) or assign.operator != "=":
             return None
-        name = facts.resolve(assign.value.func) or ""
-        if _MODEL.search(name):
-            return "a Keras model"
-        if _OPTIMIZER.search(name):
-            return "a Keras optimizer"
-        if _METRIC.search(name):
-            return "a Keras metric"
-        return None
+        kind = _kind(facts, assign.value)
+        if kind is not None or facts.resolve(assign.value.func) is not None and facts.foreign(
+                dotted(assign.value.func) or "") is None:
+            return kind
+        origins = facts.values_of(assign.value, assign.scope, assign.order)
+        kinds = {_kind(o.model, o.expr) if o.kind == "value" and not o.path and o.expr is not assign.value else None
+                 for o in origins}
+        return kinds.pop() if len(kinds) == 1 else None
+
+    @staticmethod
+    def _made_by_a_factory(facts: ModuleFacts, assign: AssignFact, var: str) -> bool:
+        """Created in a function that returns it and that this module never calls, or in a class that asks
+        for the current strategy (`tf.distribute.get_strategy()`, which only makes sense inside a scope): its
+        callers, elsewhere, decide whether it runs inside `strategy.scope()`."""
+        scope = assign.scope
+        class_name = facts.enclosing_class(scope)
+        if class_name is not None and any(
+                facts.resolve(c.func) == "tensorflow.distribute.get_strategy"
+                for s in facts.scopes if facts.enclosing_class(s) == class_name for c in s.calls):
+            return True
+        return scope.is_function and not facts.callers_of(scope) and any(
+            dotted(r.value) == var or var in r.names for r in scope.returns
+        )
 
     @staticmethod
     def _reassigned_in_scope(facts: ModuleFacts, var: str, original: AssignFact) -> bool:
@@ -179,8 +200,40 @@ with strategy.scope():
             for call in block.calls:
                 if call.func == f"{var}.compile":
                     return "is compiled inside `strategy.scope()`"
+                if call.attr == "compile" and any(reads(n, var) for n in call.arg_names):
+                    return "is given to `compile` inside `strategy.scope()`"
+                if _compiled_by(facts, call, var):
+                    return f"is compiled inside `strategy.scope()` by `{call.func}`"
         for replica in replicas:
             for call in replica.calls:
                 if (call.func is not None and reads({call.func}, var)) or any(reads(n, var) for n in call.arg_names):
                     return f"is used in the replica function `{replica.name}`"
         return None
+
+
+def _kind(facts: ModuleFacts, value: cst.CSTNode) -> str | None:
+    if not isinstance(value, cst.Call):
+        return None
+    name = facts.resolve(value.func) or ""
+    if _MODEL.search(name):
+        return "a Keras model"
+    if _OPTIMIZER.search(name):
+        return "a Keras optimizer"
+    if _METRIC.search(name):
+        return "a Keras metric"
+    return None
+
+
+def _compiled_by(facts: ModuleFacts, call: CallFact, var: str) -> bool:
+    """`var` given to a function (of this or another module) that passes it on to `compile`."""
+    given = [(index, arg) for index, arg in enumerate(call.node.args) if dotted(arg.value) == var]
+    if not given:
+        return False
+    for function in facts.callables_of(call.node.func, call.scope, before=call.order):
+        params = function.value_params()
+        for index, arg in given:
+            param = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
+            if param is not None and any(c.attr == "compile" and any(reads(n, param) for n in c.arg_names)
+                                         for c in function.calls):
+                return True
+    return False

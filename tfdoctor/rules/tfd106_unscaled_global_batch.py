@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import definitions, mentions_replica_count
+from tfdoctor.lint.dataflow import TrainingInput, definitions, is_global_batch, mentions_replica_count, training_inputs
 from tfdoctor.lint.facts import CallFact, DatasetChain, ModuleFacts, reads
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted, literal_int
@@ -109,36 +109,29 @@ model.fit(ds)
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         seen: set[int] = set()
-        for call, expr in self._strategy_feeds(facts):
-            chain = facts.dataset_chain(expr, call.scope, call.order)
+        for use in self._strategy_feeds(facts):
+            chain = facts.dataset_chain(use.expr, use.scope, use.order)
             if chain is None:
                 continue
-            batch = chain.last("batch") or chain.last("padded_batch")
-            if batch is None or id(batch.call) in seen:
+            batching = chain.batch_size()
+            if batching is None or id(batching[0]) in seen:
                 continue
-            seen.add(id(batch.call))
-            size = call_arg(batch.call, 0, "batch_size")
-            if self._unscaled(facts, size, chain):
+            batch_call, size = batching
+            seen.add(id(batch_call))
+            if size is not None and self._unscaled(facts, size, chain):
                 text = dotted(size) or str(literal_int(size))
-                yield self.report(batch.call.func.attr, statement=facts.call_fact(batch.call).statement, size=text)
+                op = next((o for o in reversed(chain.ops) if o.call is batch_call), None)
+                target = batch_call.func.attr if isinstance(batch_call.func, cst.Attribute) else batch_call.func
+                node, evidence = chain.place(target, op)
+                statement = facts.call_fact(node if evidence else batch_call)
+                yield self.report(node, statement=statement.statement if statement else None, size=text,
+                                  evidence=evidence)
 
     @staticmethod
-    def _strategy_feeds(facts: ModuleFacts) -> Iterator[tuple[CallFact, cst.BaseExpression]]:
-        """(call, dataset expression) for every place a dataset enters a strategy."""
-        scoped_models = {
-            t for a in facts.assigns if facts.in_strategy_scope(a.scope, a.withs) for t in a.targets
-        }
-        for call in facts.calls:
-            if call.attr == "experimental_distribute_dataset" and facts.is_strategy(call.receiver):
-                expr = call_arg(call.node, 0, "dataset")
-            elif call.attr == "fit" and (
-                dotted(call.receiver) in scoped_models or facts.in_strategy_scope(call.scope, call.withs)
-            ):
-                expr = call_arg(call.node, 0, "x")
-            else:
-                continue
-            if expr is not None:
-                yield call, expr
+    def _strategy_feeds(facts: ModuleFacts) -> Iterator[TrainingInput]:
+        """Every training input a strategy splits: given to `experimental_distribute_dataset` (not for
+        evaluation or inference) or to `fit` under a strategy."""
+        return (use for use in training_inputs(facts) if use.distributed and use.via in ("distribute", "fit"))
 
     @staticmethod
     def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, chain: DatasetChain) -> bool:
@@ -147,12 +140,17 @@ model.fit(ds)
         name = dotted(size)
         if name is None:
             return False  # an expression: cannot decide
-        if mentions_replica_count(facts, frozenset({name}), chain.scope):
-            return False
-        if not definitions(facts, name, chain.scope) and "." not in name:
+        if is_global_batch(facts, frozenset({name}), chain.scope):
+            return False  # named global, or computed from the replica count
+        found = definitions(facts, name, chain.scope)
+        if not found and "." not in name:
             return False  # a parameter or an unknown global
+        if any(isinstance(a.value, cst.BinaryOperation) and isinstance(a.value.operator, cst.Multiply) for a in found):
+            return False  # `PER_GPU * WORKERS`: deliberately made global
+        if any(reads(names, name) for c in facts.calls for arg, names in zip(c.node.args, c.arg_names)
+               if arg.keyword is not None and arg.keyword.value == "global_batch_size"):
+            return False  # the code itself treats it as the global batch
         # A per-replica size derived from it shows the global batch is deliberate.
         return not any(
             reads(a.names, name) and mentions_replica_count(facts, a.names, a.scope) for a in facts.assigns
         )
-

@@ -126,6 +126,10 @@ class Trainer:
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for run in facts.run_calls:
             scope = run.scope
+            replicas = facts.callables_of(facts.replica_fn_expr(run), scope, before=run.order)
+            if replicas and all(facts.runs_in_graph(r) for r in replicas if r.owner is facts) and all(
+                    r.owner is facts for r in replicas):
+                continue  # the replica function is itself a tf.function: each replica runs a graph
             if scope.is_function:
                 if facts.runs_in_graph(scope):
                     continue

@@ -92,8 +92,9 @@ model.fit(train, validation_data=val)
                 if id(op.call) in seen:
                     continue
                 seen.add(id(op.call))
-                call = facts.call_fact(op.call)
+                node, evidence = chain.place(op.call.func.attr, op)
+                call = facts.call_fact(op.call if not evidence else node)
                 fix = Fix(op.call, with_keyword(op.call, "num_parallel_calls", value),
-                          "add num_parallel_calls=AUTOTUNE") if value is not None else None
-                yield self.report(op.call.func.attr, statement=call.statement if call else None, fix=fix,
+                          "add num_parallel_calls=AUTOTUNE") if value is not None and not evidence else None
+                yield self.report(node, statement=call.statement if call else None, fix=fix, evidence=evidence,
                                   method=op.method, autotune=autotune_text(value, context.targets))

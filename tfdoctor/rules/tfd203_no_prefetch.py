@@ -16,9 +16,11 @@ _TRAILING_OK = frozenset({"with_options"})
 class NoPrefetch(Rule):
     """
     ## What it does
-    Finds a training pipeline that does not end in `prefetch`: one given to `model.fit`, iterated by the
-    training loop, or returned from a `distribute_datasets_from_function` function. A pipeline passed to
-    `strategy.experimental_distribute_dataset` is not flagged: that call prefetches to the devices itself.
+    Finds a training pipeline that does not end in `prefetch`: one given to `model.fit` or iterated by the
+    training loop. A pipeline that a strategy distributes is not flagged: the iterators of
+    `strategy.experimental_distribute_dataset` and `distribute_datasets_from_function`, and Keras' `fit` under
+    a strategy, prefetch to the devices themselves. Nor is a bare `tfds.load` or Keras
+    `image_dataset_from_directory` dataset (Keras' utilities end in `prefetch`).
 
     ## Why it is bad
     Without `prefetch` the pipeline produces the next batch only when the step asks for it: input and
@@ -58,12 +60,6 @@ def step(x):
 for x in ds:
     step(x)
 """,
-        # returned from a distribute_datasets_from_function function
-        """from tensorflow import data as tfdata
-def dataset_fn(ctx):
-    return tfdata.Dataset.from_tensor_slices(arr).batch(ctx.get_per_replica_batch_size(64))  # TFD203
-dist = strategy.distribute_datasets_from_function(dataset_fn)
-""",
         # prefetch placed before batch does not count as ending in prefetch
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(arr).prefetch(4).batch(8)  # TFD203
@@ -75,6 +71,18 @@ model.fit(ds)
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(arr).batch(64)
 dist = strategy.experimental_distribute_dataset(ds)
+""",
+        # so do the iterators of distribute_datasets_from_function, and a `fit` under a strategy
+        """from tensorflow import data as tfdata
+def dataset_fn(ctx):
+    return tfdata.Dataset.from_tensor_slices(arr).batch(ctx.get_per_replica_batch_size(64))
+dist = strategy.distribute_datasets_from_function(dataset_fn)
+""",
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = build_model()
+model.fit(tf.data.Dataset.from_tensor_slices(arr).batch(64))
 """,
         # prefetch then options
         """import tensorflow as tf
@@ -92,24 +100,27 @@ model.predict(ds)
         value = autotune(facts, context.targets)
         seen: set[int] = set()
         for chain, use in training_chains(facts):
-            if use.via == "distribute":
+            if use.distributed:  # the distributed iterator prefetches to the devices itself
                 continue
             methods = [m for m in chain.methods()]
             while methods and methods[-1] in _TRAILING_OK:
                 methods.pop()
             if methods and methods[-1] == "prefetch":
                 continue
+            if not methods and not chain.source.startswith("tensorflow.data."):
+                continue  # Keras' dataset utilities prefetch; what tfds returns is not shown here
             last = chain.ops[-1].call if chain.ops else chain.source_call
             if id(last) in seen:
                 continue
             seen.add(id(last))
+            node = last.func.attr if isinstance(last.func, cst.Attribute) else last
+            node, evidence = chain.place(node, chain.ops[-1] if chain.ops else None)
             fix = None
-            if value is not None and "prefetch" not in methods:  # a misplaced prefetch is TFD204's to move
+            if value is not None and "prefetch" not in methods and not evidence:  # a misplaced prefetch is TFD204's
                 prefetched = _append_prefetch(last, value)
                 fix = Fix(last, prefetched, "append .prefetch(AUTOTUNE)")
-            node = last.func.attr if isinstance(last.func, cst.Attribute) else last
-            call = facts.call_fact(last)
-            yield self.report(node, statement=call.statement if call else None, fix=fix,
+            call = facts.call_fact(last if not evidence else node)
+            yield self.report(node, statement=call.statement if call else None, fix=fix, evidence=evidence,
                               autotune=autotune_text(value, context.targets))
 
 

@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import iterable_provenance, training_inputs
+from tfdoctor.lint.dataflow import is_python_iterator_class, iterable_provenance, training_inputs
 from tfdoctor.lint.facts import AssignFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
@@ -17,8 +17,8 @@ _PRODUCER_METHODS = ("__next__", "__getitem__", "__iter__")
 class Float64Batch(Rule):
     """
     ## What it does
-    Finds numpy batches built as float64 in Python code that feeds training (a Python iterator class, a
-    `Sequence`, or a generator): `np.zeros(shape)`/`np.ones`/`np.empty` without a `dtype`, whose array is
+    Finds numpy batches built as float64 in Python code that feeds training (a Python iterator class or a
+    generator that reaches training, and any Keras `Sequence`/`PyDataset` subclass, wherever it is used): `np.zeros(shape)`/`np.ones`/`np.empty` without a `dtype`, whose array is
     returned or yielded, and OpenCV images divided by a float (`cv2.imread(p) / 255.0` gives float64).
 
     ## Why it is bad
@@ -111,7 +111,12 @@ for b in Batches():
 
     @staticmethod
     def _producers(facts: ModuleFacts) -> Iterator[Scope]:
-        """The functions that build the batches of a Python input that reaches training."""
+        """The functions that build the batches of a Python input that reaches training, and the
+        `__getitem__` of every Keras `Sequence`/`PyDataset` subclass (they exist to feed Keras)."""
+        for class_fact in facts.classes:
+            described = is_python_iterator_class(facts, class_fact.name) or ""
+            if ("`Sequence`" in described or "`PyDataset`" in described) and "__getitem__" in class_fact.methods:
+                yield class_fact.methods["__getitem__"]
         for use in training_inputs(facts):
             origin = iterable_provenance(facts, use.expr, use.scope, use.order)
             if origin is None or origin.kind != "undistributed" or not isinstance(origin.node, cst.Call):

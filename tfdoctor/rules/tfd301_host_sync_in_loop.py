@@ -4,20 +4,30 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import calls_training_step, gated_by_step_modulo, training_loops
-from tfdoctor.lint.facts import CallFact, LoopFact, ModuleFacts, reads
+from tfdoctor.lint.dataflow import (
+    calls_training_step,
+    gated_by_step_modulo,
+    gated_if,
+    loop_ifs,
+    returns_host_values,
+    training_loops,
+)
+from tfdoctor.lint.facts import CallFact, IfFact, LoopFact, ModuleFacts, reads
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
 
 _CONVERTERS = frozenset({"float", "int", "print"})
+_ORDERINGS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
 
 
 class HostSyncInLoop(Rule):
     """
     ## What it does
     Finds `.numpy()`, `float()`, `int()` or `print()` of a training step's outputs on every iteration of
-    the training loop. Work under `if step % N == 0` runs every N steps and is not flagged.
+    the training loop, an `if` that compares one (`if loss < best:`), and `optimizer.iterations.numpy()`.
+    Work under `if step % N == 0` (or under a flag computed so, `do_log = step % N == 0`) runs every N steps
+    and is not flagged; nor are the results of `train_on_batch`, which are already on the host.
 
     ## Why it is bad
     Reading a tensor's value makes the host wait until the device has finished the step. The input
@@ -54,8 +64,12 @@ class HostSyncInLoop(Rule):
     name = "host-sync-in-loop"
     severity = Severity.WARNING
     summary = "`.numpy()`/`float()`/`print()` of step outputs every step makes the host wait for the device."
-    MESSAGES = {"default": "`{func}()` reads a step output on every iteration of the training loop"}
-    triggers = ("numpy", "float", "int", "print")
+    MESSAGES = {
+        "default": "`{func}()` reads a step output on every iteration of the training loop",
+        "counter": "`{counter}.numpy()` reads the optimizer's step counter on every iteration of the training loop",
+        "branch": "`if` compares a step output on every iteration of the training loop",
+    }
+    triggers = ("numpy", "float", "int", "print", "if ")
     INVALID = (
         """import tensorflow as tf
 class Trainer:
@@ -77,6 +91,18 @@ it = iter(dist)
 while True:
     out = train_step(*next(it))
     print(out)  # TFD301
+""",
+        # a step output used as a Python bool, and the step counter read back every step
+        """import tensorflow as tf
+@tf.function
+def train_step(x):
+    return strategy.run(replica, args=(x,))
+best = 1e9
+for x in dist:
+    step = optimizer.iterations.numpy()  # TFD301
+    loss = train_step(x)
+    if loss < best:  # TFD301
+        best = loss
 """,
     )
     VALID = (
@@ -108,26 +134,75 @@ for epoch in range(3):
         loss = train_step(x)
     print(epoch, float(loss))
 """,
+        # logging gated by a flag computed from the step
+        """import tensorflow as tf
+@tf.function
+def train_step(x):
+    return strategy.run(replica, args=(x,))
+for step, x in enumerate(dist):
+    loss = train_step(x)
+    do_log = (step + 1) % 100 == 0
+    if do_log:
+        print(step, float(loss))
+""",
+        # train_on_batch returns numpy values: already on the host
+        """import tensorflow as tf
+for x, y in batches:
+    loss = model.train_on_batch(x, y)
+    if loss < 0.1:
+        break
+    print(float(loss))
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         flagged: set[int] = set()
         for loop in training_loops(facts):
             outputs = self._step_outputs(facts, loop)
-            if not outputs:
-                continue
             for call in loop.calls:
                 if not call.loops or call.loops[-1] is not loop or gated_by_step_modulo(call):
                     continue
-                if self._syncs(call, outputs) and id(call.statement) not in flagged:
+                if id(call.statement) in flagged:
+                    continue
+                if outputs and self._syncs(call, outputs):
                     flagged.add(id(call.statement))
                     yield self.report(call, func=call.func or call.attr)
+                elif self._reads_step_counter(call):
+                    flagged.add(id(call.statement))
+                    yield self.report(call, "counter", counter=dotted(call.receiver) or "iterations")
+            for branch in loop_ifs(facts, loop):
+                if outputs and self._tests_output(branch, outputs) and not gated_if(branch):
+                    yield self.report(branch.node.test, "branch", statement=branch.node)
+
+    @staticmethod
+    def _reads_step_counter(call: CallFact) -> bool:
+        """`optimizer.iterations.numpy()` or `int(optimizer.iterations)`."""
+        if call.attr == "numpy":
+            return (dotted(call.receiver) or "").endswith(".iterations")
+        return call.func in ("int", "float") and any(
+            any(name.endswith(".iterations") for name in names) for names in call.arg_names[:1])
+
+    @staticmethod
+    def _tests_output(branch: IfFact, outputs: set[str]) -> bool:
+        """An `if` that orders a step output against something (`if loss < best:`): a Python bool made from a
+        device value."""
+        test = branch.node.test
+        if isinstance(test, cst.UnaryOperation):
+            test = test.expression
+        if isinstance(test, cst.Comparison):
+            if not all(isinstance(c.operator, _ORDERINGS) for c in test.comparisons):
+                return False  # `==`/`is`/`in`: a counter or a sentinel, not a value being tracked
+            sides = [test.left, *(c.comparator for c in test.comparisons)]
+            return any(_name_reads(side, outputs) for side in sides)
+        return False
 
     @staticmethod
     def _step_outputs(facts: ModuleFacts, loop: LoopFact) -> set[str]:
-        """Names assigned from a training step call in the loop body."""
+        """Names assigned from a training step call in the loop body (not from one whose results are
+        already on the host, such as `train_on_batch`)."""
         outputs: set[str] = set()
-        step_calls = {id(c.node) for c in loop.calls if calls_training_step(facts, c)}
+        step_calls = {id(c.node) for c in loop.calls
+                      if calls_training_step(facts, c) and not returns_host_values(facts, c)}
         for assign in facts.assigns:
             if assign.loops and assign.loops[-1] is loop and isinstance(assign.value, cst.Call) and id(assign.value) in step_calls:
                 outputs.update(assign.targets)
@@ -141,3 +216,8 @@ for epoch in range(3):
         if call.func in _CONVERTERS:
             return any(reads(names, out) for names in call.arg_names for out in outputs)
         return False
+
+
+def _name_reads(expr: cst.BaseExpression, outputs: set[str]) -> bool:
+    name = dotted(expr)
+    return name is not None and any(reads({name}, out) for out in outputs)

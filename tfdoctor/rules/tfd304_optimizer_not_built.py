@@ -115,6 +115,8 @@ def step(x):
             if not facts.runs_in_graph(run.scope):
                 continue
             for replica in facts.transitive_callees(facts.callables_of(facts.replica_fn_expr(run), run.scope)):
+                if replica.owner is not facts or replica.name == "train_step":
+                    continue  # Keras' own `train_step` applies the compiled optimizer, which `fit` builds first
                 for call in replica.calls:
                     name = dotted(call.receiver)
                     if call.attr != "apply_gradients" or name is None or name in built or id(call) in seen:

@@ -117,5 +117,5 @@ def step(x, y):
             return
         for call, loss in differentiated_losses(facts):
             if loss.kind == "keras-default-scaled":
-                yield self.report(loss.node, statement=loss.statement or call.statement,
+                yield self.report(loss.node, statement=loss.statement or call.statement, evidence=loss.evidence,
                                   assumed=context.targets.assumed("keras"), replica=call.scope.name)

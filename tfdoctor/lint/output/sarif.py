@@ -1,6 +1,7 @@
 """SARIF 2.1.0 for code-scanning pages: every rule's metadata and page, one result per finding.
 
-Columns are counted in code points (`columnKind`). A notebook finding's region is the line in its cell; the
+Columns are counted in code points (`columnKind`). Evidence a finding took from another file of the project
+is in its `relatedLocations`. A notebook finding's region is the line in its cell; the
 cell is in the message and in the result's `properties.cell`.
 """
 
@@ -75,6 +76,16 @@ def _result(finding: Finding, index: dict[str, int]) -> dict[str, object]:
     }
     if finding.code in index:
         result["ruleIndex"] = index[finding.code]
+    if finding.related:
+        result["relatedLocations"] = [{
+            "id": number,
+            "message": {"text": related.message},
+            "physicalLocation": {
+                "artifactLocation": {"uri": _uri(related.path)},
+                "region": {"startLine": related.line, "startColumn": related.column,
+                           "endLine": related.end_line, "endColumn": related.end_column},
+            },
+        } for number, related in enumerate(finding.related)]
     return result
 
 

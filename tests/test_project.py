@@ -1,0 +1,70 @@
+"""Whole-project analysis: evidence from the modules a file imports, where it is said, and the cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, run_cli
+from tfdoctor.lint.engine import lint_paths
+
+
+@pytest.fixture
+def loss_project(tmp_path: Path) -> Path:
+    """The loss_helper fixture with a pyproject.toml, so the cache has a home."""
+    shutil.copytree(FIXTURES / "projects" / "loss_helper", tmp_path / "proj")
+    (tmp_path / "proj" / "pyproject.toml").write_text("[tool.tfdoctor]\n")
+    return tmp_path / "proj"
+
+
+def test_finding_says_where_its_evidence_lies(loss_project: Path):
+    result = run_cli("lint", "--no-cache", "--format", "json", "--exit-zero", "train.py", cwd=loss_project)
+    [finding] = json.loads(result.stdout)["findings"]
+    assert (finding["code"], finding["path"], finding["line"]) == ("TFD104", "train.py", 13)
+    assert finding["message"].endswith("(loss from `compute_loss` at losses.py:8)")
+    assert finding["related"] == [{"path": "losses.py", "line": 8, "column": 12, "end_line": 8, "end_column": 39,
+                                   "message": "loss from `compute_loss`"}]
+    text = run_cli("lint", "--no-cache", "train.py", cwd=loss_project).stdout
+    assert "loss from `compute_loss` at losses.py:8" in text
+
+
+def test_sarif_related_locations(loss_project: Path):
+    result = run_cli("lint", "--no-cache", "--format", "sarif", "--exit-zero", "train.py", cwd=loss_project)
+    [entry] = json.loads(result.stdout)["runs"][0]["results"]
+    [related] = entry["relatedLocations"]
+    assert related["message"]["text"] == "loss from `compute_loss`"
+    assert related["physicalLocation"]["artifactLocation"]["uri"] == "losses.py"
+    assert related["physicalLocation"]["region"] == {"startLine": 8, "startColumn": 12, "endLine": 8, "endColumn": 39}
+
+
+def test_cache_entry_is_invalid_once_an_imported_module_changes(loss_project: Path, monkeypatch):
+    monkeypatch.chdir(loss_project)
+    cold = lint_paths(["train.py"], cache=True)
+    warm = lint_paths(["train.py"], cache=True)
+    assert [f.code for f in cold.findings] == [f.code for f in warm.findings] == ["TFD104"]
+    assert warm.cached == 1 and warm.findings == cold.findings  # related locations come back from the cache
+    losses = loss_project / "losses.py"
+    losses.write_text(losses.read_text().replace(
+        "return tf.reduce_mean(per_example)", "return tf.nn.compute_average_loss(per_example, global_batch_size=64)"))
+    edited = lint_paths(["train.py"], cache=True)
+    assert edited.cached == 0 and edited.findings == []
+
+
+def test_only_the_named_files_are_reported(loss_project: Path, monkeypatch):
+    monkeypatch.chdir(loss_project)
+    (loss_project / "losses.py").write_text((loss_project / "losses.py").read_text()
+                                           + "\nfrom tensorflow.keras.utils import multi_gpu_model\nm = multi_gpu_model(x, 2)\n")
+    assert {f.path for f in lint_paths(["train.py"]).findings} == {"train.py"}
+    assert {f.path for f in lint_paths(["."]).findings} == {"train.py", "losses.py"}
+
+
+def test_unparsable_or_missing_imported_modules_are_not_evidence(loss_project: Path, monkeypatch):
+    monkeypatch.chdir(loss_project)
+    (loss_project / "losses.py").write_text("def compute_loss(:\n")
+    report = lint_paths(["train.py"])
+    assert report.findings == [] and not report.errors
+    (loss_project / "losses.py").unlink()
+    assert lint_paths(["train.py"]).findings == []

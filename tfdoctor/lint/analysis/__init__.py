@@ -1,0 +1,1 @@
+"""TensorFlow knowledge over the semantic model: strategies, datasets, batches, losses, steps."""

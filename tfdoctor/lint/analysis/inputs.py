@@ -1,0 +1,229 @@
+"""Where batches come from and which pipelines feed training.
+
+`value_provenance` says whether a value given to `strategy.run` comes from a distributed dataset, from a
+plain `tf.data.Dataset`, numpy, a Python iterator class (`__next__`, a generator `__iter__`, a
+`keras.utils.Sequence`/`PyDataset` subclass, here or in another project module) or a generator. It follows
+the value with the semantic model's lookup: `for` targets, `next(it)`, unpacking, parameters bound at every
+call site, and return values. `training_inputs` lists the expressions whose batches reach training (`fit`,
+`experimental_distribute_dataset`, the loop that runs a step, `next(it)` in it) and `training_chains` the
+`tf.data` pipelines among them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import libcst as cst
+
+from tfdoctor.lint.analysis.steps import training_loops
+from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, ModuleFacts
+from tfdoctor.lint.findings import Evidence
+from tfdoctor.lint.names import call_arg, dotted
+from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, Scope
+from tfdoctor.lint.semantic.model import Origin, Step
+
+_MAX_DEPTH = 8
+_PYTHON_BASES = ("utils.Sequence", "utils.PyDataset", "utils.data_utils.Sequence")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    kind: Literal["distributed", "undistributed"]
+    reason: str
+    node: cst.CSTNode | None = None
+    evidence: tuple[Evidence, ...] = ()  # where it was found, when that is in another module
+
+
+def is_python_iterator_class(facts: ModuleFacts, name: str | None) -> str | None:
+    """A class (of this module or another project module) whose instances yield batches from Python
+    (`__next__`, generator `__iter__`, or a `keras.utils.Sequence`/`PyDataset` subclass): how to describe it."""
+    found = facts.class_and_module(name)
+    if found is None:
+        return None
+    class_fact, owner = found
+    if "__next__" in class_fact.methods or (
+        "__iter__" in class_fact.methods and class_fact.methods["__iter__"].is_generator
+    ):
+        return f"the Python iterator class `{class_fact.name}`"
+    for base in class_fact.bases:
+        resolved = owner.resolve(base) or base
+        if resolved.endswith(_PYTHON_BASES) or base in ("Sequence", "PyDataset"):
+            return f"the Python `{resolved.split('.')[-1]}` class `{class_fact.name}`"
+    return None
+
+
+def iterable_provenance(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int,
+                        depth: int = 0) -> Provenance | None:
+    """What iterating over `expr` yields."""
+    if expr is None or depth > _MAX_DEPTH:
+        return None
+    facts = scope.owner  # type: ignore[assignment]
+    if isinstance(expr, cst.Call):
+        name = dotted(expr.func)
+        if name in ("enumerate", "iter", "tqdm", "tqdm.tqdm") or (facts.resolve(expr.func) or "").endswith("tqdm"):
+            return iterable_provenance(facts, call_arg(expr, 0, None), scope, before, depth + 1)
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in DISTRIBUTE_DATASET_METHODS:
+            return Provenance("distributed", "a distributed dataset")
+        described = is_python_iterator_class(facts, name)
+        if described:
+            return Provenance("undistributed", described, expr)
+        functions = facts.callables_of(expr.func, scope)
+        if len(functions) == 1 and functions[0].is_generator:
+            return Provenance("undistributed", f"the Python generator `{functions[0].name}`", expr)
+    chain = facts.dataset_chain(expr, scope, before)
+    if chain is not None:
+        found = Provenance("undistributed", "a `tf.data.Dataset` that was never distributed", expr)
+        return _cited(facts, chain.via, found) if chain.source_scope and chain.source_scope.owner is not facts else found
+    if dotted(expr) is not None:
+        origins = [o for o in facts.values_of(expr, scope, before) if o.expr is not expr]
+        results = []
+        for origin in origins:
+            found = iterable_provenance(origin.model, origin.expr, origin.scope, origin.order, depth + 1) \
+                if origin.kind == "value" and not origin.path else None  # type: ignore[arg-type]
+            results.append(_cited(facts, origin.via, found) if origin.model is not facts else found)
+        return _agreed(results)
+    return None
+
+
+def _cited(facts: ModuleFacts, via: tuple[Step, ...], found: Provenance | None) -> Provenance | None:
+    """A provenance found in another module, with the call there that passed the value in as evidence."""
+    if found is None or not via or found.evidence:
+        return found
+    step = via[-1]
+    model = step.caller.owner
+    evidence = Evidence(f"`{step.callee.name}` is given {found.reason}", model.path, model, step.call)  # type: ignore[attr-defined]
+    return replace(found, evidence=(evidence,))
+
+
+def value_provenance(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int,
+                     depth: int = 0) -> Provenance | None:
+    """Where a value given to `strategy.run` comes from, when the code shows it (every origin agreeing)."""
+    if expr is None or depth > _MAX_DEPTH:
+        return None
+    facts = scope.owner  # type: ignore[assignment]
+    if isinstance(expr, cst.Attribute):
+        return None  # `batch.images`, `self.inputs`: a field of something else
+    return _agreed([_cited(facts, o.via, _origin_provenance(o, depth)) if o.model is not facts
+                    else _origin_provenance(o, depth) for o in facts.values_of(expr, scope, before)])
+
+
+def _origin_provenance(origin: Origin, depth: int) -> Provenance | None:
+    facts: ModuleFacts = origin.model  # type: ignore[assignment]
+    expr = origin.expr
+    if origin.kind == "element":
+        return iterable_provenance(facts, expr, origin.scope, origin.order, depth + 1)  # type: ignore[arg-type]
+    if origin.kind != "value" or not isinstance(expr, cst.Call):
+        return None
+    if dotted(expr.func) == "next":
+        return iterable_provenance(facts, call_arg(expr, 0, None), origin.scope, origin.order, depth + 1)
+    if origin.path:
+        return None
+    resolved = facts.resolve(expr.func) or ""
+    if resolved.startswith("numpy."):
+        return Provenance("undistributed", "a numpy array", expr)
+    if resolved in ("tensorflow.constant", "tensorflow.convert_to_tensor"):
+        return Provenance("undistributed", "a plain tensor", expr)
+    return None
+
+
+def _agreed(results: list[Provenance | None]) -> Provenance | None:
+    if results and all(r is not None and r.kind == results[0].kind for r in results):  # type: ignore[union-attr]
+        return results[0]
+    return None
+
+
+@dataclass(frozen=True)
+class TrainingInput:
+    """An expression whose batches reach training, and how: `fit`, `distribute` (experimental_distribute_dataset),
+    `distribute_fn` (returned by a distribute_datasets_from_function function), `loop` or `next`."""
+
+    scope: Scope
+    order: int
+    expr: cst.BaseExpression
+    statement: cst.CSTNode
+    via: str
+    distributed: bool = False  # a strategy distributes it: `experimental_distribute_dataset`, or `fit` under one
+
+
+_NOT_TRAINING = re.compile(r"val|eval|test|infer|predict", re.IGNORECASE)
+_PASS_THROUGH = frozenset({"iter", "enumerate", "tqdm"})
+
+
+def training_inputs(facts: ModuleFacts) -> list[TrainingInput]:
+    cached = facts.__dict__.get("_training_inputs")
+    if cached is not None:
+        return cached
+    found: list[TrainingInput] = []
+    for call in facts.method_calls("fit", "fit_generator"):
+        x = call_arg(call.node, 0, "x" if call.attr == "fit" else "generator")
+        if x is not None:
+            found.append(TrainingInput(call.scope, call.order, x, call.statement, "fit", under_strategy(facts, call)))
+    for call in facts.calls:
+        if call.attr not in DISTRIBUTE_DATASET_METHODS or not facts.is_strategy(call.receiver):
+            continue
+        targets = next((a.targets for a in facts.assigns if a.value is call.node), ())
+        if any(_NOT_TRAINING.search(t) for t in targets):
+            continue
+        if call.attr == "experimental_distribute_dataset":
+            dataset = call_arg(call.node, 0, "dataset")
+            if dataset is not None:
+                found.append(TrainingInput(call.scope, call.order, dataset, call.statement, "distribute", True))
+        else:
+            for fn in facts.callables_of(call_arg(call.node, 0, "dataset_fn"), call.scope):
+                if fn.owner is facts:
+                    found.extend(TrainingInput(fn, END_OF_SCOPE, r.value, call.statement, "distribute_fn", True)
+                                 for r in fn.returns)
+    for loop in training_loops(facts):
+        if loop.iter_expr is not None:
+            found.append(TrainingInput(loop.scope, loop.order, _unwrap(facts, loop.iter_expr, loop.scope, loop.order),
+                                       loop.node, "loop"))
+        for call in loop.calls:
+            if call.func == "next" and call.loops[-1] is loop:
+                iterator = call_arg(call.node, 0, None)
+                if iterator is not None:
+                    found.append(TrainingInput(call.scope, call.order, _unwrap(facts, iterator, call.scope, call.order),
+                                               call.statement, "next"))
+    facts.__dict__["_training_inputs"] = found
+    return found
+
+
+def under_strategy(facts: ModuleFacts, call: CallFact) -> bool:
+    """A Keras `fit` (or `evaluate`, `predict`) that runs inside `strategy.scope()`, or whose model was built
+    there: Keras distributes its input itself."""
+    if facts.in_strategy_scope(call.scope, call.withs):
+        return True
+    receiver = dotted(call.receiver)
+    return receiver is not None and any(
+        facts.in_strategy_scope(a.scope, a.withs) for a in facts.definitions(receiver, call.scope, call.order)
+    )
+
+
+def _unwrap(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: int) -> cst.BaseExpression:
+    """`enumerate(ds)`, `iter(ds)`, `tqdm(ds)`, or a name bound to one of them -> `ds`."""
+    for _ in range(4):
+        if isinstance(expr, cst.Call) and (dotted(expr.func) or "").split(".")[-1] in _PASS_THROUGH and expr.args:
+            expr = expr.args[0].value
+            continue
+        name = dotted(expr)
+        found = facts.definitions(name, scope, before) if name else []
+        value = found[-1].value if found else None
+        if isinstance(value, cst.Call) and (dotted(value.func) or "").split(".")[-1] in _PASS_THROUGH:
+            expr = value
+            continue
+        return expr
+    return expr
+
+
+def training_chains(facts: ModuleFacts) -> list[tuple[DatasetChain, TrainingInput]]:
+    """`tf.data` pipelines that feed training (evaluation and prediction pipelines are not among them)."""
+    cached = facts.__dict__.get("_training_chains")
+    if cached is None:
+        cached = []
+        for use in training_inputs(facts):
+            chain = facts.dataset_chain(use.expr, use.scope, use.order)
+            if chain is not None:
+                cached.append((chain, use))
+        facts.__dict__["_training_chains"] = cached
+    return cached

@@ -1,0 +1,281 @@
+"""How a differentiated loss is reduced: a per-replica mean, an unscaled sum, scaled by the global batch, or
+a Keras loss object with its default reduction; and whether a size is the global batch.
+
+A loss is followed through the semantic model's lookup: names (the assignments of its scope, folded in
+order for `loss /= GLOBAL_BATCH`), helpers that return it (in this module or another project module),
+`self.loss_fn` set in any method, lists of losses summed by `tf.add_n`/`sum`, the losses Keras computes
+(`self.compiled_loss`, `self.compute_loss`) and a model whose own `call` returns the loss.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Iterator, Literal
+
+import libcst as cst
+
+from tfdoctor.lint.analysis.evidence import Evidence, evidence_for
+from tfdoctor.lint.analysis.tensorflow import ModuleFacts
+from tfdoctor.lint.names import call_arg, dotted, literal_str
+from tfdoctor.lint.semantic.collector import CallFact, Scope
+from tfdoctor.lint.semantic.model import Origin
+
+_REPLICA_COUNT = re.compile(r"num_replicas_in_sync|get_per_replica_batch_size|num_replicas", re.IGNORECASE)
+_GLOBAL_WORD = re.compile(r"global|num_replicas_in_sync", re.IGNORECASE)
+LossKind = Literal["mean", "sum", "scaled", "keras-default", "keras-default-scaled"]
+_MEAN = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean"})
+_SUM = frozenset({"tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum"})
+_SCALED = frozenset({"tensorflow.nn.compute_average_loss", "tensorflow.nn.scale_regularization_loss"})
+_ADD_N = frozenset({"tensorflow.add_n", "tensorflow.math.add_n"})
+_KERAS_SCALED_ATTRS = frozenset({"self.compiled_loss", "self.compute_loss"})
+_DEFAULT_REDUCTIONS = frozenset({"sum_over_batch_size", "auto", "SUM_OVER_BATCH_SIZE", "AUTO"})
+_MAX_DEPTH = 8
+
+
+def mentions_replica_count(facts: ModuleFacts, names: frozenset[str], scope: Scope, depth: int = 0) -> bool:
+    """Whether an expression's names come from `num_replicas_in_sync`/`get_per_replica_batch_size`."""
+    if any(_REPLICA_COUNT.search(name) for name in names):
+        return True
+    if depth > 3:
+        return False
+    return any(
+        mentions_replica_count(facts, a.names, a.scope, depth + 1)
+        for name in names if "." not in name or name.startswith("self.")
+        for a in facts.definitions(name, scope)
+    )
+
+
+def is_global_batch(facts: ModuleFacts, names: frozenset[str], scope: Scope) -> bool:
+    """Whether a divisor is the global batch: named so, or computed from the replica count."""
+    return any(_GLOBAL_WORD.search(name) for name in names) or mentions_replica_count(facts, names, scope)
+
+
+@dataclass(frozen=True)
+class Loss:
+    kind: LossKind
+    node: cst.CSTNode  # the expression that makes it so (for the finding's position), in the linted module
+    statement: cst.CSTNode | None
+    evidence: tuple[Evidence, ...] = ()  # where it lies when that is in another module
+
+
+def loss_kind(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int,
+              depth: int = 0) -> Loss | None:
+    """How a scalar loss is reduced, or None when the code does not show it."""
+    if expr is None or depth > _MAX_DEPTH:
+        return None
+    facts = scope.owner  # type: ignore[assignment]
+    if isinstance(expr, cst.Call):
+        return _call_loss(facts, expr, scope, before, depth)
+    if isinstance(expr, cst.BinaryOperation):
+        if isinstance(expr.operator, (cst.Divide, cst.Multiply)):
+            right = _arithmetic_names(expr.right)
+            left = _arithmetic_names(expr.left)
+            divisor = right if isinstance(expr.operator, cst.Divide) else right | left
+            inner = loss_kind(facts, expr.left, scope, before, depth + 1)
+            if is_global_batch(facts, divisor, scope):
+                return Loss(_scaled(inner), expr, None)
+            return inner if inner is not None and inner.kind == "scaled" else None
+        if isinstance(expr.operator, (cst.Add, cst.Subtract)):
+            parts = [loss_kind(facts, side, scope, before, depth + 1) for side in (expr.left, expr.right)]
+            return _combine(parts)
+        return None
+    name = dotted(expr)
+    if name is None:
+        return None
+    found = [a for a in facts.definitions(name, scope, before) if a.scope is scope]
+    if not found:
+        return _through_lookup(facts, expr, scope, before, depth)
+    state: Loss | None = None
+    for assign in found:
+        if assign.operator == "=":
+            inner = _assigned_loss(facts, assign.value, name, assign, depth)
+            state = replace(inner, statement=inner.statement or assign.statement) if inner else None
+        elif assign.operator in ("DivideAssign", "MultiplyAssign") and is_global_batch(facts, assign.names, scope):
+            state = Loss(_scaled(state), assign.node, assign.statement)
+        elif assign.operator in ("AddAssign", "SubtractAssign"):
+            state = _combine([state, loss_kind(facts, assign.value, scope, assign.order, depth + 1)])
+        else:
+            state = None
+    return state
+
+
+def _assigned_loss(facts: ModuleFacts, value: cst.BaseExpression, name: str, assign, depth: int) -> Loss | None:
+    if assign.path_of(name):  # unpacked from a tuple: what the lookup finds at that position
+        return _from_origins(facts, facts.values_of(value, assign.scope, assign.order, assign.path_of(name)),
+                             value, depth)
+    return loss_kind(facts, value, assign.scope, assign.order, depth + 1)
+
+
+def _call_loss(facts: ModuleFacts, expr: cst.Call, scope: Scope, before: int, depth: int) -> Loss | None:
+    resolved = facts.resolve(expr.func)
+    if resolved in _MEAN:
+        return Loss("mean", expr, None)
+    if resolved in _SUM:
+        return Loss("sum", expr, None)
+    if resolved in _SCALED:
+        return Loss("scaled", expr, None)
+    if resolved in _ADD_N or (dotted(expr.func) == "sum" and "sum" not in facts.aliases):
+        return _summed_items(facts, call_arg(expr, 0, "inputs"), expr, scope, before, depth)
+    func_name = dotted(expr.func)
+    if func_name in _KERAS_SCALED_ATTRS and _in_keras_model(facts, scope):
+        return Loss("scaled", expr, None)  # Keras divides its compiled losses by the replica count
+    reduction = keras_loss_reduction(facts, expr.func, scope)
+    if reduction in _DEFAULT_REDUCTIONS:
+        return Loss("keras-default", expr, None)
+    if reduction is not None or (resolved is not None and facts.foreign(dotted(expr.func) or "") is None):
+        return None
+    returned = _model_call_loss(facts, expr, scope, depth)
+    if returned is not None:
+        return returned
+    return _through_lookup(facts, expr, scope, before, depth)
+
+
+def _through_lookup(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: int,
+                    depth: int) -> Loss | None:
+    """A helper's return value, a parameter's arguments, a module global: whatever the lookup finds."""
+    origins = [o for o in facts.values_of(expr, scope, before) if o.expr is not expr]
+    return _from_origins(facts, origins, expr, depth)
+
+
+def _from_origins(facts: ModuleFacts, origins: list[Origin], anchor: cst.CSTNode, depth: int) -> Loss | None:
+    """One kind when every origin agrees; placed on `anchor` when it lies in another module."""
+    if not origins or any(o.kind != "value" or o.path for o in origins):
+        return None
+    losses = [loss_kind(o.model, o.expr, o.scope, o.order, depth + 1) for o in origins]  # type: ignore[arg-type]
+    if any(loss is None for loss in losses) or len({loss.kind for loss in losses}) != 1:  # type: ignore[union-attr]
+        return None
+    loss, origin = losses[0], origins[0]
+    assert loss is not None
+    if origin.via and origin.model is not facts:
+        step = origin.via[0]
+        call = facts.call_fact(step.call)
+        return Loss(loss.kind, step.call, call.statement if call else None,
+                    (*evidence_for(origin.via, "loss", origin.model, loss.node), *loss.evidence))
+    return loss
+
+
+def _summed_items(facts: ModuleFacts, items: cst.BaseExpression | None, expr: cst.Call, scope: Scope, before: int,
+                  depth: int) -> Loss | None:
+    """`tf.add_n(losses)` / `sum(losses)`: the losses of a list literal, or appended to a list."""
+    if items is None:
+        return None
+    if isinstance(items, (cst.List, cst.Tuple)):
+        parts = [loss_kind(facts, e.value, scope, before, depth + 1) for e in items.elements]
+    else:
+        name = dotted(items)
+        if name is None:
+            return None
+        parts = [loss_kind(o.model, o.expr, o.scope, o.order, depth + 1)  # type: ignore[arg-type]
+                 for o in facts.items_of(name, scope, before)]
+    combined = _combine(parts) if parts else None
+    return replace(combined, node=expr) if combined is not None and combined.node not in _nodes(parts) else combined
+
+
+def _nodes(parts: list[Loss | None]) -> list[cst.CSTNode]:
+    return [p.node for p in parts if p is not None]
+
+
+def _in_keras_model(facts: ModuleFacts, scope: Scope) -> bool:
+    class_name = facts.enclosing_class(scope)
+    class_fact = facts.class_named(class_name) if class_name else None
+    return class_fact is not None and any(
+        (facts.resolve(base) or base).split(".")[-1] == "Model" for base in class_fact.bases
+    )
+
+
+def _model_call_loss(facts: ModuleFacts, expr: cst.Call, scope: Scope, depth: int) -> Loss | None:
+    """`model(x)` where `model` is an instance of a project class whose `call` returns the loss."""
+    for origin in facts.values_of(expr.func, scope):
+        value = origin.expr
+        if origin.kind != "value" or not isinstance(value, cst.Call):
+            continue
+        model: ModuleFacts = origin.model  # type: ignore[assignment]
+        class_fact = model.class_of(dotted(value.func))
+        method = class_fact.methods.get("call") if class_fact is not None else None
+        if method is None or len(method.returns) != 1:
+            continue
+        owner: ModuleFacts = method.owner  # type: ignore[assignment]
+        loss = loss_kind(owner, method.returns[0].value, method, 1 << 62, depth + 1)
+        if loss is None:
+            return None
+        if owner is not facts:
+            call = facts.call_fact(expr)
+            return Loss(loss.kind, expr, call.statement if call else None,
+                        (Evidence(f"loss from `{class_fact.name}.call`", owner.path, owner, loss.node), *loss.evidence))
+        return loss
+    return None
+
+
+def differentiated_losses(facts: ModuleFacts) -> Iterator[tuple[CallFact, Loss]]:
+    """(gradient call, loss) for every `tape.gradient(loss, ...)`/`optimizer.minimize(loss, ...)` in a replica
+    function whose loss scaling the code shows."""
+    for replica in facts.replica_functions:
+        for call in replica.calls:
+            if call.attr not in ("gradient", "minimize"):
+                continue
+            target = call_arg(call.node, 0, "target" if call.attr == "gradient" else "loss")
+            loss = loss_kind(facts, target, replica, call.order)
+            if loss is not None:
+                yield call, loss
+
+
+def _scaled(inner: Loss | None) -> LossKind:
+    """A loss divided by the global batch or replica count: scaled, unless it was a default-reduction Keras
+    loss, which Keras >= 3.8 has already divided by the replica count."""
+    return "keras-default-scaled" if inner is not None and inner.kind == "keras-default" else "scaled"
+
+
+def _arithmetic_names(expr: cst.BaseExpression) -> frozenset[str]:
+    """Names in a short arithmetic expression such as a divisor (`(B * strategy.num_replicas_in_sync)`).
+    Bounded to operators, calls and name chains: this is not a walk of the module."""
+    name = dotted(expr)
+    if name is not None:
+        return frozenset({name})
+    if isinstance(expr, cst.BinaryOperation):
+        return _arithmetic_names(expr.left) | _arithmetic_names(expr.right)
+    if isinstance(expr, cst.UnaryOperation):
+        return _arithmetic_names(expr.expression)
+    if isinstance(expr, cst.Call):
+        return _arithmetic_names(expr.func).union(*(_arithmetic_names(a.value) for a in expr.args))
+    if isinstance(expr, cst.Subscript):
+        return _arithmetic_names(expr.value)
+    return frozenset()
+
+
+def _combine(parts: list[Loss | None]) -> Loss | None:
+    known = [p for p in parts if p is not None]
+    if not known or len(known) != len(parts):
+        return None
+    for kind in ("mean", "sum", "keras-default"):
+        for part in known:
+            if part.kind == kind:
+                return part
+    return known[0]
+
+
+def keras_loss_reduction(facts: ModuleFacts, func: cst.BaseExpression, scope: Scope) -> str | None:
+    """For a call through a Keras loss object (`loss_fn(y, p)`), its reduction (default 'sum_over_batch_size')."""
+    name = dotted(func)
+    if name is None:
+        return None
+    constructor: cst.BaseExpression | None = None
+    direct = facts.resolve(name)
+    if direct is None:
+        found = facts.definitions(name, scope)
+        if not found or not isinstance(found[-1].value, cst.Call):
+            return None
+        constructor = found[-1].value
+    if not isinstance(constructor, cst.Call):
+        return None
+    resolved = facts.resolve(constructor.func) or ""
+    if not resolved.startswith("keras.losses.") or not resolved.split(".")[-1][:1].isupper():
+        return None
+    reduction = call_arg(constructor, None, "reduction")
+    if reduction is None:
+        return "sum_over_batch_size"
+    text = literal_str(reduction)
+    if text is not None:
+        return text
+    attr = dotted(reduction) or ""
+    return attr.split(".")[-1] if attr else None

@@ -1,0 +1,113 @@
+"""Training steps and the loops that run them: which functions run one step, which loops run steps, what a
+step returns (a device tensor, or a value already on the host) and which code in a loop is gated to run
+every N steps only."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from tfdoctor.lint.analysis.tensorflow import ModuleFacts
+from tfdoctor.lint.names import dotted
+from tfdoctor.lint.semantic.collector import CallFact, IfFact, LoopFact, Scope
+
+TRAINING_ATTRS = frozenset({"apply_gradients", "minimize", "train_on_batch"})
+# Keras' `*_on_batch` methods return numpy values or Python floats: already on the host.
+HOST_RESULTS = frozenset({"train_on_batch", "test_on_batch", "predict_on_batch", "fit", "evaluate", "predict"})
+
+
+def _step_calls(facts: ModuleFacts) -> list[CallFact]:
+    return [*facts.run_calls, *(c for c in facts.calls if c.attr in TRAINING_ATTRS)]
+
+
+def training_step_scopes(facts: ModuleFacts) -> list[Scope]:
+    """Functions that run one training step: they call `strategy.run`, apply gradients or `train_on_batch`
+    outside any loop of their own, directly or through such a function. A function that loops over steps
+    is a training loop, not a step."""
+    cached = facts.__dict__.get("_training_steps")
+    if cached is not None:
+        return cached
+    steps = {id(c.scope): c.scope for c in _step_calls(facts) if c.scope.is_function and not c.loops}
+    steps.update((id(s), s) for s in facts.replica_functions if s.owner is facts and s.name == "train_step")
+    changed = True
+    while changed:
+        changed = False
+        for call in facts.calls:
+            target = facts.callee(call)
+            if (target is not None and id(target) in steps and id(call.scope) not in steps
+                    and call.scope.is_function and not call.loops):
+                steps[id(call.scope)] = call.scope
+                changed = True
+    facts.__dict__["_training_steps"] = list(steps.values())
+    return facts.__dict__["_training_steps"]
+
+
+def calls_training_step(facts: ModuleFacts, call: CallFact) -> bool:
+    if call.attr in TRAINING_ATTRS or any(call is run for run in facts.run_calls):
+        return True
+    target = facts.callee(call)
+    return target is not None and any(target is s for s in training_step_scopes(facts))
+
+
+def returns_host_values(facts: ModuleFacts, call: CallFact) -> bool:
+    """A step call whose results are already Python or numpy values (`model.train_on_batch(...)`), directly
+    or through a step function that returns one."""
+    if call.attr in HOST_RESULTS:
+        return True
+    target = facts.callee(call)
+    if target is None or not target.returns:
+        return False
+    return all(isinstance(r.value, cst.Call) and (c := facts.call_fact(r.value)) is not None and c.attr in HOST_RESULTS
+               for r in target.returns)
+
+
+def training_loops(facts: ModuleFacts) -> list[LoopFact]:
+    """`for`/`while` loops whose body (not a nested loop's) runs a training step."""
+    cached = facts.__dict__.get("_training_loops")
+    if cached is None:
+        cached = [
+            loop for loop in facts.loops
+            if any(c.loops and c.loops[-1] is loop and calls_training_step(facts, c) for c in loop.calls)
+        ]
+        facts.__dict__["_training_loops"] = cached
+    return cached
+
+
+def gated_by_step_modulo(call: CallFact) -> bool:
+    """Whether a call runs only every N steps: under `if step % N == 0` (or any `if` testing a modulo), or
+    under `if flag:` where the flag was computed so (`do_log = (step + 1) % N == 0`)."""
+    model: ModuleFacts = call.scope.owner  # type: ignore[assignment]
+    return any(_gates(model, branch.test, call.scope, call.order, 0) for branch in call.ifs)
+
+
+def _gates(facts: ModuleFacts, test: cst.BaseExpression, scope: Scope, before: int, depth: int) -> bool:
+    if _has_modulo(test):
+        return True
+    name = dotted(test.expression if isinstance(test, cst.UnaryOperation) else test)
+    if name is None or depth > 3:
+        if isinstance(test, cst.BooleanOperation):
+            return _gates(facts, test.left, scope, before, depth + 1) or _gates(facts, test.right, scope, before, depth + 1)
+        return False
+    found = facts.definitions(name, scope, before)
+    return bool(found) and found[-1].operator == "=" and _gates(facts, found[-1].value, found[-1].scope,
+                                                                 found[-1].order, depth + 1)
+
+
+def _has_modulo(test: cst.BaseExpression) -> bool:
+    if isinstance(test, cst.Comparison):
+        return _has_modulo(test.left)
+    if isinstance(test, cst.UnaryOperation):
+        return _has_modulo(test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return _has_modulo(test.left) or _has_modulo(test.right)
+    return isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo)
+
+
+def loop_ifs(facts: ModuleFacts, loop: LoopFact) -> list[IfFact]:
+    """The `if` statements directly in a loop's body (not in a nested loop)."""
+    return [fact for fact in facts.if_facts if fact.loops and fact.loops[-1] is loop]
+
+
+def gated_if(fact: IfFact) -> bool:
+    """Whether an `if` itself runs only every N steps (it is nested in a modulo-gated `if`)."""
+    model: ModuleFacts = fact.scope.owner  # type: ignore[assignment]
+    return any(_gates(model, outer.test, fact.scope, fact.order, 0) for outer in fact.ifs)

@@ -1,0 +1,424 @@
+"""TensorFlow knowledge over the semantic model: what a module's values are in `tf.distribute` terms.
+
+`ModuleFacts` adds to the generic model (`semantic/model.py`) the distribution facts every rule reads:
+strategies (by construction, `get_strategy()`, `a or MirroredStrategy()`, parameters named or annotated so),
+`strategy.run` calls and their replica functions (also a Keras `train_step` override, and functions given to a
+home-made decorator that calls `strategy.run`), `tf.function`-wrapped functions and the code that runs in a
+graph, `strategy.scope()` blocks and what they call, and `tf.data` pipelines (`DatasetChain`: a source and the
+methods applied, continued through assignments, returns and other project modules). Every name is resolved
+by the model's one lookup, `values_of`; nothing here walks a tree.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Iterator
+
+import libcst as cst
+
+from tfdoctor.lint.findings import Evidence
+from tfdoctor.lint.names import call_arg, dotted
+from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, Scope, WithFact
+from tfdoctor.lint.semantic.model import ModuleLoader, SemanticModel, Step
+
+RUN_METHODS = frozenset({"run", "experimental_run_v2"})
+DATASET_METHODS = frozenset(
+    {
+        "map", "batch", "padded_batch", "ragged_batch", "shuffle", "repeat", "prefetch", "cache", "filter",
+        "interleave", "flat_map", "take", "skip", "unbatch", "rebatch", "shard", "with_options", "apply",
+        "concatenate", "enumerate", "window", "snapshot", "ignore_errors", "unique", "scan",
+        "group_by_window", "bucket_by_sequence_length", "map_with_legacy_function", "parallel_interleave",
+    }
+)
+DISTRIBUTE_DATASET_METHODS = frozenset(
+    {"experimental_distribute_dataset", "distribute_datasets_from_function",
+     "experimental_distribute_datasets_from_function"}
+)
+_STRATEGY_CTOR = re.compile(r"^tensorflow\.distribute\.(experimental\.)?\w*Strategy$")
+_STRATEGY_GETTERS = frozenset({"tensorflow.distribute.get_strategy"})
+_STRATEGY_WORD = re.compile(r"(^|_)strategy$", re.IGNORECASE)
+# Sources outside `tf.data` that give a `tf.data.Dataset` (Keras utilities batch it themselves, 32 by default).
+_KERAS_SOURCES = re.compile(
+    r"^keras\.(utils|preprocessing|preprocessing\.image|preprocessing\.text)\."
+    r"(image|text|audio|timeseries)_dataset_from_(directory|array)$"
+)
+_TFDS_SOURCES = frozenset({"tensorflow_datasets.load", "tensorflow_datasets.data_source"})
+_KERAS_MODEL_BASES = re.compile(r"^keras\.(models\.)?Model$|^keras\.Model$")
+
+
+@dataclass(frozen=True)
+class DatasetOp:
+    method: str
+    call: cst.Call
+    scope: Scope | None = None  # where the call is (None: where the chain is used)
+
+
+@dataclass(eq=False)
+class DatasetChain:
+    """A `tf.data` pipeline: its source and the methods applied, in order. `via` lists the calls into other
+    project modules it was followed through: a finding about it is placed on the first of them."""
+
+    source: str  # canonical qualified name of the source call
+    source_call: cst.Call
+    ops: tuple[DatasetOp, ...]
+    scope: Scope
+    via: tuple[Step, ...] = ()
+    source_scope: Scope | None = None  # where the source call is
+
+    def methods(self) -> list[str]:
+        return [op.method for op in self.ops]
+
+    def last(self, method: str) -> DatasetOp | None:
+        found = [op for op in self.ops if op.method == method]
+        return found[-1] if found else None
+
+    @property
+    def batches_at_source(self) -> bool:
+        """Keras' `*_dataset_from_directory(batch_size=...)` batches (32 unless `batch_size=None`)."""
+        if not _KERAS_SOURCES.match(self.source):
+            return False
+        size = call_arg(self.source_call, None, "batch_size")
+        return not (isinstance(size, cst.Name) and size.value == "None")
+
+    @property
+    def prefetches_at_source(self) -> bool:
+        """Keras' dataset utilities end in `prefetch(AUTOTUNE)` themselves."""
+        return bool(_KERAS_SOURCES.match(self.source))
+
+    def batch_size(self) -> tuple[cst.Call, cst.BaseExpression | None] | None:
+        """The call that batches last and its size expression (None: Keras' default of 32)."""
+        batch = self.last("batch") or self.last("padded_batch")
+        if batch is not None:
+            return batch.call, call_arg(batch.call, 0, "batch_size")
+        if self.batches_at_source:
+            return self.source_call, call_arg(self.source_call, None, "batch_size")
+        return None
+
+    def place(self, node: cst.CSTNode, op: DatasetOp | None) -> tuple[cst.CSTNode, tuple[Evidence, ...]]:
+        """Where to report something about `node` (of `op`, None: of the source): the node itself when it
+        lies in the module the chain is used in, else the call that brings the chain in from another
+        module, with the node as evidence."""
+        home = self.scope.owner
+        where = op.scope if op is not None and op.scope is not None else self.source_scope
+        if where is None or where.owner is home or not self.via:
+            return node, ()
+        model = where.owner
+        what = f"`{op.method}`" if op is not None else "the pipeline's source"
+        return self.via[0].call, (Evidence(f"{what} in `{self.via[-1].callee.name}`", model.path, model, node),)
+
+
+class ModuleFacts(SemanticModel):
+    """Facts about one module: the semantic model plus what its values are for `tf.distribute`."""
+
+    def __init__(self, module: cst.Module, path: str, source_lines: list[str],
+                 loader: ModuleLoader | None = None, file: Path | None = None) -> None:
+        super().__init__(module, path, source_lines, loader, file)
+
+    # -- tf.function ----------------------------------------------------------------------------------
+    def _is_tf_function_ref(self, node: cst.BaseExpression) -> bool:
+        target = node.func if isinstance(node, cst.Call) else node
+        return self.resolve(target) == "tensorflow.function"
+
+    @cached_property
+    def tf_functions(self) -> list[Scope]:
+        """Functions and lambdas decorated with or wrapped by `tf.function`."""
+        found: dict[int, Scope] = {}
+        for scope in self.scopes:
+            if any(self._is_tf_function_ref(d.decorator) for d in scope.decorators):
+                found[id(scope)] = scope
+        for call in self.calls:
+            if call.func is not None and self.resolve(call.func) == "tensorflow.function":
+                for wrapped in self.callables_of(call_arg(call.node, 0, "func"), call.scope, before=call.order):
+                    found[id(wrapped)] = wrapped
+        return list(found.values())
+
+    def runs_in_graph(self, scope: Scope) -> bool:
+        """True when a function is a tf.function, nested in one, or only ever called from graph code."""
+        return self._graph_scopes.get(id(scope), False)
+
+    @cached_property
+    def _graph_scopes(self) -> dict[int, bool]:
+        graph = {id(s): True for s in self.tf_functions}
+        for scope in self.tf_functions:
+            for inner in self._nested(scope):
+                graph[id(inner)] = True
+        changed = True
+        while changed:  # functions whose every caller runs in a graph run in one too
+            changed = False
+            for scope in self.scopes:
+                if id(scope) in graph or not scope.is_function:
+                    continue
+                callers = self.callers_of(scope)
+                if callers and all(graph.get(id(c.scope)) for c in callers):
+                    graph[id(scope)] = True
+                    changed = True
+        return graph
+
+    def _nested(self, scope: Scope) -> Iterator[Scope]:
+        for child in scope.children:
+            yield child
+            yield from self._nested(child)
+
+    # -- strategies -----------------------------------------------------------------------------------
+    def is_strategy_constructor(self, node: cst.BaseExpression | None) -> bool:
+        if not isinstance(node, cst.Call):
+            return False
+        name = self.resolve(node.func)
+        return name is not None and (bool(_STRATEGY_CTOR.match(name)) or name in _STRATEGY_GETTERS)
+
+    @cached_property
+    def strategy_names(self) -> frozenset[str]:
+        """Dotted names that hold a strategy: assigned from a constructor or `get_strategy()`, copied from
+        one, or parameters named or annotated as strategies (and attributes set from those)."""
+        names: set[str] = set()
+        for scope in self.scopes:
+            for param in scope.params:
+                annotation = scope.annotations.get(param, "")
+                if _STRATEGY_WORD.search(param) or annotation.endswith("Strategy"):
+                    names.add(param)
+        for _ in range(3):
+            for assign in self.assigns:
+                if assign.operator != "=" or len(assign.targets) != 1:
+                    continue
+                if any(self.is_strategy_constructor(v) or (dotted(v) or "") in names for v in _alternatives(assign.value)):
+                    names.add(assign.targets[0])
+        return frozenset(names)
+
+    @cached_property
+    def _non_strategy_names(self) -> frozenset[str]:
+        """Names assigned something that is not a strategy (`None`, a placeholder set later, does not count)."""
+        return frozenset(
+            t for a in self.assigns for t in a.targets
+            if t not in self.strategy_names and not (isinstance(a.value, cst.Name) and a.value.value == "None")
+        )
+
+    def is_strategy(self, node: cst.BaseExpression | None) -> bool:
+        """A strategy by construction, by assignment, or a name such as `strategy`/`self.strategy` that the
+        module uses without assigning anything else to it (imported or set up elsewhere)."""
+        if node is None:
+            return False
+        if self.is_strategy_constructor(node):
+            return True
+        name = dotted(node)
+        if name is None:
+            return False
+        if name in self.strategy_names:
+            return True
+        return bool(_STRATEGY_WORD.search(name.split(".")[-1])) and name not in self._non_strategy_names
+
+    @cached_property
+    def strategy_constructions(self) -> list[CallFact]:
+        return [c for c in self.calls if self.is_strategy_constructor(c.node)]
+
+    @cached_property
+    def run_calls(self) -> list[CallFact]:
+        """`strategy.run(fn, ...)`, `strategy.experimental_run_v2(...)`, `strategy.extended.call_for_each_replica(...)`."""
+        found = []
+        for call in self.calls:
+            receiver = call.receiver
+            if call.attr in RUN_METHODS and self.is_strategy(receiver):
+                found.append(call)
+            elif (
+                call.attr == "call_for_each_replica"
+                and isinstance(receiver, cst.Attribute)
+                and receiver.attr.value == "extended"
+                and self.is_strategy(receiver.value)
+            ):
+                found.append(call)
+        return found
+
+    def replica_fn_expr(self, run_call: CallFact) -> cst.BaseExpression | None:
+        return call_arg(run_call.node, 0, "fn")
+
+    def replica_args(self, run_call: CallFact) -> list[cst.BaseExpression]:
+        """The positional inputs given to the replica function (`args=(a, b)`)."""
+        args = call_arg(run_call.node, 1, "args")
+        if isinstance(args, (cst.Tuple, cst.List)):
+            return [element.value for element in args.elements if not isinstance(element, cst.StarredElement)]
+        return [args] if args is not None else []
+
+    @cached_property
+    def replica_functions(self) -> list[Scope]:
+        """Every callable passed to a run call (through names, attributes, parameters and home-made
+        decorators, here or in another project module), for lambdas the module functions their body calls,
+        and the `train_step` override of a Keras model subclass in a module that sets up a strategy (Keras
+        runs it once per replica)."""
+        found: dict[int, Scope] = {}
+        for run_call in self.run_calls:
+            for scope in self.callables_of(self.replica_fn_expr(run_call), run_call.scope):
+                if scope.owner is not self:
+                    continue
+                found[id(scope)] = scope
+                if isinstance(scope.node, cst.Lambda):
+                    for call in scope.calls:
+                        target = self.callee(call)
+                        if target is not None:
+                            found[id(target)] = target
+        for scope in self._decorated_by_foreign_runner():
+            found[id(scope)] = scope
+        if self.strategy_constructions or self.scope_blocks:
+            for class_fact in self.classes:
+                step = class_fact.methods.get("train_step")
+                if step is not None and any(_KERAS_MODEL_BASES.match(self.resolve(b) or "") for b in class_fact.bases):
+                    found[id(step)] = step
+        return list(found.values())
+
+    def _decorated_by_foreign_runner(self) -> Iterator[Scope]:
+        """Functions of this module decorated by another project module's decorator that gives its argument
+        to `strategy.run` (a decorator of this module is followed by the lookup itself)."""
+        if self.loader is None:
+            return
+        for scope in self.scopes:
+            for decorator in scope.decorators:
+                name = dotted(decorator.decorator)
+                if name is None:
+                    continue
+                for target in self._named_callable(name, scope.parent or scope, cross_module=True):
+                    other = target.owner
+                    if other is self or not isinstance(other, ModuleFacts) or not target.value_params():
+                        continue
+                    first = target.value_params()[0]
+                    if any(dotted(other.replica_fn_expr(run)) == first and _inside(run.scope, target)
+                           for run in other.run_calls):
+                        yield scope
+
+    # -- strategy.scope() -----------------------------------------------------------------------------
+    @cached_property
+    def scope_blocks(self) -> list[WithFact]:
+        """`with strategy.scope():` blocks."""
+        return [
+            w for w in self.withs
+            if any(
+                isinstance(item, cst.Call)
+                and isinstance(item.func, cst.Attribute)
+                and item.func.attr.value == "scope"
+                and self.is_strategy(item.func.value)
+                for item in w.items
+            )
+        ]
+
+    @cached_property
+    def scoped_functions(self) -> list[Scope]:
+        """Functions called (directly or not) from inside a `strategy.scope()` block."""
+        roots = [t for w in self.scope_blocks for c in w.calls if (t := self.callee(c)) is not None]
+        return self.transitive_callees(roots)
+
+    def in_strategy_scope(self, scope: Scope, withs: tuple[WithFact, ...]) -> bool:
+        """Whether code at this point runs inside `strategy.scope()`."""
+        blocks = {id(b) for b in self.scope_blocks}
+        if any(id(w) in blocks for w in withs):
+            return True
+        current: Scope | None = scope
+        scoped = {id(s) for s in self.scoped_functions}
+        while current is not None and current.is_function:
+            if id(current) in scoped:
+                return True
+            current = current.parent
+        return False
+
+    # -- tf.data --------------------------------------------------------------------------------------
+    def is_dataset_source(self, node: cst.BaseExpression, path: tuple[int, ...] = ()) -> bool:
+        """A call that makes a `tf.data.Dataset`: `tf.data.*` constructors, `tfds.load(..., split=...)` (item
+        i of it when `split` is a list), `builder.as_dataset(split=...)`, Keras' `*_dataset_from_directory`."""
+        if not isinstance(node, cst.Call):
+            return False
+        name = self.resolve(node.func)
+        if name is not None and name.startswith("tensorflow.data.") and not path:
+            return name.split(".")[-1] not in ("AUTOTUNE", "Options", "experimental")
+        if name is not None and _KERAS_SOURCES.match(name) and not path:
+            return True
+        if name in _TFDS_SOURCES or (isinstance(node.func, cst.Attribute) and node.func.attr.value == "as_dataset"):
+            split = call_arg(node, 1 if name in _TFDS_SOURCES else None, "split")
+            if isinstance(split, (cst.List, cst.Tuple)):
+                return len(path) == 1 and 0 <= path[0] < len(split.elements)
+            return split is not None and not path
+        return False
+
+    def _split_of_all_splits(self, node: cst.BaseExpression, scope: Scope, before: int) -> cst.Call | None:
+        """`datasets["train"]` where `datasets` is what `tfds.load(...)` without `split=` returns (a dict of
+        splits; item 0 of it with `with_info=True`): the load call."""
+        if not (isinstance(node, cst.Subscript) and len(node.slice) == 1
+                and isinstance(node.slice[0].slice, cst.Index)
+                and isinstance(node.slice[0].slice.value, cst.SimpleString)):
+            return None
+        origins = self.values_of(node.value, scope, before)
+        if len(origins) != 1 or origins[0].kind != "value" or not isinstance(origins[0].expr, cst.Call):
+            return None
+        load, owner = origins[0].expr, origins[0].model
+        if owner is not self or owner.resolve(load.func) not in _TFDS_SOURCES or call_arg(load, 1, "split") is not None:
+            return None
+        with_info = call_arg(load, None, "with_info")
+        expected = (0,) if isinstance(with_info, cst.Name) and with_info.value == "True" else ()
+        return load if origins[0].path == expected else None
+
+    def _source_name(self, node: cst.Call) -> str:
+        name = self.resolve(node.func)
+        if name is None and isinstance(node.func, cst.Attribute):
+            return f"tensorflow_datasets.{node.func.attr.value}"
+        return name or ""
+
+    def dataset_chain(
+        self, expr: cst.BaseExpression | None, seen_from: Scope, before: int = END_OF_SCOPE, depth: int = 0,
+        path: tuple[int, ...] = (),
+    ) -> DatasetChain | None:
+        """The pipeline an expression evaluates to: a method chain on a dataset source, through whatever the
+        semantic model's lookup follows (assignments, `ds = ds.map(...)`, returns, unpacking, other project
+        modules). `before` is the visit order of the use, so `ds` means its latest assignment before it."""
+        if expr is None or depth > 8:
+            return None
+        ops: list[DatasetOp] = []
+        node = expr
+        while (
+            not path
+            and isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in DATASET_METHODS
+        ):
+            ops.append(DatasetOp(node.func.attr.value, node, seen_from))
+            node = node.func.value
+        ops.reverse()
+        model: ModuleFacts = seen_from.owner  # type: ignore[assignment]
+        base: DatasetChain | None = None
+        split = model._split_of_all_splits(node, seen_from, before) if not path else None
+        if model.is_dataset_source(node, path):
+            assert isinstance(node, cst.Call)
+            base = DatasetChain(model._source_name(node), node, (), seen_from, source_scope=seen_from)
+        elif split is not None:
+            base = DatasetChain("tensorflow_datasets.load", split, (), seen_from, source_scope=seen_from)
+        else:
+            # Every origin must be a pipeline (`ds = a if c else b`, branches); the latest one stands for them.
+            origins = [o for o in model.values_of(node, seen_from, before, path) if o.expr is not node]
+            chains = [o.model.dataset_chain(o.expr, o.scope, o.order, depth + 1, o.path)  # type: ignore[attr-defined]
+                      if o.kind == "value" else None for o in origins]
+            if chains and all(chain is not None for chain in chains):
+                found, origin = chains[0], origins[0]
+                assert found is not None
+                base = DatasetChain(found.source, found.source_call, found.ops, found.scope,
+                                    (*origin.via, *found.via), found.source_scope)
+        if base is None:
+            return None
+        return DatasetChain(base.source, base.source_call, base.ops + tuple(ops), seen_from, base.via,
+                            base.source_scope)
+
+
+def _alternatives(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """The values an `a or b` / `x if c else y` expression can take."""
+    if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
+        yield from _alternatives(expr.left)
+        yield from _alternatives(expr.right)
+    elif isinstance(expr, cst.IfExp):
+        yield from _alternatives(expr.body)
+        yield from _alternatives(expr.orelse)
+    else:
+        yield expr
+
+
+def _inside(scope: Scope | None, outer: Scope) -> bool:
+    while scope is not None:
+        if scope is outer:
+            return True
+        scope = scope.parent
+    return False

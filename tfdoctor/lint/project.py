@@ -1,0 +1,195 @@
+"""The project around a linted file: the modules its imports name from the same project, read on demand.
+
+`Project` is the semantic model's `ModuleLoader`. A module is looked for under the project root (the nearest
+folder with pyproject.toml, setup.py, setup.cfg or .git; `project_root.py`) and its `src/` folder, next to the
+importing file (scripts that import their neighbours), and relative to the importer for `from . import x`.
+It is parsed and analysed only when a rule's question reaches it (a helper's return value, a class's
+bases, a decorator), once per process; a module that cannot be read or parsed is simply not known.
+
+When a question reaches a parameter of a module-level function that its own module never calls, the
+project's other files that name the function and its module are searched for the calls (`callers`).
+
+Every module a linted file used is recorded with the digest of its bytes (`begin`/`used`), so a cached
+finding is reused only while those files are unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import libcst as cst
+
+from tfdoctor.lint.analysis.tensorflow import ModuleFacts
+from tfdoctor.lint.project_root import project_root, source_roots
+from tfdoctor.lint.names import dotted
+from tfdoctor.lint.semantic.collector import CallFact, Scope
+from tfdoctor.lint.semantic.model import SemanticModel
+
+MAX_MODULE_BYTES = 1 << 20  # a larger module is not read for evidence (generated code, vendored data)
+MAX_FILES = 2000  # files searched for the callers of a function
+_SKIPPED = frozenset({"venv", "env", "site-packages", "node_modules", "build", "dist", "__pycache__"})
+_MEMO = 64  # analysed modules kept per process
+
+
+class Project:
+    """The modules of one project root, analysed when first imported."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.roots = source_roots(root)
+        self._models: dict[Path, tuple[str, ModuleFacts | None]] = {}
+        self._used: dict[str, str] = {}
+        self._files: list[Path] | None = None
+
+    @staticmethod
+    def for_file(path: Path) -> Project:
+        return _project_at(_root_of(path.resolve().parent))
+
+    # -- what one linted file used --------------------------------------------------------------------
+    def begin(self) -> None:
+        """Start recording the modules one linted file uses."""
+        self._used = {}
+
+    def used(self) -> tuple[tuple[str, str], ...]:
+        """(path, sha256 of its bytes) of every module read for the file since `begin`."""
+        return tuple(sorted(self._used.items()))
+
+    # -- ModuleLoader ---------------------------------------------------------------------------------
+    def load(self, importer: SemanticModel, module: str, level: int) -> SemanticModel | None:
+        if importer.file is None:
+            return None
+        for candidate in self._candidates(importer.file.resolve(), module, level):
+            model = self._model(candidate, importer.path)
+            if model is not None:
+                return model
+        return None
+
+    def callers(self, function: Scope) -> list[CallFact]:
+        """The calls of a module-level function from the project's other files: those whose text names
+        both the function and its module are analysed, and their calls resolved through their imports."""
+        model = function.owner
+        if not isinstance(model, SemanticModel) or model.file is None or function.parent is not model.module_scope \
+                or not isinstance(function.node, cst.FunctionDef):
+            return []
+        home = model.file.resolve()
+        module = home.parent.name if home.name == "__init__.py" else home.stem
+        found: list[CallFact] = []
+        for path in self._python_files():
+            if path == home or not _mentions(path, (function.name.encode(), module.encode())):
+                continue
+            other = self._model(path, model.path)
+            if other is None:
+                continue
+            for call in other.calls:
+                name = dotted(call.node.func)
+                if name is not None and function.name in name and any(
+                        _same(target, function, home) for target in other._named_callable(name, call.scope, True)):
+                    found.append(call)
+        return found
+
+    def _python_files(self) -> list[Path]:
+        """The project's Python files (not in virtual environments, builds or hidden folders), at most
+        MAX_FILES of them."""
+        if self._files is None:
+            files: list[Path] = []
+            for folder, subfolders, names in os.walk(self.root):
+                subfolders[:] = sorted(d for d in subfolders if d not in _SKIPPED and not d.startswith("."))
+                files.extend(Path(folder) / name for name in sorted(names) if name.endswith(".py"))
+                if len(files) > MAX_FILES:
+                    break
+            self._files = [f.resolve() for f in files[:MAX_FILES]]
+        return self._files
+
+    def _candidates(self, importer: Path, module: str, level: int) -> list[Path]:
+        parts = [p for p in module.split(".") if p]
+        if level:
+            base = importer.parent
+            for _ in range(level - 1):
+                base = base.parent
+            bases = [base]
+        else:
+            if not parts:
+                return []
+            bases = [importer.parent, *self.roots]
+        found = []
+        for base in bases:
+            target = base.joinpath(*parts)
+            for candidate in (target.with_suffix(".py") if parts else None, target / "__init__.py"):
+                if candidate is not None and candidate != importer and _inside(candidate, self.root):
+                    found.append(candidate)
+        return found
+
+    def _model(self, path: Path, importer_display: str) -> ModuleFacts | None:
+        try:
+            if not path.is_file() or path.stat().st_size > MAX_MODULE_BYTES:
+                return None
+            source = path.read_bytes()
+        except OSError:
+            return None
+        digest = hashlib.sha256(source).hexdigest()
+        known = self._models.get(path)
+        if known is None or known[0] != digest:
+            known = (digest, self._analyse(source, path, importer_display))
+            if len(self._models) >= _MEMO:
+                self._models.pop(next(iter(self._models)))
+            self._models[path] = known
+        if known[1] is not None:
+            self._used[str(path)] = digest
+        return known[1]
+
+    def _analyse(self, source: bytes, path: Path, importer_display: str) -> ModuleFacts | None:
+        try:
+            module = cst.parse_module(source)
+        except (cst.ParserSyntaxError, UnicodeDecodeError, LookupError, SyntaxError, RecursionError, ValueError):
+            return None
+        display = _display(path, importer_display)
+        lines = source.decode(module.encoding, errors="replace").splitlines()
+        return ModuleFacts(module, display, lines, loader=self, file=path)
+
+
+def _same(target: Scope, function: Scope, home: Path) -> bool:
+    """The same function, though the linted module's model and the one its importers see are two objects."""
+    owner = target.owner
+    return (target.qualname == function.qualname and isinstance(owner, SemanticModel) and owner.file is not None
+            and owner.file.resolve() == home)
+
+
+def _mentions(path: Path, words: tuple[bytes, ...]) -> bool:
+    try:
+        if path.stat().st_size > MAX_MODULE_BYTES:
+            return False
+        text = path.read_bytes()
+    except OSError:
+        return False
+    return all(word in text for word in words)
+
+
+def _display(path: Path, importer_display: str) -> str:
+    """A path shown like the importer's: relative to the working directory when the importer's is."""
+    if os.path.isabs(importer_display):
+        return str(path)
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=256)
+def _root_of(folder: Path) -> Path:
+    return project_root(folder)
+
+
+@lru_cache(maxsize=16)
+def _project_at(root: Path) -> Project:
+    return Project(root)

@@ -1,0 +1,634 @@
+"""The semantic model of one module: generic Python, no TensorFlow.
+
+Built from the collector's lists (one walk), it answers: what a name chain means through the imports
+(`resolve`), which assignments a name has (`definitions`), what a name, an attribute `self.x` or any
+expression can hold at one point (`values_of`, the one lookup every analysis uses), which functions an
+expression evaluates to (`callables_of`), and the call graph (`callee`, `callers_of`, decorators).
+
+`values_of` follows names to their assignments (the latest one before the use; every one for `self.x`, set
+in any method), both sides of `a or b` and of `x if c else y`, tuple unpacking, calls of the module's (or
+the project's) functions to their return values with the parameters bound to the call's arguments, and
+parameters to the arguments at every call site of their function, until nothing new is found (cycles and
+depth are bounded). What it cannot follow it returns as a leaf, which the analysis above classifies.
+
+Another module of the project enters only through a `ModuleLoader`, given by the project layer above.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Iterable, Iterator, Literal, Protocol
+
+import libcst as cst
+
+from tfdoctor.lint.names import call_arg, canonical, dotted
+from tfdoctor.lint.semantic.collector import (
+    END_OF_SCOPE,
+    AssignFact,
+    CallFact,
+    ClassFact,
+    FactCollector,
+    ImportFact,
+    LoopFact,
+    Scope,
+)
+
+_MAX_DEPTH = 12
+_FUNCTION_WRAPPERS = frozenset({"functools.partial", "tensorflow.function", "functools.wraps"})
+
+
+class ModuleLoader(Protocol):
+    """The other modules of the same project: the model of one an import names (None: not in the project,
+    unreadable), and the calls of a module-level function made from other modules."""
+
+    def load(self, importer: SemanticModel, module: str, level: int) -> SemanticModel | None: ...
+
+    def callers(self, function: Scope) -> list[CallFact]: ...
+
+
+@dataclass(frozen=True)
+class Step:
+    """A call through which a value came from another module: the call (in the caller's module) and the
+    function it runs (in the other one)."""
+
+    call: cst.CSTNode
+    callee: Scope
+    caller: Scope
+
+
+OriginKind = Literal["value", "element", "parameter"]
+
+
+@dataclass(frozen=True)
+class Origin:
+    """One thing an expression can hold: `value` (the expression `expr` itself, in `scope` at `order`),
+    `element` (an item of iterating `expr`, as a `for` target) or `parameter` (an argument no call site
+    shows). `path` indexes into it for unpacked targets (`a, b = expr`: b is path (1,)). `via` lists the
+    calls into other modules the lookup went through, outermost first."""
+
+    kind: OriginKind
+    expr: cst.CSTNode
+    scope: Scope
+    order: int
+    path: tuple[int, ...] = ()
+    via: tuple[Step, ...] = ()
+
+    @property
+    def model(self) -> SemanticModel:
+        return self.scope.owner  # type: ignore[return-value]
+
+
+class SemanticModel:
+    """Names, scopes, definitions and calls of one module."""
+
+    def __init__(self, module: cst.Module, path: str, source_lines: list[str],
+                 loader: ModuleLoader | None = None, file: Path | None = None) -> None:
+        collector = FactCollector(module)
+        module.visit(collector)
+        self.module = module
+        self.path = path  # as shown to the user
+        self.file = file  # where it lies, when it is a file: imports are resolved from there
+        self.source_lines = source_lines
+        self.loader = loader
+        self.aliases = collector.aliases
+        self.imports = collector.imports
+        self.module_scope = collector.module_scope
+        self.scopes = collector.scopes
+        self.classes = collector.classes
+        self.calls = collector.calls
+        self.assigns = collector.assigns
+        self.loops = collector.loops
+        self.withs = collector.withs
+        self.subscripts = collector.subscripts
+        self.if_facts = collector.if_facts
+        for scope in self.scopes:
+            scope.owner = self
+
+    # -- names ----------------------------------------------------------------------------------------
+    def resolve(self, node: cst.CSTNode | str | None) -> str | None:
+        """Canonical qualified name of a name chain through this module's imports (`T.split` -> `tensorflow.split`)."""
+        name = node if isinstance(node, str) else dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        if head not in self.aliases:
+            return None
+        full = self.aliases[head] + ("." + rest if rest else "")
+        return canonical(full)
+
+    @cached_property
+    def _call_facts(self) -> dict[int, CallFact]:
+        return {id(call.node): call for call in self.calls}
+
+    def call_fact(self, node: cst.CSTNode) -> CallFact | None:
+        """The fact recorded for a call node (e.g. a method of a dataset chain)."""
+        return self._call_facts.get(id(node))
+
+    def method_calls(self, *attrs: str) -> Iterator[CallFact]:
+        wanted = set(attrs)
+        return (c for c in self.calls if c.attr in wanted)
+
+    @cached_property
+    def _imports_by_name(self) -> dict[str, ImportFact]:
+        return {fact.local: fact for fact in self.imports}
+
+    def imported(self, name: str) -> tuple[SemanticModel, str | None] | None:
+        """For a name bound by an import of a project module: that module's model and the symbol
+        (`from losses import f` -> (losses, "f"); `import pkg.losses as L` -> (pkg.losses, None))."""
+        fact = self._imports_by_name.get(name)
+        if fact is None or self.loader is None:
+            return None
+        if fact.symbol is not None:
+            inner = self.loader.load(self, f"{fact.module}.{fact.symbol}" if fact.module else fact.symbol, fact.level)
+            if inner is not None:  # `from pkg import module`
+                return inner, None
+            outer = self.loader.load(self, fact.module, fact.level) if fact.module or fact.level else None
+            return (outer, fact.symbol) if outer is not None else None
+        found = self.loader.load(self, fact.module, 0)
+        return (found, None) if found is not None else None
+
+    def foreign(self, name: str) -> tuple[SemanticModel, str] | None:
+        """`f` imported from a project module, or `module.f` through an imported project module."""
+        head, _, rest = name.partition(".")
+        found = self.imported(head)
+        if found is None:
+            return None
+        model, symbol = found
+        if symbol is not None:
+            return (model, symbol) if not rest else None
+        if rest and "." not in rest:
+            return model, rest
+        return None
+
+    # -- functions and classes ------------------------------------------------------------------------
+    @cached_property
+    def _functions_by_name(self) -> dict[str, list[Scope]]:
+        table: dict[str, list[Scope]] = {}
+        for scope in self.scopes:
+            if isinstance(scope.node, cst.FunctionDef):
+                table.setdefault(scope.name, []).append(scope)
+        return table
+
+    @cached_property
+    def _scope_of_node(self) -> dict[int, Scope]:
+        return {id(scope.node): scope for scope in self.scopes}
+
+    def scope_of(self, node: cst.CSTNode) -> Scope | None:
+        """The scope a function or lambda node opens."""
+        return self._scope_of_node.get(id(node))
+
+    def function_named(self, name: str, seen_from: Scope) -> Scope | None:
+        """The def a bare name refers to from `seen_from`: a nested def first, then a module-level one."""
+        candidates = self._functions_by_name.get(name, [])
+        scope: Scope | None = seen_from
+        while scope is not None:
+            for candidate in candidates:
+                if candidate.parent is scope and candidate.class_name is None:
+                    return candidate
+            scope = scope.parent
+        return None
+
+    def method_named(self, class_name: str, name: str) -> Scope | None:
+        for class_fact in self.classes:
+            if class_fact.name == class_name and name in class_fact.methods:
+                return class_fact.methods[name]
+        return None
+
+    def class_named(self, name: str) -> ClassFact | None:
+        return next((c for c in self.classes if c.name == name), None)
+
+    def class_of(self, name: str | None) -> ClassFact | None:
+        """The class a name refers to: defined here, or imported from a project module."""
+        found = self.class_and_module(name)
+        return found[0] if found is not None else None
+
+    def class_and_module(self, name: str | None) -> tuple[ClassFact, SemanticModel] | None:
+        """The class a name refers to and the model of the module defining it."""
+        if name is None:
+            return None
+        found = self.class_named(name) if "." not in name else None
+        if found is not None:
+            return found, self
+        foreign = self.foreign(name)
+        if foreign is None:
+            return None
+        other = foreign[0].class_named(foreign[1])
+        return (other, foreign[0]) if other is not None else None
+
+    def enclosing_class(self, scope: Scope) -> str | None:
+        while scope is not None:
+            if scope.class_name is not None:
+                return scope.class_name
+            scope = scope.parent  # type: ignore[assignment]
+        return None
+
+    # -- definitions ----------------------------------------------------------------------------------
+    def definitions(self, name: str, scope: Scope, before: int | None = None) -> list[AssignFact]:
+        """Assignments of `name` visible from `scope` (the innermost scope that assigns it), in source order.
+        `self.x` is looked up across the methods of the enclosing class. With `before`, only earlier ones
+        in `scope` itself."""
+        if name.startswith("self."):
+            return self._attribute_assigns(self.enclosing_class(scope), name)
+        current: Scope | None = scope
+        while current is not None:
+            assigned = current.assignments_of(name)
+            if current is scope and before is not None:
+                assigned = [a for a in assigned if a.order < before]
+            if assigned:
+                return assigned
+            current = current.parent
+        return []
+
+    def _bindings_in(self, scope: Scope) -> dict[str, list[AssignFact | LoopFact]]:
+        """Name -> its assignments and `for` targets in one scope, in source order (built once per scope)."""
+        table = self._binding_tables.get(id(scope))
+        if table is None:
+            table = {}
+            for binding in sorted([*scope.assigns, *scope.loops], key=lambda b: b.order):
+                for name in binding.targets:
+                    table.setdefault(name, []).append(binding)
+            self._binding_tables[id(scope)] = table
+        return table
+
+    @cached_property
+    def _binding_tables(self) -> dict[int, dict[str, list[AssignFact | LoopFact]]]:
+        return {}
+
+    def _attribute_assigns(self, class_name: str | None, name: str) -> list[AssignFact]:
+        if class_name is None:
+            return []
+        found = [a for s in self.scopes if self.enclosing_class(s) == class_name for a in s.assignments_of(name)]
+        return sorted(found, key=lambda a: a.order)
+
+    # -- the one lookup: what an expression can hold ---------------------------------------------------
+    def values_of(self, expr: cst.CSTNode | None, scope: Scope, before: int = END_OF_SCOPE,
+                  path: tuple[int, ...] = (), parameters: bool = True) -> list[Origin]:
+        """Every origin of the value `expr` holds when evaluated in `scope` at visit order `before`. Without
+        `parameters`, a parameter is a leaf (the call graph is built so, since call sites need it)."""
+        if expr is None:
+            return []
+        found: list[Origin] = []
+        _Lookup(found, parameters).expand(expr, scope, before, path, (), {}, 0, frozenset())
+        return found
+
+    def items_of(self, name: str, scope: Scope, before: int = END_OF_SCOPE) -> list[Origin]:
+        """What a list holds at a point: the elements of the literal it was last bound to and everything
+        `append`ed or `+=`-ed to it since (in loops too). Empty when it was bound to anything else."""
+        assigned = [a for a in self.definitions(name, scope, before) if a.operator == "="]
+        if not assigned or not isinstance(assigned[-1].value, (cst.List, cst.Tuple)) or assigned[-1].path_of(name):
+            return []
+        start = assigned[-1]
+        home = start.scope
+        limit = before if home is scope else END_OF_SCOPE
+        found = [o for e in start.value.elements for o in self.values_of(e.value, home, start.order)]
+        for call in home.calls:
+            if call.attr == "append" and start.order < call.order < limit and dotted(call.receiver) == name:
+                found.extend(self.values_of(call_arg(call.node, 0, None), home, call.order))
+        for assign in home.assigns:
+            if (assign.operator == "AddAssign" and name in assign.targets and start.order < assign.order < limit
+                    and isinstance(assign.value, (cst.List, cst.Tuple))):
+                found.extend(o for e in assign.value.elements for o in self.values_of(e.value, home, assign.order))
+        return found
+
+    # -- callables ------------------------------------------------------------------------------------
+    def callables_of(self, expr: cst.BaseExpression | None, seen_from: Scope, depth: int = 0,
+                     before: int = END_OF_SCOPE) -> list[Scope]:
+        """The functions or lambdas an expression evaluates to: a name, `self.method`, a lambda,
+        `functools.partial(f, ...)`, `tf.function(f)`, a function of another project module, or a variable,
+        attribute or parameter holding one of these."""
+        if expr is None or depth > 4:
+            return []
+        found: dict[int, Scope] = {}
+        for origin in self.values_of(expr, seen_from, before):
+            for scope in origin.model._callables_at(origin, depth):
+                found[id(scope)] = scope
+        return list(found.values())
+
+    def _callables_at(self, origin: Origin, depth: int) -> list[Scope]:
+        node = origin.expr
+        if isinstance(node, (cst.Lambda, cst.FunctionDef)):
+            scope = self.scope_of(node)
+            return [scope] if scope is not None else []
+        if origin.kind != "value" or origin.path:
+            return []
+        if isinstance(node, cst.Call):
+            qualname = self.resolve(node.func)
+            if qualname in _FUNCTION_WRAPPERS or (dotted(node.func) == "partial" and "partial" not in self.aliases):
+                return self.callables_of(call_arg(node, 0, "func"), origin.scope, depth + 1, origin.order)
+            return []
+        name = dotted(node)
+        if name is None:
+            return []
+        return self._named_callable(name, origin.scope, cross_module=True)
+
+    def _named_callable(self, name: str, seen_from: Scope, cross_module: bool) -> list[Scope]:
+        """A def, a method (`self.m`), a class (its `__init__`) or a project function by name."""
+        if name.startswith("self.") and name.count(".") == 1:
+            class_name = self.enclosing_class(seen_from)
+            method = self.method_named(class_name, name[5:]) if class_name else None
+            return [method] if method is not None else []
+        if "." not in name:
+            function = self.function_named(name, seen_from)
+            if function is not None:
+                return [function]
+            class_fact = self.class_named(name)
+            if class_fact is not None:  # calling a class runs its __init__
+                return [class_fact.methods["__init__"]] if "__init__" in class_fact.methods else []
+        if cross_module:
+            foreign = self.foreign(name)
+            if foreign is not None:
+                model, symbol = foreign
+                return model._named_callable(symbol, model.module_scope, cross_module=False)
+        return []
+
+    def callee(self, call: CallFact) -> Scope | None:
+        """The function of this module that a call surely invokes (see `callees`)."""
+        found = self.callees(call)
+        return found[0] if len(found) == 1 else None
+
+    def callees(self, call: CallFact) -> list[Scope]:
+        """The functions of this module a call may invoke: a def, `self.method`, or a variable bound to one
+        (`f = a if c else b` gives both). Another module's functions are not looked up: this is the call
+        graph of the module."""
+        cached = self._callees.get(id(call))
+        if cached is not None:
+            return cached
+        func = call.node.func
+        name = dotted(func)
+        found: list[Scope] = []
+        if name is not None:
+            found = self._named_callable(name, call.scope, cross_module=False)
+            if not found and ("." not in name or name.startswith("self.")) and name not in self.aliases:
+                found = [s for o in self.values_of(func, call.scope, call.order, parameters=False) if o.model is self
+                         for s in self._callables_at(o, 0) if s.owner is self]
+        found = [s for s in dict.fromkeys(found) if isinstance(s.node, cst.FunctionDef)]
+        self._callees[id(call)] = found
+        return found
+
+    @cached_property
+    def _callees(self) -> dict[int, list[Scope]]:
+        return {}
+
+    @cached_property
+    def callers(self) -> dict[int, list[CallFact]]:
+        """id(scope) -> the calls of this module that may invoke it."""
+        table: dict[int, list[CallFact]] = {}
+        for call in self.calls:
+            if call.func is None:
+                continue
+            for target in self.callees(call):
+                table.setdefault(id(target), []).append(call)
+        return table
+
+    def callers_of(self, scope: Scope) -> list[CallFact]:
+        return self.callers.get(id(scope), [])
+
+    @cached_property
+    def decorated(self) -> dict[int, list[Scope]]:
+        """id(decorator function) -> the functions it decorates (`@wrap def f` is `f = wrap(f)`)."""
+        table: dict[int, list[Scope]] = {}
+        for scope in self.scopes:
+            for decorator in scope.decorators:
+                name = dotted(decorator.decorator)
+                if name is None or name in self.aliases:
+                    continue
+                for target in self._named_callable(name, scope.parent or scope, cross_module=True):
+                    table.setdefault(id(target), []).append(scope)
+        return table
+
+    def transitive_callees(self, roots: Iterable[Scope]) -> list[Scope]:
+        """The roots and every module function they call, directly or not."""
+        seen: dict[int, Scope] = {}
+        stack = list(roots)
+        while stack:
+            scope = stack.pop()
+            if id(scope) in seen:
+                continue
+            seen[id(scope)] = scope
+            stack.extend(child for child in scope.children if isinstance(child.node, cst.Lambda))
+            model: SemanticModel = scope.owner  # type: ignore[assignment]
+            for call in scope.calls:
+                target = model.callee(call)
+                if target is not None:
+                    stack.append(target)
+        return list(seen.values())
+
+    # -- positions of evidence ------------------------------------------------------------------------
+    @cached_property
+    def _positions(self):  # noqa: ANN202 - libcst's mapping type
+        from libcst.metadata import MetadataWrapper, PositionProvider
+
+        return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+    def position(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
+        """(line, column, end line, end column), 1-based, of a node of this module. Costs about two parses the
+        first time, so it is asked only for evidence a finding cites."""
+        where = self._positions[node]
+        return where.start.line, where.start.column + 1, where.end.line, where.end.column + 1
+
+
+class _Lookup:
+    """One `values_of` query: expands an expression into its origins, depth-first."""
+
+    def __init__(self, found: list[Origin], parameters: bool) -> None:
+        self.found = found
+        self.parameters = parameters
+        self.budget = 400  # expansions per query: a pathological module cannot make one query slow
+
+    def leaf(self, kind: OriginKind, expr: cst.CSTNode, scope: Scope, before: int, path: tuple[int, ...],
+             via: tuple[Step, ...]) -> None:
+        origin = Origin(kind, expr, scope, before, path, via)
+        if origin not in self.found:
+            self.found.append(origin)
+
+    def expand(self, expr: cst.CSTNode, scope: Scope, before: int, path: tuple[int, ...], via: tuple[Step, ...],
+               bound: dict[tuple[int, str], tuple[cst.BaseExpression, Scope, int]], depth: int,
+               active: frozenset[tuple[int, str]]) -> None:
+        self.budget -= 1
+        if depth > _MAX_DEPTH or self.budget < 0:
+            self.leaf("value", expr, scope, before, path, via)
+            return
+        model: SemanticModel = scope.owner  # type: ignore[assignment]
+        if path and isinstance(expr, (cst.Tuple, cst.List)):
+            index = path[0]
+            elements = expr.elements
+            if 0 <= index < len(elements) and not any(isinstance(e, cst.StarredElement) for e in elements[:index + 1]):
+                self.expand(elements[index].value, scope, before, path[1:], via, bound, depth + 1, active)
+                return
+        if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
+            for side in (expr.left, expr.right):
+                self.expand(side, scope, before, path, via, bound, depth + 1, active)
+            return
+        if isinstance(expr, cst.IfExp):
+            for side in (expr.body, expr.orelse):
+                self.expand(side, scope, before, path, via, bound, depth + 1, active)
+            return
+        if isinstance(expr, cst.Call) and self._returns(expr, scope, path, via, bound, depth, active):
+            return
+        name = dotted(expr)
+        if name is None or ("." in name and not name.startswith("self.")) or name.count(".") > 1:
+            if name is not None and "." in name and not name.startswith("self."):
+                foreign = model.foreign(name)
+                if foreign is not None and self._module_global(foreign, path, via, depth, active):
+                    return
+            self.leaf("value", expr, scope, before, path, via)
+            return
+        key = (id(scope), name)
+        if key in active:
+            return  # a cycle: what it adds is found along the other way in
+        active = active | {key}
+        if name.startswith("self."):
+            assigned = model.definitions(name, scope)
+            local = [a for a in assigned if a.scope is scope and a.order < before]
+            for assign in local[-1:] or assigned:
+                self._assigned(assign, name, path, via, bound, depth, active)
+            if not assigned:
+                self.leaf("value", expr, scope, before, path, via)
+            return
+        self._name(name, expr, scope, before, path, via, bound, depth, active)
+
+    def _name(self, name: str, expr: cst.CSTNode, scope: Scope, before: int, path: tuple[int, ...],
+              via: tuple[Step, ...], bound: dict[tuple[int, str], tuple[cst.BaseExpression, Scope, int]],
+              depth: int, active: frozenset[tuple[int, str]]) -> None:
+        model: SemanticModel = scope.owner  # type: ignore[assignment]
+        current: Scope | None = scope
+        while current is not None:
+            limit = before if current is scope else END_OF_SCOPE
+            bindings = _reaching_bindings(model._bindings_in(current).get(name, ()), limit)
+            for binding in bindings:
+                if isinstance(binding, LoopFact):
+                    where = binding.targets.index(name)
+                    loop_path = binding.unpack[where] if where < len(binding.unpack) else ()
+                    if binding.iter_expr is not None:
+                        self.leaf("element", binding.iter_expr, current, binding.order, loop_path + path, via)
+                else:
+                    self._assigned(binding, name, path, via, bound, depth, active)
+            if bindings:
+                return
+            if name in current.params and current.is_function:
+                self._parameter(name, expr, current, path, via, bound, depth, active)
+                return
+            current = current.parent
+        function = model.function_named(name, scope)
+        if function is not None:
+            self.leaf("value", function.node, function, END_OF_SCOPE, path, via)
+            return
+        foreign = model.foreign(name)
+        if foreign is not None and self._module_global(foreign, path, via, depth, active):
+            return
+        self.leaf("value", expr, scope, before, path, via)
+
+    def _assigned(self, assign: AssignFact, name: str, path: tuple[int, ...], via: tuple[Step, ...],
+                  bound: dict[tuple[int, str], tuple[cst.BaseExpression, Scope, int]], depth: int,
+                  active: frozenset[tuple[int, str]]) -> None:
+        if assign.operator != "=":  # `x += y`: the analysis folds the assignments itself
+            self.leaf("value", assign.node, assign.scope, assign.order, path, via)
+            return
+        inner = assign.path_of(name)
+        if -1 in inner:
+            self.leaf("value", assign.node, assign.scope, assign.order, path, via)
+            return
+        self.expand(assign.value, assign.scope, assign.order, inner + path, via, bound, depth + 1, active)
+
+    def _parameter(self, name: str, expr: cst.CSTNode, function: Scope, path: tuple[int, ...],
+                   via: tuple[Step, ...], bound: dict[tuple[int, str], tuple[cst.BaseExpression, Scope, int]],
+                   depth: int, active: frozenset[tuple[int, str]]) -> None:
+        given = bound.get((id(function), name))
+        if given is not None:
+            argument, caller, order = given
+            self.expand(argument, caller, order, path, via, bound, depth + 1, active)
+            return
+        if not self.parameters:
+            self.leaf("parameter", expr, function, END_OF_SCOPE, path, via)
+            return
+        model: SemanticModel = function.owner  # type: ignore[assignment]
+        params = function.value_params()
+        sites = [(c.node, c.scope, c.order) for c in model.callers_of(function)]
+        decorators = [d for d in model.decorated.get(id(function), ())]
+        if not sites and not decorators and name in params and model.loader is not None:
+            for call in model.loader.callers(function):  # calls from the project's other modules
+                argument = call_arg(call.node, params.index(name), name)
+                if argument is None:
+                    self.leaf("parameter", expr, function, END_OF_SCOPE, path, via)
+                else:
+                    step = Step(call.node, function, call.scope)
+                    self.expand(argument, call.scope, call.order, path, (*via, step), bound, depth + 1, active)
+                    sites.append((call.node, call.scope, call.order))
+            if sites:
+                return
+        if not sites and not decorators or name not in params:
+            self.leaf("parameter", expr, function, END_OF_SCOPE, path, via)
+            return
+        index = params.index(name)
+        for decorated in decorators:  # `@wrap def f`: wrap's first parameter is f
+            if index == 0:
+                self.leaf("value", decorated.node, decorated, END_OF_SCOPE, path, via)
+        for call, caller, order in sites:
+            argument = call_arg(call, index, name)
+            if argument is None:
+                self.leaf("parameter", expr, function, END_OF_SCOPE, path, via)
+            else:
+                self.expand(argument, caller, order, path, via, bound, depth + 1, active)
+
+    def _returns(self, call: cst.Call, scope: Scope, path: tuple[int, ...], via: tuple[Step, ...],
+                 bound: dict[tuple[int, str], tuple[cst.BaseExpression, Scope, int]], depth: int,
+                 active: frozenset[tuple[int, str]]) -> bool:
+        """A call of a function of the module or project: its return values, parameters bound to this call's
+        arguments. False when the callee is unknown, a class, or returns nothing."""
+        model: SemanticModel = scope.owner  # type: ignore[assignment]
+        name = dotted(call.func)
+        if name is None or model.resolve(name) is not None and model.foreign(name) is None:
+            return False
+        targets = model._named_callable(name, scope, cross_module=True)
+        if len(targets) != 1:
+            return False
+        function = targets[0]
+        if not isinstance(function.node, cst.FunctionDef) or function.is_generator or not function.returns:
+            return False
+        if function.name == "__init__":
+            return False
+        key = (id(function), "<return>")
+        if key in active:
+            return True
+        active = active | {key}
+        if function.owner is not model:
+            via = (*via, Step(call, function, scope))
+        params = function.value_params()
+        bind = dict(bound)
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        for index, param in enumerate(params):
+            keyword = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == param), None)
+            value = keyword if keyword is not None else positional[index].value if index < len(positional) else None
+            if value is not None:
+                bind[(id(function), param)] = (value, scope, model.call_fact(call).order if model.call_fact(call) else END_OF_SCOPE)
+        for returned in function.returns:
+            self.expand(returned.value, function, END_OF_SCOPE, path, via, bind, depth + 1, active)
+        return True
+
+    def _module_global(self, foreign: tuple[SemanticModel, str], path: tuple[int, ...], via: tuple[Step, ...],
+                       depth: int, active: frozenset[tuple[int, str]]) -> bool:
+        """A module-level name of another project module (`from config import strategy`)."""
+        model, symbol = foreign
+        if model.function_named(symbol, model.module_scope) is not None or model.class_named(symbol) is not None:
+            return False
+        if not model.module_scope.assignments_of(symbol):
+            return False
+        self._name(symbol, cst.Name(symbol), model.module_scope, END_OF_SCOPE, path, via, {}, depth + 1, active)
+        return True
+
+
+def _reaching_bindings(found: Iterable[AssignFact | LoopFact], before: int) -> list[AssignFact | LoopFact]:
+    """Of the bindings of one name in one scope (in source order), those that can reach a use at visit
+    order `before`: the last one before it, and earlier ones as long as the later ones are conditional (in
+    an `if` branch, a loop or a `try` body the use is not in)."""
+    reaching: list[AssignFact | LoopFact] = []
+    for binding in reversed([b for b in found if b.order < before]):
+        reaching.append(binding)
+        if all(block.holds(before) for block in binding.blocks):
+            break
+    return reaching
+
+
+__all__ = ["ModuleLoader", "Origin", "SemanticModel", "Step"]
