@@ -118,7 +118,8 @@ EXPECTED = [
     ('TFD510', 1, 6, 5, 'every Horovod rank saves this model to the same path; save it under `if hvd.rank() == 0`'),
     ('TFD510', 2, 4, 13, "every Horovod rank writes this callback's files to the same path; add it under `if hvd.rank() == 0`"),
     ('TFD511', 0, 4, 6, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
-    ('TFD511', 1, 4, 11, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
+    ('TFD511', 1, 4, 12, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
+    ('TFD511', 2, 4, 11, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
 ]
 
 

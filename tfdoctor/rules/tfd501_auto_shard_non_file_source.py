@@ -115,5 +115,6 @@ model.fit(ds)
                     or _LEAVES_IT_OPEN.intersection(chain.methods()) or id(chain.source_call) in seen):
                 continue
             seen.add(id(chain.source_call))
-            call = facts.call_fact(chain.source_call)
-            yield self.report(chain.source_call, statement=call.statement if call else None, source=source)
+            node, evidence = chain.place(chain.source_call, None)  # in another module: at the call that brings it in
+            call = facts.call_fact(node)
+            yield self.report(node, statement=call.statement if call else None, evidence=evidence, source=source)
