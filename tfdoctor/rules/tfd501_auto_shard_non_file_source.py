@@ -2,10 +2,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import training_chains
+from tfdoctor.lint.dataflow import multi_worker_mirrored, training_chains
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import multi_worker_mirrored
 from tfdoctor.lint.rule import Context, Rule
 
 _IN_MEMORY_SOURCES = frozenset({"from_tensor_slices", "from_tensors", "from_generator", "range"})

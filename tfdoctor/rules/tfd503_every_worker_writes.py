@@ -4,7 +4,9 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import keras3_callback, keras3_file_name, multi_worker_mirrored, runs_on_one_worker, write_kind
+from tfdoctor.lint.dataflow import (
+    keras3_callback, keras3_file_name, multi_worker_mirrored, runs_on_one_worker, write_kind,
+)
 from tfdoctor.lint.rule import Context, Rule
 
 

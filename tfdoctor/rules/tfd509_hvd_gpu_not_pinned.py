@@ -7,7 +7,7 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import ModuleFacts, reads
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import horovod_init, trains
+from tfdoctor.lint.dataflow import horovod_init, trains
 from tfdoctor.lint.rule import Context, Rule
 
 # Pinning shows as a call such as `set_visible_devices(...)` or `tf.device(...)`, a `visible_device_list` set

@@ -4,12 +4,12 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import TrainingInput, training_chains
+from tfdoctor.lint.dataflow import (
+    GUARD_WORDS, TrainingInput, derived_names, expression_names, horovod_init, horovod_scope, mentions_worker_count,
+    training_chains, unknown_value,
+)
 from tfdoctor.lint.facts import DatasetChain, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import (
-    GUARD_WORDS, derived_names, expression_names, horovod_init, horovod_scope, mentions_worker_count, unknown_value,
-)
 from tfdoctor.lint.names import call_arg, literal_int
 from tfdoctor.lint.rule import Context, Rule
 
