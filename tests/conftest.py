@@ -29,11 +29,12 @@ def lint_text(code: str, select: tuple[str, ...] = ("TFD",), keras: str | None =
     return lint_source(code.encode(), "example.py", settings)
 
 
-def run_cli(*args: str, cwd: Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, cwd: Path | None = None, stdin: str | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run the real command line in a subprocess."""
     return subprocess.run(
         [sys.executable, "-m", "tfdoctor", *args], cwd=cwd or ROOT, input=stdin, capture_output=True, text=True,
-        timeout=300,
+        timeout=timeout,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -103,6 +104,14 @@ def test_a_script_that_stops_early_is_measured_on_the_steps_it_ran(tmp_path):
 def test_too_few_steps_to_measure_is_one_line():
     line = _error("input_bound.py", "--warmup", "5", args=("3",))
     assert "only 4 training steps ran" in line and "--warmup" in line
+
+
+@pytest.mark.tf
+def test_garbage_on_the_event_channel_ends_the_profile_at_once_as_one_line():
+    started = time.monotonic()
+    line = _error("garbage_event.py")
+    assert time.monotonic() - started < 120  # the script sleeps 600 s: its process group was killed
+    assert line.startswith("error: profiling tests/scripts/garbage_event.py sent a malformed event (not JSON:")
 
 
 def test_missing_script_is_one_line():

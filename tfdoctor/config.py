@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tfdoctor.lint.pins import Pin, nearest_pins
+from tfdoctor.lint.version_evidence import KERAS, TENSORFLOW, code_evidence, legacy_keras_note
+from tfdoctor.lint.version_evidence import forget as forget_project_evidence
 from tfdoctor.lint.versions import Target, Targets, installed_version, keras_for_tensorflow, parse_version
 
 if sys.version_info >= (3, 11):
@@ -49,9 +51,9 @@ class Settings:
     explicit_tensorflow: Target | None = None  # from the command line or [tool.tfdoctor]
     explicit_keras: Target | None = None
 
-    def for_file(self, path: Path) -> Settings:
-        """These settings with the targets resolved for one file (explicit, pinned, installed, newest)."""
-        return replace(self, targets=resolve_targets(self, path))
+    def for_file(self, path: Path, source: bytes | None = None) -> Settings:
+        """These settings with the targets resolved for one file (`source`: its bytes, when read already)."""
+        return replace(self, targets=resolve_targets(self, path, source))
 
     def code_enabled(self, code: str, path: Path | None = None) -> bool:
         if not any(code.startswith(prefix) for prefix in self.select):
@@ -160,10 +162,11 @@ def load_settings(start: Path, overrides: Overrides = Overrides()) -> Settings:
     )
 
 
-def settings_for(path: Path, overrides: Overrides = Overrides()) -> Settings:
+def settings_for(path: Path, overrides: Overrides = Overrides(), source: bytes | None = None) -> Settings:
     """The settings one file is linted with (its nearest [tool.tfdoctor], the overrides, and the targets
-    resolved for it); the file need not exist (standard input, an editor's unsaved buffer)."""
-    return load_settings(path, overrides).for_file(path)
+    resolved for it), read afresh; the file need not exist (standard input, an editor's unsaved buffer: `source`)."""
+    forget_project_evidence()
+    return load_settings(path, overrides).for_file(path, source)
 
 
 def _target(text: str, source: str, key: str) -> Target:
@@ -173,19 +176,25 @@ def _target(text: str, source: str, key: str) -> Target:
         raise ConfigError(f"{key}: not a version: {text!r} (expected e.g. 2.15 or 3.8)") from None
 
 
-def resolve_targets(settings: Settings, path: Path) -> Targets:
+def resolve_targets(settings: Settings, path: Path, source: bytes | None = None) -> Targets:
     """TensorFlow and Keras targets for one file: the command line or [tool.tfdoctor], else the pins nearest
-    above the file, else the installed packages, else the newest release. An unpinned Keras follows a
-    pinned or explicit TensorFlow (tf.keras is Keras 2 before TF 2.16)."""
+    above the file, else what the file's and its project's code shows (`version_evidence`), else the
+    installed packages, else the newest release. An unpinned Keras follows a pinned, explicit or evidenced
+    TensorFlow (tf.keras is Keras 2 before TF 2.16) unless the code shows its own Keras."""
     folder = path.resolve() if path.is_dir() else path.resolve().parent
     pins = nearest_pins(folder)
-    tensorflow = settings.explicit_tensorflow or _pinned(pins.get("tensorflow")) or installed_version(
-        "tensorflow") or Targets.newest().tensorflow
+    code = code_evidence(path, source, settings.is_excluded)
+    running = installed_version("tensorflow") or Targets.newest().tensorflow
+    tensorflow = settings.explicit_tensorflow or _pinned(pins.get("tensorflow")) or code.target(
+        TENSORFLOW, running) or running
     keras = settings.explicit_keras or _pinned(pins.get("keras")) or _pinned(pins.get("tf-keras"))
-    if keras is None and (settings.explicit_tensorflow or "tensorflow" in pins):
-        keras = keras_for_tensorflow(tensorflow)
-    keras = keras or installed_version("keras") or Targets.newest().keras
-    return Targets(tensorflow, keras)
+    # tf.keras's version follows a TensorFlow the user names or the code bounds above (`<= 2.3`), not one
+    # that is merely installed or only bounded below (`>= 2.4` holds both Keras 2 and 3).
+    bounded = tensorflow.kind in ("explicit", "pin") or bool(code.tensorflow and code.tensorflow.high)
+    derived = keras_for_tensorflow(tensorflow) if bounded else None
+    fallback = derived or installed_version("keras") or Targets.newest().keras
+    keras = keras or code.target(KERAS, fallback) or fallback
+    return Targets(tensorflow, keras, legacy_keras_note(tensorflow, keras, code))
 
 
 def _pinned(pin: Pin | None) -> Target | None:
@@ -195,4 +204,4 @@ def _pinned(pin: Pin | None) -> Target | None:
         where = pin.file.resolve().relative_to(Path.cwd().resolve())
     except ValueError:
         where = pin.file
-    return Target(parse_version(pin.version), f"{where}: {pin.text}")
+    return Target(parse_version(pin.version), f"{where}: {pin.text}", "pin")

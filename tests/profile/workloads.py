@@ -41,8 +41,9 @@ def _task_index() -> int:
 
 def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunctions:
     """A two-layer MLP under `strategy`, plus what `params["inject"]` asks for: `input_delay` (seconds of
-    sleep per batch in a Python input), `payload_mb` (an extra all-reduce per step), or `eager` (no
-    tf.function around the distributed step), or `crash`; with `task`, only that task of a multi-worker job gets it."""
+    sleep per batch in a Python input), `payload_mb` (an extra all-reduce per step), `eager` (no
+    tf.function around the distributed step), `oom` (out of memory above `fits` examples per replica, in the
+    `oom_variant` only when given), or `crash`; with `task`, only that task of a multi-worker job gets it."""
     inject = params.get("inject", "none")
     if "task" in params and _task_index() != int(params["task"]):
         inject = "none"  # a multi-worker job where only one worker has the injected fault
@@ -51,7 +52,7 @@ def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunct
     replicas = strategy.num_replicas_in_sync
     per_replica = int(params.get("batch_per_replica", PER_REPLICA))
     global_batch = per_replica * replicas
-    if inject == "oom" and per_replica > int(params["fits"]):
+    if inject == "oom" and per_replica > int(params["fits"]) and params.get("oom_variant") in (None, params["variant"]):
         # Exhausting real memory here would endanger the machine; raise what TensorFlow raises then.
         raise tf.errors.ResourceExhaustedError(None, None, f"OOM when allocating tensor with shape[{per_replica},{WIDTH}]")
     with strategy.scope():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -10,6 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# These tests need the `profile` extra (TensorFlow, OpenCV): without it (CI's quick suite on the other Pythons,
+# `.[dev]` only) they are not collected.
+collect_ignore_glob = [] if all(importlib.util.find_spec(m) for m in ("tensorflow", "cv2")) else ["test_*.py"]
 
 
 @pytest.fixture(scope="session")

@@ -7,12 +7,14 @@ import importlib
 import sys
 from pathlib import Path
 
-from tfdoctor.config import ConfigError, Overrides, settings_for
+from tfdoctor.config import ConfigError, Overrides, load_settings, settings_for
 from tfdoctor.lint.engine import lint_paths
 from tfdoctor.lint.fixes import FixError, fix_paths, fix_source, unified_diff, write_atomically
 from tfdoctor.lint.findings import Severity
 from tfdoctor.lint.output import FORMATS
+from tfdoctor.lint.version_evidence import TENSORFLOW, code_evidence
 
+_SHOWN_EVIDENCE = 20
 HELP = "Find distributed-training anti-patterns in Python source (never imports TensorFlow)."
 
 
@@ -72,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     renderer = importlib.import_module(f"tfdoctor.lint.output.{args.format}")
     renderer.render(report, sys.stdout)
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     for error in report.errors:
@@ -89,10 +93,21 @@ def _show_target(paths: list[str], overrides: Overrides) -> int:
         if not path.exists():
             print(f"error: {raw}: no such file or directory", file=sys.stderr)
             return 2
-        targets = settings_for(path, overrides)
+        settings = load_settings(path, overrides)
+        targets = settings.for_file(path).targets
         print(f"{raw}:")
-        print(f"  TensorFlow {targets.targets.tensorflow.text}  (from {targets.targets.tensorflow.source})")
-        print(f"  Keras {targets.targets.keras.text}  (from {targets.targets.keras.source})")
+        print(f"  TensorFlow {targets.tensorflow.text}  (from {targets.tensorflow.source})")
+        print(f"  Keras {targets.keras.text}  (from {targets.keras.source})")
+        evidence = code_evidence(path, None, settings.is_excluded).sightings
+        if evidence:
+            print("  evidence in the code:")
+        for sighting in evidence[:_SHOWN_EVIDENCE]:
+            package = "TF" if sighting.api.package == TENSORFLOW else "Keras"
+            print(f"    {sighting.cited}: {package} {sighting.api.label}")
+        if len(evidence) > _SHOWN_EVIDENCE:
+            print(f"    ... and {len(evidence) - _SHOWN_EVIDENCE} more")
+        if targets.note:
+            print(f"  note: {targets.note}")
     return 0
 
 
@@ -128,7 +143,7 @@ def _fix(paths: list[str], overrides: Overrides, unsafe: bool, write: bool) -> i
 def _fix_stdin(stdin: bytes, filename: str | None, overrides: Overrides, unsafe: bool) -> int:
     """With `--fix -`: print the fixed source to stdout."""
     display = filename or "<stdin>"
-    settings = settings_for(Path(display) if filename else Path.cwd() / display, overrides)
+    settings = settings_for(Path(display) if filename else Path.cwd() / display, overrides, stdin)
     result = fix_source(stdin, display, settings, Path(display), unsafe)
     sys.stdout.buffer.write(result.text)
     return 0

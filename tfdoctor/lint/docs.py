@@ -19,11 +19,35 @@ def render_page(rule: Rule) -> str:
     ]
     for heading in DOC_SECTIONS:
         lines += [f"## {heading}", "", sections.get(heading, ""), ""]
+    precedence = precedence_text(rule)
+    if precedence:
+        lines += ["## When another rule sees the same construct", "", precedence, ""]
     for heading, examples in (("Flagged", rule.INVALID), ("Not flagged", rule.VALID)):
         lines += [f"## {heading}", ""]
         for example in examples:
             lines += ["```python", example.strip("\n"), "```", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def precedence_text(rule: Rule) -> str:
+    """Which rule reports a construct that this one and another both see (`Rule.OUTRANKS`)."""
+    winners = [other.code for other in all_rules() if rule.code in other.OUTRANKS and other is not rule]
+    losers = [code for code in rule.OUTRANKS if code != rule.code]
+    parts = []
+    if rule.code in rule.OUTRANKS:
+        parts.append("Of this rule's findings on nested constructs, only the innermost is reported.")
+    if losers:
+        parts.append(f"This rule reports it, and {_codes(losers)} stay{'s' if len(losers) == 1 else ''} "
+                     "silent there: this rule is the more specific.")
+    if winners:
+        parts.append(f"{_codes(winners)} report{'s' if len(winners) == 1 else ''} it, and this rule stays silent "
+                     f"there: {'it is' if len(winners) == 1 else 'they are'} more specific.")
+    return " ".join(parts)
+
+
+def _codes(codes) -> str:
+    named = [f"[{code}]({code}.md)" for code in codes]
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
 
 
 def write_pages(folder: Path) -> list[Path]:

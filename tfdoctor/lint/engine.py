@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from functools import lru_cache
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from tfdoctor.config import ConfigError, Overrides, Settings, load_settings, settings_for
 from tfdoctor.lint.cache import Cache
@@ -29,8 +29,10 @@ from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Finding, Related, Severity, Violation
 from tfdoctor.lint.notebooks import NotebookError, read_notebook
 from tfdoctor.lint.parallel import map_ordered
+from tfdoctor.lint.precedence import Candidate, survivors
 from tfdoctor.lint.project import Project
 from tfdoctor.lint.rule import Context, Rule, all_rules
+from tfdoctor.lint.version_evidence import forget as forget_project_evidence
 
 _NOQA = re.compile(r"#\s*noqa(?::[\s]*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 _SKIP_FILE = re.compile(rb"^[ \t]*#[ \t]*tfdoctor:[ \t]*skip-file\b", re.MULTILINE)
@@ -54,6 +56,7 @@ class LintReport:
     sources: dict[str, list[str]] = field(default_factory=dict)  # text of inputs that are not files (stdin)
     skipped: int = 0  # files never parsed: the prefilter ruled them out, or `# tfdoctor: skip-file`
     cached: int = 0  # files whose findings came from the cache
+    notes: list[str] = field(default_factory=list)  # said once per run (Keras 2 code under Keras 3's TF)
 
 
 def enabled_rules(settings: Settings, path: Path | None) -> list[Rule]:
@@ -163,6 +166,7 @@ def _position(
 ) -> Iterator[Reported]:
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     seen: set[tuple[str, int, int]] = set()
+    kept: list[tuple[Rule, Violation, CodeRange, int]] = []
     for rule, violation in found:
         if violation.node not in positions:  # another module's node that no rule should have given: stay silent
             continue
@@ -174,6 +178,11 @@ def _position(
         if key in seen:
             continue
         seen.add(key)
+        kept.append((rule, violation, where, statement_line))
+    candidates = [_candidate(rule, violation, positions) for rule, violation, _, _ in kept]
+    for (rule, violation, where, statement_line), reported in zip(kept, survivors(candidates)):
+        if not reported:
+            continue
         related = tuple(evidence.related() for evidence in violation.evidence)
         finding = Finding(
             path=display_path, line=where.start.line, column=where.start.column + 1, end_line=where.end.line,
@@ -186,6 +195,12 @@ def _position(
             fix_range = positions[violation.fix.old]
             span = ((fix_range.start.line, fix_range.start.column), (fix_range.end.line, fix_range.end.column))
         yield Reported(finding, violation, span)
+
+
+def _candidate(rule: Rule, violation: Violation, positions: Mapping[cst.CSTNode, CodeRange]) -> Candidate:
+    span = positions[violation.construct if violation.construct in positions else violation.node]
+    return Candidate(rule.code, frozenset(rule.OUTRANKS), (span.start.line, span.start.column),
+                     (span.end.line, span.end.column))
 
 
 def _with_evidence(message: str, related: tuple[Related, ...]) -> str:
@@ -285,6 +300,15 @@ def _lint_task(task: _Task) -> _Linted | str:
         return f"internal error: {type(error).__name__}: {error} (please report)"
 
 
+def _one_note(notes: dict[str, list[str]]) -> list[str]:
+    """The first note of the run, saying for how many other files it holds too: one note, not one per file."""
+    if not notes:
+        return []
+    note, files = next(iter(notes.items()))
+    others = sum(len(f) for f in notes.values()) - 1
+    return [f"{files[0]}: {note}" + (f" (and {others} more file{'s' if others > 1 else ''})" if others else "")]
+
+
 def _worker_died(task: _Task) -> str:
     return "internal error: the worker process linting this file died (please report)"
 
@@ -294,13 +318,18 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
     """Lint files and folders. Problems with one path are reported and the others still linted.
     `jobs` worker processes (None: one per core); `cache` reuses findings from `.tfdoctor_cache/`."""
     report = LintReport()
+    forget_project_evidence()  # the files as they are now
+    notes: dict[str, list[str]] = {}
     tasks: list[tuple[_Task, Cache | None, str | None]] = []
     for raw in paths:
         if raw == "-":
             display = stdin_filename or "<stdin>"
-            settings = settings_for(Path(display) if stdin_filename else Path.cwd() / display, overrides)
+            where = Path(display) if stdin_filename else Path.cwd() / display
+            settings = settings_for(where, overrides, stdin or b"")
             report.files += 1
             report.sources[display] = (stdin or b"").decode("utf-8", errors="replace").splitlines()
+            if settings.targets.note:
+                notes.setdefault(settings.targets.note, []).append(display)
             tasks.append((_Task(stdin or b"", display, settings, Path(display)), None, None))
             continue
         path = Path(raw)
@@ -325,7 +354,9 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
             if not should_parse(source, settings, file):
                 report.skipped += 1
                 continue
-            file_settings = settings.for_file(file)
+            file_settings = settings.for_file(file, source)
+            if file_settings.targets.note:
+                notes.setdefault(file_settings.targets.note, []).append(str(file))
             key = file_cache.key(source, file, enabled_rules(file_settings, file), file_settings.targets) if file_cache else None
             hit = file_cache.get(key, str(file)) if file_cache and key else None
             if hit is not None:
@@ -343,6 +374,7 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
         if file_cache and key:
             file_cache.put(key, outcome.findings, outcome.used)
     report.warnings.extend(sorted({c.warning for _, c, _ in tasks if c is not None and c.warning}))
+    report.notes.extend(_one_note(notes))
     report.findings.sort(key=Finding.sort_key)
     return report
 

@@ -64,6 +64,7 @@ class Violation:
     statement: cst.CSTNode | None = None  # the statement holding the node, for `# noqa` on its first line
     fix: Fix | None = None
     evidence: tuple[Evidence, ...] = ()
+    construct: cst.CSTNode | None = None  # what the finding is about, when wider than `node` (see precedence.py)
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,7 @@ def fix_paths(paths: list[str], overrides: Overrides, unsafe: bool) -> FixReport
                 report.errors.append(f"{file}: cannot read: {error.strerror or error}")
                 continue
             try:
-                result = fix_file(before, str(file), settings.for_file(file), file, unsafe)
+                result = fix_file(before, str(file), settings.for_file(file, before), file, unsafe)
             except InternalError as error:
                 report.errors.append(f"{file}: {error}")
                 continue

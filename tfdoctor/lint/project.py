@@ -40,7 +40,7 @@ class Project:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.roots = source_roots(root)
-        self._models: dict[Path, tuple[str, ModuleFacts | None]] = {}
+        self._models: dict[tuple[Path, str], tuple[str, ModuleFacts | None]] = {}
         self._used: dict[str, str] = {}
         self._files: list[Path] | None = None
 
@@ -130,22 +130,22 @@ class Project:
         except OSError:
             return None
         digest = hashlib.sha256(source).hexdigest()
-        known = self._models.get(path)
+        display = _display(path, importer_display)  # part of the key: it names the module in findings
+        known = self._models.get((path, display))
         if known is None or known[0] != digest:
-            known = (digest, self._analyse(source, path, importer_display))
+            known = (digest, self._analyse(source, path, display))
             if len(self._models) >= _MEMO:
                 self._models.pop(next(iter(self._models)))
-            self._models[path] = known
+            self._models[(path, display)] = known
         if known[1] is not None:
             self._used[str(path)] = digest
         return known[1]
 
-    def _analyse(self, source: bytes, path: Path, importer_display: str) -> ModuleFacts | None:
+    def _analyse(self, source: bytes, path: Path, display: str) -> ModuleFacts | None:
         try:
             module = cst.parse_module(source)
         except (cst.ParserSyntaxError, UnicodeDecodeError, LookupError, SyntaxError, RecursionError, ValueError):
             return None
-        display = _display(path, importer_display)
         lines = source.decode(module.encoding, errors="replace").splitlines()
         return ModuleFacts(module, display, lines, loader=self, file=path)
 

@@ -37,6 +37,8 @@ class Rule:
 
     `MESSAGES` holds the rule's message templates (`str.format` fields), each one short sentence saying what
     and where; the why is on the rule page. `report` is the one way to turn a template into a `Violation`.
+    `OUTRANKS` names the less specific rules that stay silent when this one reports the same construct
+    (`tfdoctor/lint/precedence.py` applies it; the rule pages say it).
     """
 
     code: ClassVar[str]
@@ -47,6 +49,7 @@ class Rule:
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()
     MESSAGES: ClassVar[Mapping[str, str]] = {}
+    OUTRANKS: ClassVar[tuple[str, ...]] = ()  # codes that stay silent on a construct this rule reports
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         raise NotImplementedError
@@ -57,16 +60,18 @@ class Rule:
 
     def report(self, where: CallFact | cst.CSTNode, template: str = "default", *, statement: cst.CSTNode | None = None,
                fix: Fix | None = None, assumed: str | None = None, evidence: tuple[Evidence, ...] = (),
-               **fields: object) -> Violation:
+               construct: cst.CSTNode | None = None, **fields: object) -> Violation:
         """A finding at a call (its statement is the `# noqa` line) or a node, worded by `MESSAGES[template]`.
         `assumed` says which version the finding depends on and why (`Keras 2 assumed: ...`); `evidence`,
-        what it relies on in other files of the project."""
+        what it relies on in other files of the project; `construct`, what the finding is about when it
+        points at a part of it (for precedence)."""
         message = self.MESSAGES[template].format(**fields)
         if assumed is not None:
             message = f"{message} ({assumed})"
         if isinstance(where, CallFact):
-            return Violation(where.node, message, statement=statement or where.statement, fix=fix, evidence=evidence)
-        return Violation(where, message, statement=statement, fix=fix, evidence=evidence)
+            return Violation(where.node, message, statement=statement or where.statement, fix=fix, evidence=evidence,
+                             construct=construct)
+        return Violation(where, message, statement=statement, fix=fix, evidence=evidence, construct=construct)
 
     @classmethod
     def doc_sections(cls) -> dict[str, str]:

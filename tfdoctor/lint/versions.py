@@ -21,14 +21,18 @@ def parse_version(text: str) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Target:
-    """One package's target version and where it came from (`--target-keras`, `pyproject.toml`, ...)."""
+    """One package's target version and where it came from (`--target-keras`, `pyproject.toml`, ...).
+    `kind` says which step of the resolution gave it (explicit, pin, code, derived, installed, newest);
+    `label` is how a range read from the code is written ("2", "<= 2.1") instead of the version."""
 
     version: tuple[int, ...]
     source: str
+    kind: str = "explicit"
+    label: str | None = None
 
     @property
     def text(self) -> str:
-        return ".".join(str(part) for part in self.version)
+        return self.label or ".".join(str(part) for part in self.version)
 
     def at_least(self, *version: int) -> bool:
         return self.version >= version
@@ -41,6 +45,7 @@ class Target:
 class Targets:
     tensorflow: Target
     keras: Target
+    note: str | None = None  # said once per run: Keras 2 code under a TensorFlow whose tf.keras is Keras 3
 
     def assumed(self, package: str) -> str:
         """`Keras 3.15 assumed: newest release`, for the findings that depend on that package's version."""
@@ -50,8 +55,8 @@ class Targets:
     @classmethod
     def newest(cls) -> Targets:
         return cls(
-            Target(parse_version(NEWEST_TENSORFLOW), "newest release"),
-            Target(parse_version(NEWEST_KERAS), "newest release"),
+            Target(parse_version(NEWEST_TENSORFLOW), "newest release", "newest"),
+            Target(parse_version(NEWEST_KERAS), "newest release", "newest"),
         )
 
 
@@ -70,7 +75,7 @@ def installed_version(package: str) -> Target | None:
             continue
         match = re.match(r"\d+(\.\d+)*", text)
         if match:
-            return Target(parse_version(match.group(0)), f"installed {name} {text}")
+            return Target(parse_version(match.group(0)), f"installed {name} {text}", "installed")
     return None
 
 
@@ -80,9 +85,9 @@ def keras_for_tensorflow(tensorflow: Target) -> Target:
     major, minor = (tensorflow.version + (0, 0))[:2]
     where = f"tf.keras of TensorFlow {tensorflow.text} ({tensorflow.source})"
     if major < 2:
-        return Target((2, 2), where)
+        return Target((2, 2), where, "derived")
     if minor < 16:
         keras_minor = {0: (2, 2, 4), 1: (2, 2, 4), 2: (2, 3), 3: (2, 4), 4: (2, 4), 5: (2, 5)}.get(minor, (2, minor))
-        return Target(keras_minor, where)
+        return Target(keras_minor, where, "derived")
     return Target(parse_version(NEWEST_KERAS), f"newest Keras 3, installed with TensorFlow {tensorflow.text} "
-                                               f"({tensorflow.source})")
+                                               f"({tensorflow.source})", "derived")

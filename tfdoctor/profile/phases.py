@@ -37,7 +37,7 @@ H_CALLS = 2  # phase H runs `steps` steps in this many calls, spread among the r
 
 
 WHOLE = 16  # outputs of at most this many elements are read back whole; of larger ones, one element
-CLOCK_STEPS = 6  # steps timed each way by the clock check
+CLOCK_STEPS = 4  # steps timed each way by the clock check
 
 
 def wait(value: Any) -> None:

@@ -186,7 +186,8 @@ def _print_throughput(report: Report, console: Console) -> None:
     if report.scaling:
         console.print("scaling: " + ", ".join(
             (f"{row['workers']:.0f} worker{'s' if row['workers'] > 1 else ''}, " if "workers" in row else "")
-            + f"{row['replicas']:.0f} replicas {row['examples_per_s']:.1f}/s ({row['efficiency']:.0%})"
+            + f"{row['replicas']:.0f} replica{'s' if row['replicas'] > 1 else ''} {row['examples_per_s']:.1f}/s "
+            f"({row['efficiency']:.0%})"
             + (f", all-reduce {row['sync_share']:.0%} of the step" if "sync_share" in row else "")
             for row in report.scaling), highlight=False)
 

@@ -51,7 +51,7 @@ class Verdict:
     level: str    # high | moderate
     statement: str
     secondary: tuple[Finding, ...] = ()
-    borderline: bool = False  # the primary part's interval straddles its cut-off
+    borderline: bool = False  # another run may give another primary verdict: an interval straddles a HIGH cut-off
 
 
 def _share(share: float, interval: tuple[float, float]) -> str:
@@ -59,41 +59,43 @@ def _share(share: float, interval: tuple[float, float]) -> str:
 
 
 def findings(result: Breakdown) -> list[Finding]:
-    """Each part past (or, by its interval, possibly past) a cut-off, largest share first. A part whose
-    interval straddles HIGH is a borderline high finding even below it; one below MODERATE is never named."""
+    """Each part past its MODERATE cut-off, largest share first; borderline when its interval straddles one
+    of its cut-offs. A part below MODERATE is never named, whatever its interval."""
     shares = result.shares()
     found = []
     for part, (high, moderate) in THRESHOLDS.items():
-        share, interval = shares[part], result.share_interval(part)
-        if share >= high or interval[1] >= high > share:
-            level, line = "high", high
-        elif share >= moderate:
-            level, line = "moderate", moderate
-        else:
+        share, (low, top) = shares[part], result.share_interval(part)
+        if share < moderate:
             continue
-        found.append(Finding(part, level, share, interval, interval[0] < line <= interval[1]))
+        found.append(Finding(part, "high" if share >= high else "moderate", share, (low, top),
+                             any(low < line <= top for line in (high, moderate))))
     return sorted(found, key=lambda f: f.share, reverse=True)
 
 
 def judge(result: Breakdown) -> Verdict:
     step_ms = result.step.median * 1000
     found = findings(result)
-    primary = next((f for f in found if f.level == "high" and f.share >= THRESHOLDS[f.part][0]), None)
+    primary = next((f for f in found if f.level == "high"), None)
     secondary = tuple(f for f in found if f is not primary)
     also = f" Secondary: {'; '.join(f.phrase() for f in secondary)}." if secondary else ""
     if primary is None:
         shares = result.shares()
+        close = [f for f in secondary if f.interval[1] >= THRESHOLDS[f.part][0]]
+        caveat = "".join(f" Borderline: the {LABELS[f.part]} interval {f.interval[0]:.0%}-{f.interval[1]:.0%} reaches "
+                         f"the {THRESHOLDS[f.part][0]:.0%} cut-off, so another run may call it {NAMES[f.part]}."
+                         for f in close)
         return Verdict("compute-bound", "high", (
             f"Compute-bound: {shares['compute']:.0%} of each {step_ms:.0f} ms step is device compute, and no "
-            f"part passes its high cut-off.{also}"), secondary)
+            f"part passes its high cut-off.{also}{caveat}"), secondary, bool(close))
     part = primary.part
     line = THRESHOLDS[part][0]
+    close = primary.interval[0] < line
     caveat = (f" Borderline: the interval {primary.interval[0]:.0%}-{primary.interval[1]:.0%} straddles the "
-              f"{line:.0%} cut-off, so another run may not call it {NAMES[part]}." if primary.borderline else "")
+              f"{line:.0%} cut-off, so another run may not call it {NAMES[part]}." if close else "")
     return Verdict(NAMES[part], "high", (
         f"Highly {NAMES[part]}: {primary.share:.0%} of each {step_ms:.0f} ms step "
         f"({getattr(result, part) * 1000:.0f} ms; interval {primary.interval[0]:.0%}-{primary.interval[1]:.0%}) "
-        f"is spent {CAUSES[part]}.{caveat}{also}"), secondary, primary.borderline)
+        f"is spent {CAUSES[part]}.{caveat}{also}"), secondary, close)
 
 
 def out_of_memory(per_replica_batch: int, fits: int | None, detail: str) -> Verdict:

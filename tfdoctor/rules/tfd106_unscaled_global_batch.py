@@ -49,6 +49,7 @@ class UnscaledGlobalBatch(Rule):
     name = "unscaled-global-batch"
     severity = Severity.WARNING
     summary = "`batch(B)` feeds a strategy but B does not scale with `num_replicas_in_sync`."
+    OUTRANKS = ("TFD203",)  # on the `batch()` a pipeline ends with: the batch size first
     MESSAGES = {"default": "`batch({size})` feeds a strategy but does not scale with `num_replicas_in_sync`"}
     triggers = ("batch",)
     INVALID = (

@@ -68,6 +68,7 @@ class PythonGeneratorInput(Rule):
     name = "python-generator-input"
     severity = Severity.WARNING
     summary = "Training is fed by Python (generator, Sequence, iterator class, `from_generator`, `fit_generator`)."
+    OUTRANKS = ("TFD201",)  # a `fit_generator(...)` call and its generator argument: the argument says more
     MESSAGES = {"default": "training is fed by {what}, one Python thread under the GIL; use a `tf.data` pipeline"}
     triggers = ("from_generator", "fit", "__next__", "yield", "Sequence", "PyDataset", "flow", "run", "train_on_batch",
                 "apply_gradients")

@@ -46,7 +46,8 @@ class CacheAfterRandom(Rule):
     name = "cache-after-random"
     severity = Severity.WARNING
     summary = "`cache()` after `shuffle`, a random augmentation, `prefetch` or `repeat` freezes or breaks it."
-    MESSAGES = {"default": "`cache()` after `{step}` replays the first epoch's `{step}`; move `cache()` before it"}
+    OUTRANKS = ("TFD203",)  # a misplaced `cache()` at the end of a chain: moving it is the fix
+    MESSAGES = {"default": "`cache()` after `{step}` freezes or breaks it; move `cache()` before `{step}`"}
     triggers = ("cache",)
     INVALID = (
         """import tensorflow as tf
@@ -86,7 +87,7 @@ ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
             first = random_steps[0]
             call = facts.call_fact(cache.call)
             yield self.report(cache.call.func.attr, statement=call.statement if call else None,
-                              fix=self._fix(chain, first, cache), step=first.method)
+                              fix=self._fix(chain, first, cache), construct=cache.call, step=first.method)
 
     @staticmethod
     def _chains(facts: ModuleFacts) -> Iterator[DatasetChain]:

@@ -33,6 +33,7 @@ class ShuffleAfterBatch(Rule):
     name = "shuffle-after-batch"
     severity = Severity.INFO
     summary = "`.batch(...).shuffle(...)` shuffles batches, not examples."
+    OUTRANKS = ("TFD203",)  # on a `shuffle()` a pipeline ends with: the order first
     MESSAGES = {"default": "`shuffle` after `batch` shuffles whole batches; shuffle before batching"}
     triggers = ("shuffle",)
     INVALID = (

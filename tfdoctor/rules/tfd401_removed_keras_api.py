@@ -19,7 +19,9 @@ class RemovedKerasApi(Rule):
     Keras 2.4, removed in Keras 3), and, when the target is Keras 3, `workers=`, `use_multiprocessing=`
     and `max_queue_size=` on `fit`/`evaluate`/`predict` (removed there; they moved to `PyDataset`).
     Severity follows the target: a warning under Keras 2, an error under Keras 3, where the call fails.
-    Code that targets TensorFlow 1.x with Keras before 2.4, where these are the way to do it, is not flagged.
+    Code written for standalone Keras before 2.4 (a Keras target below 2.4 that is not derived from
+    TensorFlow's `tf.keras`), or for `tf.keras` before TF 2.1, where these are the way to do it, is not
+    flagged.
 
     ## Why it is bad
     Under Keras 3 these calls raise `AttributeError`/`TypeError`. Under Keras 2 they are deprecated
@@ -49,6 +51,7 @@ class RemovedKerasApi(Rule):
         "method": "`{method}` is removed in Keras 3; use `{replacement}`",
         "arguments": "`{method}` arguments {arguments} are removed in Keras 3; pass them to a `keras.utils.PyDataset`",
     }
+    OUTRANKS = ("TFD201",)  # on a `fit_generator(...)` call: renaming it is the first step
     triggers = ("_generator", "workers", "use_multiprocessing", "max_queue_size")
     INVALID = (
         """import keras
@@ -77,6 +80,11 @@ model.fit(seq, epochs=3, workers=4, use_multiprocessing=True)
 import keras
 model.fit_generator(gen(), steps_per_epoch=10)
 """,
+        # standalone Keras 2.3: not deprecated there, whatever the TensorFlow
+        """# tfdoctor: target-keras=2.3.1 target-tensorflow=2.2
+import keras
+model.fit_generator(gen(), steps_per_epoch=10)
+""",
     )
 
     def severity_for(self, context: Context) -> Severity:
@@ -84,8 +92,12 @@ model.fit_generator(gen(), steps_per_epoch=10)
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         keras = context.targets.keras
-        if keras.below(2, 4) and context.targets.tensorflow.below(2, 1):
-            return  # standalone Keras 2.2/2.3 or TF 1.x: fit_generator is how generators are trained
+        if keras.kind == "derived":
+            old_keras = context.targets.tensorflow.below(2, 1)
+        else:
+            old_keras = len(keras.version) > 1 and keras.below(2, 4)  # a bare "2" is Keras 2 at large
+        if old_keras:
+            return  # standalone Keras 2.3 or earlier, or tf.keras of TF 1.x/2.0: how generators are trained
         assumed = context.targets.assumed("keras")
         for call in facts.calls:
             removed = [a.keyword.value for a in call.node.args if a.keyword and a.keyword.value in _REMOVED_ARGUMENTS]
@@ -94,6 +106,7 @@ model.fit_generator(gen(), steps_per_epoch=10)
                 fix = None if removed else Fix(call.node.func, call.node.func.with_changes(
                     attr=cst.Name(replacement)), f"rename {call.attr} to {replacement}")
                 yield self.report(call.node.func, "method", statement=call.statement, fix=fix, assumed=assumed,
-                                  method=call.attr, replacement=replacement)
+                                  construct=call.node, method=call.attr, replacement=replacement)
             elif call.attr in ("fit", "evaluate", "predict") and removed and keras.at_least(3):
-                yield self.report(call, "arguments", assumed=assumed, arguments=", ".join(f"`{name}`" for name in removed), method=call.attr)
+                yield self.report(call, "arguments", assumed=assumed, method=call.attr,
+                                  arguments=", ".join(f"`{name}`" for name in removed))

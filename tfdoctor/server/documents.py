@@ -101,4 +101,4 @@ def lint_snapshot(snapshot: Snapshot) -> list[Finding]:
     """The engine's findings for an open document, exactly as `tfdoctor lint` gives them for that file: the
     same settings (its nearest `[tool.tfdoctor]`, then the pins above it), read afresh, and the same calls."""
     lint = lint_notebook if snapshot.notebook else lint_source
-    return lint(snapshot.source, str(snapshot.path), settings_for(snapshot.path), snapshot.path)
+    return lint(snapshot.source, str(snapshot.path), settings_for(snapshot.path, source=snapshot.source), snapshot.path)

@@ -1,0 +1,143 @@
+"""Version evidence in the code: what the scan finds, how it ranks among the other sources of the target,
+the one note for Keras 2 code under a TensorFlow whose tf.keras is Keras 3, and the exact messages of the
+version projects in fixtures/projects (tests/test_fixtures.py checks all their findings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, run_cli
+from tfdoctor.config import load_settings
+from tfdoctor.lint.version_evidence import KERAS, TENSORFLOW, decide, scan
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("import tensorflow as tf\ns.experimental_run_v2(f, args=(x,))\n", [("experimental_run_v2", 2)]),
+    ("from keras.utils import multi_gpu_model\nm = multi_gpu_model(b, 2)\n",
+     [("multi_gpu_model", 2), ("from keras.utils import multi_gpu_model", 1)]),
+    ("import tensorflow as tf\nwith tf.Session() as s:\n    pass\n", [("tf.Session", 2)]),
+    ("import tensorflow.compat.v1 as tf\nwith tf.Session() as s:\n    pass\n", []),
+    ("opt = tf.train.AdamOptimizer(0.1)\n", [("tf.train optimizer", 1)]),
+    ("opt = keras.optimizers.SGD(lr=0.1, momentum=0.9)\n", [("optimizer lr=", 1)]),
+    ("opt = keras.optimizers.SGD(learning_rate=0.1)\n", []),
+    ("import tf_keras as keras\n", [("tf_keras", 1)]),
+    ("model.fit(seq, epochs=3,\n          workers=4)\n", [("fit(workers=...)", 1)]),
+    ("class Batches(keras.utils.PyDataset):\n    def __init__(self):\n        super().__init__(workers=4)\n",
+     [("PyDataset", 1)]),
+    ("from keras import ops\n", [("keras.ops", 1)]),
+    ("x = 1\n# we no longer call model.fit_generator(gen)\n", []),
+    ('"""Migrated from `keras.ops`-free code."""\nimport keras\n', []),
+    ("import tensorflow as tf\nif tf.__version__.startswith('1'):\n    s = tf.Session()\n", []),
+    ("ds = ds.prefetch(tf.data.AUTOTUNE)\n", [("tf.data.AUTOTUNE", 1)]),
+    ("d = s.experimental_distribute_datasets_from_function(fn)\n",
+     [("experimental_distribute_datasets_from_function", 1)]),
+])
+def test_scan_finds_the_first_use_of_each_api_outside_comments_and_docstrings(source, expected):
+    assert [(s.api.name, s.line) for s in scan(source.encode(), "t.py")] == expected
+
+
+def test_decide_intersects_the_ranges_and_cites_the_narrowest():
+    sightings = scan(b"opt.get_scaled_loss(l)\nimport keras.backend.tensorflow_backend as tb\n", "a.py")
+    keras = decide(sightings, KERAS)
+    assert (keras.low, keras.high) == ((2,), (2, 3))
+    assert keras.sighting.cited == "`keras.backend.tensorflow_backend` at a.py:2"
+    assert decide(sightings, TENSORFLOW) is None
+    assert decide(scan(b"from keras import ops\nopt.get_scaled_loss(l)\n", "b.py"), KERAS) is None  # contradicts
+
+
+def _project(tmp_path: Path, files: dict[str, str]) -> Path:
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "setup.cfg").write_text("[metadata]\nname = p\n")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+KERAS2_HELPER = "def scaled(opt, loss):\n    return opt.get_scaled_loss(loss)\n"
+
+
+def test_code_ranks_below_pins_and_above_the_installed_packages(tmp_path):
+    files = {"helpers.py": KERAS2_HELPER, "train.py": "import tensorflow as tf\n"}
+    project = _project(tmp_path / "evidence", files)
+    keras = load_settings(project).for_file(project / "train.py").targets.keras
+    assert (keras.text, keras.source, keras.kind) == ("2", f"`get_scaled_loss` at {project / 'helpers.py'}:2", "code")
+    pinned = _project(tmp_path / "pinned", {**files, "requirements.txt": "keras==3.5.0\n"})
+    keras = load_settings(pinned).for_file(pinned / "train.py").targets.keras
+    assert (keras.text, keras.kind) == ("3.5.0", "pin")
+
+
+def test_keras2_code_under_a_tf216_pin_gets_one_note_and_target_keras_3_lists_the_breakage(tmp_path):
+    project = _project(tmp_path, {
+        "requirements.txt": "tensorflow==2.16.1\n",
+        "a.py": "import tensorflow as tf\ng = opt.get_unscaled_gradients(opt.get_scaled_loss(l))\n",
+        "b.py": "import tensorflow as tf\ns = opt.get_scaled_loss(l)\n",
+    })
+    result = run_cli("lint", "--no-cache", "--format", "concise", ".", cwd=project)
+    assert result.returncode == 0 and result.stdout == ""
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert notes == ["note: a.py: Keras 2 code (`get_scaled_loss` at a.py:2) under TensorFlow 2.16.1 "
+                     "(requirements.txt: tensorflow==2.16.1): `tf.keras` is Keras 3 from TF 2.16, so this code needs "
+                     "`tf_keras` with TF_USE_LEGACY_KERAS=1, or migrating; `--target-keras 3` lists what migrating "
+                     "would break (and 1 more file)"]
+    migrating = run_cli("lint", "--no-cache", "--format", "concise", "--target-keras", "3", ".", cwd=project)
+    assert migrating.returncode == 1 and "note:" not in migrating.stderr
+    assert migrating.stdout.splitlines() == [
+        "a.py:2:5: TFD403 `get_unscaled_gradients` is removed in Keras 3; drop it, `apply_gradients` unscales the "
+        "gradients itself (Keras 3 assumed: --target-keras)",
+        "a.py:2:32: TFD403 `get_scaled_loss` is removed in Keras 3; use `optimizer.scale_loss(loss)` (Keras 3 "
+        "assumed: --target-keras)",
+        "b.py:2:5: TFD403 `get_scaled_loss` is removed in Keras 3; use `optimizer.scale_loss(loss)` (Keras 3 "
+        "assumed: --target-keras)",
+    ]
+
+
+def test_code_that_imports_tf_keras_gets_no_note(tmp_path):
+    project = _project(tmp_path, {"requirements.txt": "tensorflow==2.17\n",
+                                  "a.py": "import tensorflow as tf\nimport tf_keras\ns = opt.get_scaled_loss(l)\n"})
+    result = run_cli("lint", "--no-cache", ".", cwd=project)
+    assert result.returncode == 0 and "note:" not in result.stderr
+
+
+def test_show_target_lists_the_evidence(tmp_path):
+    project = _project(tmp_path, {"helpers.py": KERAS2_HELPER,
+                                  "train.py": "import tensorflow as tf\nstrategy.experimental_run_v2(f)\n"})
+    result = run_cli("lint", "--show-target", "train.py", cwd=project)
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == [
+        "train.py:",
+        "  TensorFlow <= 2.1  (from `experimental_run_v2` at train.py:2)",
+        "  Keras 2  (from `get_scaled_loss` at helpers.py:2)",
+        "  evidence in the code:",
+        "    `experimental_run_v2` at train.py:2: TF <= 2.1",
+        "    `get_scaled_loss` at helpers.py:2: Keras 2",
+    ]
+
+
+MESSAGES = {
+    "keras2_under_tf217": "train.py:20:16: TFD104 the loss of replica function `replica_step` is a default-reduction "
+                          "Keras loss, so its summed gradients are N times too large (Keras 2 assumed: "
+                          "`get_scaled_loss` at scaling.py:5)",
+    "keras3_project": "train.py:18:5: TFD304 `optimizer` is first built inside the distributed step `replica_step`; "
+                      "build it in `strategy.scope()` (Keras 3 assumed: `keras.ops` at layers.py:4)",
+    "tf21_custom_loop": "train.py:19:46: TFD202 `map` in a training pipeline runs on one core; add "
+                        "`num_parallel_calls=tf.data.experimental.AUTOTUNE`",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MESSAGES))
+def test_version_dependent_findings_say_which_evidence_they_used(name):
+    result = run_cli("lint", "--no-cache", "--format", "concise", ".", cwd=FIXTURES / "projects" / name)
+    assert result.stdout.splitlines()[0] == MESSAGES[name]
+
+
+def test_fixes_spell_autotune_as_the_evidenced_tensorflow_does():
+    result = run_cli("lint", "--diff", ".", cwd=FIXTURES / "projects" / "tf21_custom_loop")
+    added = [line for line in result.stdout.splitlines() if line.startswith("+ ")]
+    assert added == [
+        "+    dataset = tf.data.TFRecordDataset(files).map(parse_example, "
+        "num_parallel_calls=tf.data.experimental.AUTOTUNE).batch(BATCH)  # expect: TFD202",
+        "+    eval_model.fit(tf.data.TFRecordDataset(files).map(parse_example, num_parallel_calls=8).batch(64)"
+        ".prefetch(tf.data.experimental.AUTOTUNE))  # expect: TFD203",
+    ]

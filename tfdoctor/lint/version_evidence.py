@@ -1,0 +1,292 @@
+"""Version evidence in the code: APIs that exist only in a range of TensorFlow or Keras versions.
+
+A project that calls `get_scaled_loss` was written for Keras 2, one that imports `keras.ops` for Keras 3,
+whatever TensorFlow happens to be installed where tfdoctor runs. `scan` finds the first use of each API in
+a file's bytes: a text scan (each API is first looked for as a literal, and its pattern runs only on files
+holding it) that costs about 1% of parsing the same files. Uses in comments and docstrings are skipped, and
+so are files that check the version they run under. `decide` turns the sightings into one range per
+package, citing the sighting it rests on; sightings that contradict each other decide nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Iterable
+
+from tfdoctor.lint.project_root import project_root
+from tfdoctor.lint.versions import Target
+
+Version = tuple[int, ...]
+TENSORFLOW = "tensorflow"
+KERAS = "keras"
+_MAX_FILE = 4_000_000  # bytes read per project file: larger ones are data, not code
+_MAX_PROJECT_FILES = 5_000  # a project scan stops there (sorted walk, so the same files every run)
+
+
+@dataclass(frozen=True)
+class Api:
+    """An API found only in versions `low`..`high` (inclusive; None: unbounded) of one package."""
+
+    name: str  # as cited: `get_scaled_loss`
+    package: str  # TENSORFLOW or KERAS
+    low: Version | None
+    high: Version | None
+    label: str  # the range in words: "2", "<= 2.1", "1", "3"
+    literal: bytes | tuple[bytes, ...]  # one of these must occur in the file for `pattern` to be tried
+    pattern: bytes
+    skip_if: bytes = b""  # a file containing this gives no sighting (`tf.Session` under `compat.v1`)
+
+
+_KERAS2 = dict(package=KERAS, low=(2,), high=(2, 15), label="2")
+_TF1 = dict(package=TENSORFLOW, low=(1,), high=(1, 15), label="1", skip_if=b"compat.v1")
+_KERAS3 = dict(package=KERAS, low=(3,), high=None, label="3")
+_IMPORT = rb"^[ \t]*(?:from|import)[ \t]+"
+_OPTIMIZERS = rb"(?:SGD|Adam|AdamW|RMSprop|Adagrad|Adadelta|Adamax|Nadam|Ftrl)"
+
+APIS: tuple[Api, ...] = (
+    # TensorFlow ranges (TF release notes: `run` replaced `experimental_run_v2` in 2.2; `multi_gpu_model` was
+    # removed in 2.4; 2.4 added `tf.data.AUTOTUNE`, `distribute_datasets_from_function` and the stable
+    # `MultiWorkerMirroredStrategy`; TF 2 has no `tf.contrib`, `tf.Session` or `tf.train.*Optimizer`).
+    Api("experimental_run_v2", TENSORFLOW, (2,), (2, 1), "<= 2.1", b"experimental_run_v2",
+        rb"\.experimental_run_v2\s*\("),
+    Api("multi_gpu_model", TENSORFLOW, None, (2, 3), "<= 2.3", b"multi_gpu_model", rb"\bmulti_gpu_model\s*\("),
+    Api("experimental_distribute_datasets_from_function", TENSORFLOW, (2, 1), (2, 3), "<= 2.3",
+        b"experimental_distribute_datasets_from_function",
+        rb"\.experimental_distribute_datasets_from_function\s*\("),
+    Api("tf.contrib", literal=b"tf.contrib", pattern=rb"\btf\.contrib\.", **{**_TF1, "skip_if": b""}),
+    Api("tf.Session", literal=b"Session", pattern=rb"\btf\.(?:Session|InteractiveSession)\s*\(", **_TF1),
+    Api("tf.placeholder", literal=b"placeholder", pattern=rb"\btf\.placeholder\s*\(", **_TF1),
+    Api("tf.train optimizer", literal=b"Optimizer", pattern=rb"\btf\.train\.[A-Za-z]+Optimizer\s*\(", **_TF1),
+    Api("tf.data.AUTOTUNE", TENSORFLOW, (2, 4), None, ">= 2.4", b"data.AUTOTUNE", rb"\bdata\.AUTOTUNE\b"),
+    Api("distribute_datasets_from_function", TENSORFLOW, (2, 4), None, ">= 2.4",
+        b"distribute_datasets_from_function", rb"(?<!experimental_)\bdistribute_datasets_from_function\s*\("),
+    # Keras 2 only (Keras 3 removed these; `tf.keras` is Keras 3 from TF 2.16).
+    Api("get_scaled_loss", literal=b"get_scaled_loss", pattern=rb"\.get_scaled_loss\s*\(", **_KERAS2),
+    Api("get_unscaled_gradients", literal=b"get_unscaled_gradients", pattern=rb"\.get_unscaled_gradients\s*\(",
+        **_KERAS2),
+    Api("get_gradients", literal=b"get_gradients", pattern=rb"\.get_gradients\s*\(", **_KERAS2),
+    Api("mixed_precision.experimental", literal=b"mixed_precision.experimental",
+        pattern=rb"\bmixed_precision\.experimental\b", **_KERAS2),
+    Api("optimizer lr=", literal=(b"lr=", b"lr ="), pattern=rb"\b" + _OPTIMIZERS + rb"\((?:[^()=]*?,)?\s*lr\s*=",
+        **_KERAS2),
+    Api("tf_keras", literal=b"tf_keras", pattern=_IMPORT + rb"tf_keras\b", **_KERAS2),
+    Api("from keras.utils import multi_gpu_model", KERAS, (2,), (2, 3), "<= 2.3", b"multi_gpu_model",
+        rb"^from[ \t]+keras\.utils(?:\.training_utils)?[ \t]+import[^\n]*\bmulti_gpu_model\b"),
+    Api("keras.backend.tensorflow_backend", KERAS, (2,), (2, 3), "<= 2.3", b"tensorflow_backend",
+        rb"\bkeras\.backend\.tensorflow_backend\b"),
+    Api("tensorflow.python.keras", literal=b"tensorflow.python.keras",
+        pattern=_IMPORT + rb"tensorflow\.python\.keras\b", **_KERAS2),
+    Api("fit_generator", literal=b"_generator", pattern=rb"\.(?:fit|evaluate|predict)_generator\s*\(", **_KERAS2),
+    Api("fit(workers=...)", literal=(b"workers", b"use_multiprocessing", b"max_queue_size"),
+        pattern=rb"\.(?:fit|evaluate|predict)\((?:[^()]|\([^()]*\))*?"  # one level of nested parentheses
+                rb"\b(?:workers|use_multiprocessing|max_queue_size)\s*=", **_KERAS2),
+    Api("keras.optimizers.legacy", literal=b"optimizers.legacy", pattern=rb"\boptimizers\.legacy\b", **_KERAS2),
+    Api("keras.layers.experimental", literal=b"layers.experimental", pattern=rb"\blayers\.experimental\b", **_KERAS2),
+    # Keras 3 only.
+    Api("keras.ops", literal=(b"keras.ops", b"keras import"),
+        pattern=rb"\bkeras\.ops\b|" + _IMPORT + rb"keras[ \t]+import[^\n]*\bops\b", **_KERAS3),
+    Api("PyDataset", literal=b"PyDataset", pattern=rb"\bPyDataset\b", **_KERAS3),
+    Api("keras.config", literal=b"keras.config", pattern=rb"\bkeras\.config\.", **_KERAS3),
+    Api("keras_core", literal=b"keras_core", pattern=_IMPORT + rb"keras_core\b", **_KERAS3),
+)
+# Code that asks which version it runs under (`if tf.__version__.startswith("1"):`) supports several: its
+# version-specific calls sit in branches, and are no evidence.
+_VERSION_CHECK = re.compile(rb"\b(?:tf|tensorflow|keras|K)\.(?:__version__|version\.VERSION)\b|\bkeras_version\b")
+_VERSION_WORDS = (b"__version__", b"VERSION", b"keras_version")
+_COMPILED = tuple((api, re.compile(api.pattern, re.MULTILINE)) for api in APIS)
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """The first use of an API in one file."""
+
+    api: Api
+    path: str  # as cited
+    line: int
+
+    @property
+    def cited(self) -> str:
+        return f"`{self.api.name}` at {self.path}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Range:
+    """What the code says about one package: versions `low`..`high`, resting on `sighting`."""
+
+    low: Version | None
+    high: Version | None
+    sighting: Sighting
+
+    @property
+    def label(self) -> str:
+        return self.sighting.api.label
+
+    def holds(self, version: Version) -> bool:
+        return (self.low is None or version[: len(self.low)] >= self.low) and (
+            self.high is None or version[: len(self.high)] <= self.high)
+
+
+def scan(source: bytes, path: str) -> tuple[Sighting, ...]:
+    """The first use of each API in a file's bytes, outside comments and docstrings; nothing in a file that
+    checks the version it runs under."""
+    found: list[Sighting] = []
+    if any(word in source for word in _VERSION_WORDS) and _VERSION_CHECK.search(source):
+        return ()
+    for api, pattern in _COMPILED:
+        literals = api.literal if isinstance(api.literal, tuple) else (api.literal,)
+        if not any(literal in source for literal in literals) or (api.skip_if and api.skip_if in source):
+            continue
+        for match in pattern.finditer(source):
+            if _in_comment_or_docstring(source, match.start()):
+                continue
+            found.append(Sighting(api, path, source.count(b"\n", 0, match.start()) + 1))
+            break
+    return tuple(found)
+
+
+_TRIPLE_QUOTES = (b'"' * 3, b"'" * 3)
+
+
+def _in_comment_or_docstring(source: bytes, at: int) -> bool:
+    """Whether a position follows a `#` on its line, or lies inside a triple-quoted string (an odd number of
+    triple quotes before it). Quotes inside other strings can fool it; that only loses evidence."""
+    line_start = source.rfind(b"\n", 0, at) + 1
+    if b"#" in source[line_start:at]:
+        return True
+    return any(source.count(quotes, 0, at) % 2 == 1 for quotes in _TRIPLE_QUOTES)
+
+
+def decide(sightings: Iterable[Sighting], package: str) -> Range | None:
+    """The range of versions all sightings of a package allow, citing the narrowest; None when there are none
+    or they contradict each other."""
+    low: Version | None = None
+    high: Version | None = None
+    cited: Sighting | None = None
+    for sighting in sightings:
+        api = sighting.api
+        if api.package != package:
+            continue
+        if api.low is not None and (low is None or api.low > low):
+            low = api.low
+        if api.high is not None and (high is None or api.high < high):
+            high = api.high
+        if cited is None or _width(api) < _width(cited.api):
+            cited = sighting
+    if cited is None or (low is not None and high is not None and low > high[: len(low)]):
+        return None
+    return Range(low, high, cited)
+
+
+def _width(api: Api) -> tuple[int, ...]:
+    """Narrower ranges first: bounded above before unbounded, then by the upper bound."""
+    return (0, *api.high) if api.high is not None else (1, *(api.low or ()))
+
+
+def project_sightings(root: Path, excluded: Callable[[Path], bool], cite: Callable[[Path], str]
+                      ) -> tuple[Sighting, ...]:
+    """The sightings in every Python file under a project root (skipping `excluded` folders and files), walked
+    once per run (`forget` starts a new one); a file is read again only when its size or mtime changed."""
+    key = (root, excluded, cite)
+    if key not in _PROJECTS:
+        _PROJECTS[key] = tuple(_project_scan(root, excluded, cite))
+    return _PROJECTS[key]
+
+
+def forget() -> None:
+    """Start a new run: files may have changed since the last one."""
+    _PROJECTS.clear()
+
+
+_PROJECTS: dict[tuple[Path, Callable[[Path], bool], Callable[[Path], str]], tuple[Sighting, ...]] = {}
+_SEEN: dict[tuple[Path, int, int], tuple[Sighting, ...]] = {}  # a file's sightings by its stat, across runs
+
+
+def _project_scan(root: Path, excluded: Callable[[Path], bool], cite: Callable[[Path], str]) -> Iterable[Sighting]:
+    files = 0
+    for folder, subfolders, names in os.walk(root):
+        here = Path(folder)
+        subfolders[:] = sorted(d for d in subfolders if not excluded(here / d))
+        for name in sorted(names):
+            if not name.endswith(".py") or files >= _MAX_PROJECT_FILES or excluded(here / name):
+                continue
+            files += 1
+            file = here / name
+            try:
+                stat = file.stat()
+                key = (file, stat.st_mtime_ns, stat.st_size)
+                found = _SEEN.get(key)
+                if found is None:
+                    found = _SEEN[key] = scan(file.read_bytes(), "") if stat.st_size <= _MAX_FILE else ()
+            except OSError:
+                continue
+            if found:
+                where = cite(file)
+                yield from (replace(sighting, path=where) for sighting in found)
+
+
+@dataclass(frozen=True)
+class CodeEvidence:
+    """What a file and its project say about the versions they were written for."""
+
+    sightings: tuple[Sighting, ...]  # the file's own first, then the rest of the project's
+    tensorflow: Range | None
+    keras: Range | None
+
+    def target(self, package: str, fallback: Target) -> Target | None:
+        """The target the code's range gives: `fallback` when the range holds it, else the range's nearest
+        end; None when the code says nothing about the package."""
+        found = self.tensorflow if package == TENSORFLOW else self.keras
+        if found is None:
+            return None
+        held = found.holds(fallback.version)
+        version = fallback.version if held else (found.high or found.low or fallback.version)
+        return Target(version, found.sighting.cited, "code", found.label)
+
+
+def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], bool]) -> CodeEvidence:
+    """The evidence of one file (`source`, or the file read from `path`) and of its project. The project
+    decides when its sightings agree; when they contradict each other the file's own decide alone."""
+    cite = _citer()
+    own: tuple[Sighting, ...] = ()
+    if source is None and path.is_file():
+        try:
+            source = path.read_bytes()
+        except OSError:
+            source = None
+    if source is not None:
+        own = scan(source, cite(path))
+    folder = path if path.is_dir() else path.parent
+    project = project_sightings(project_root(folder), excluded, cite)
+    here = cite(path) if source is not None else None
+    sightings = own + tuple(s for s in project if s.path != here)
+    ranges = {package: decide(sightings, package) or decide(own, package) for package in (TENSORFLOW, KERAS)}
+    return CodeEvidence(sightings, ranges[TENSORFLOW], ranges[KERAS])
+
+
+def legacy_keras_note(tensorflow: Target, keras: Target, evidence: CodeEvidence) -> str | None:
+    """The note for Keras 2 code under a TensorFlow whose `tf.keras` is Keras 3 (2.16 and later), unless the
+    code already imports `tf_keras`."""
+    if keras.kind != "code" or not keras.below(3) or tensorflow.kind not in ("explicit", "pin", "installed"):
+        return None
+    if not tensorflow.at_least(2, 16) or any(s.api.name == "tf_keras" for s in evidence.sightings):
+        return None
+    return (f"Keras 2 code ({keras.source}) under TensorFlow {tensorflow.text} ({tensorflow.source}): `tf.keras` is "
+            "Keras 3 from TF 2.16, so this code needs `tf_keras` with TF_USE_LEGACY_KERAS=1, or migrating; "
+            "`--target-keras 3` lists what migrating would break")
+
+
+def _citer() -> Callable[[Path], str]:
+    cwd = Path.cwd().resolve()
+
+    def cite(path: Path) -> str:
+        try:
+            return path.resolve().relative_to(cwd).as_posix()
+        except ValueError:
+            return str(path)
+    return _CITERS.setdefault(cwd, cite)
+
+
+_CITERS: dict[Path, Callable[[Path], str]] = {}
