@@ -146,12 +146,12 @@ def keras3_file_name(call: CallFact) -> bool:
 
 def keras3_callback(facts: ModuleFacts, call: CallFact, keras: Target) -> bool:
     """Whether a Keras callback is certainly Keras 3's, which (unlike Keras 2's under MultiWorkerMirrored-
-    Strategy) sends no worker's files elsewhere: a Keras 3 target the user chose (command line, settings or
-    pins, not a guess from the installed or newest release) and no `tf_keras` import, or a Keras 3 file name
-    (`.keras`, `.weights.h5`) in its arguments."""
+    Strategy) sends no worker's files elsewhere: a Keras 3 target that is not a guess from the installed or
+    newest release (the command line, settings, pins, or Keras 3 APIs in the code) and no `tf_keras` import,
+    or a Keras 3 file name (`.keras`, `.weights.h5`) in its arguments."""
     if keras3_file_name(call):
         return True
-    chosen = keras.at_least(3) and not keras.source.startswith(("installed", "newest"))
+    chosen = keras.at_least(3) and keras.kind not in ("installed", "newest")
     return chosen and not any(full.startswith(_KERAS2_ROOTS) for full in facts.aliases.values())
 
 
