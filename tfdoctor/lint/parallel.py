@@ -127,12 +127,18 @@ class _Pool(Generic[Item, Result]):
         self.workers = [worker for worker in self.workers if worker.process.is_alive() or worker.share]
         while self.pending and len(self.workers) < self.size:
             self.workers.append(self._start())
-        for worker in self.workers:
+        for worker in list(self.workers):
             if not worker.share and self.pending:
                 share = [self.pending.popleft() for _ in range(min(self.chunk, len(self.pending)))]
+                try:
+                    worker.connection.send([(index, self.items[index]) for index in share])
+                except OSError:  # it died idle (killed from outside): nothing of it was run, all goes back
+                    self.pending.extendleft(reversed(share))
+                    worker.connection.close()
+                    self.workers.remove(worker)
+                    continue
                 worker.share.extend(share)
                 worker.started = time.monotonic()
-                worker.connection.send([(index, self.items[index]) for index in share])
 
     def _start(self) -> _Worker:
         ours, theirs = _context().Pipe()
