@@ -148,10 +148,10 @@ class Project:
             return None
         try:
             module = cst.parse_module(source)
+            lines = source.decode(module.encoding, errors="replace").splitlines()
+            return ModuleFacts(module, display, lines, loader=self, file=path)
         except (cst.ParserSyntaxError, UnicodeDecodeError, LookupError, SyntaxError, RecursionError, ValueError):
-            return None
-        lines = source.decode(module.encoding, errors="replace").splitlines()
-        return ModuleFacts(module, display, lines, loader=self, file=path)
+            return None  # a module that cannot be read gives no evidence; linting it says why
 
 
 def _same(target: Scope, function: Scope, home: Path) -> bool:
