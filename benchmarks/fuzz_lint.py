@@ -171,18 +171,20 @@ MUTATIONS: dict[str, Callable[[bytes, random.Random], bytes]] = {
 
 
 def inputs(count: int, seed: int, hypothesmith_share: float = 0.25) -> Iterator[tuple[str, bytes]]:
-    """(origin, bytes) for `count` inputs: hypothesmith programs, then mutated fixtures."""
+    """(origin, bytes) for `count` inputs, in blocks of 100: hypothesmith programs, then mutated fixtures."""
     rng = random.Random(seed)
-    generated = int(count * hypothesmith_share)
-    for program in hypothesmith_programs(generated, seed):
-        yield "hypothesmith", (PRELUDE + program).encode()
     sources = fixtures()
-    for _ in range(count - generated):
-        source = rng.choice(sources)
-        names = rng.sample(sorted(MUTATIONS), rng.randint(1, 3))
-        for name in names:
-            source = MUTATIONS[name](source, rng)
-        yield "+".join(sorted(names)), source
+    for block in range(0, count, 100):
+        size = min(100, count - block)
+        generated = round(size * hypothesmith_share)
+        for program in hypothesmith_programs(generated, seed + block):
+            yield "hypothesmith", (PRELUDE + program).encode()
+        for _ in range(size - generated):
+            source = rng.choice(sources)
+            names = rng.sample(sorted(MUTATIONS), rng.randint(1, 3))
+            for name in names:
+                source = MUTATIONS[name](source, rng)
+            yield "+".join(sorted(names)), source
 
 
 def _lint(folder: Path, *extra: str) -> subprocess.CompletedProcess[str] | None:
@@ -215,30 +217,41 @@ def _python_parses(source: bytes) -> bool:
         return False
 
 
-def run(count: int, seed: int, keep: Path | None = None, hypothesmith_share: float = 0.25) -> Outcome:
+def run(count: int, seed: int, keep: Path | None = None, hypothesmith_share: float = 0.25,
+        progress: bool = False) -> Outcome:
     outcome = Outcome()
     with tempfile.TemporaryDirectory(prefix="tfdoctor-fuzz-") as work:
-        folders: list[Path] = []
-        for index, (origin, source) in enumerate(inputs(count, seed, hypothesmith_share)):
-            folder = Path(work) / f"batch{index // FOLDER_SIZE:03d}"
-            if folder not in folders:
-                folder.mkdir()
-                folders.append(folder)
-            (folder / f"i{index:05d}_{origin.replace('+', '_')}.py").write_bytes(source)
-            outcome.inputs[origin] += 1
         fixable: list[Path] = []
-        for folder in folders:
-            result = _lint(folder, "--format", "json")
-            problems = _problems(result, folder.name)
-            outcome.failures += problems
-            if result is not None and result.stdout.strip():
-                findings = json.loads(result.stdout)["findings"]
-                outcome.findings += len(findings)
-                outcome.parse_errors += sum(1 for f in findings if f["code"] == "TFD000")
-                fixable += sorted({Path(f["path"]) for f in findings if f["fixable"]})
-            _keep(problems, folder, keep)
+        batch: list[tuple[str, bytes]] = []
+        for index, (origin, source) in enumerate(inputs(count, seed, hypothesmith_share), 1):
+            batch.append((origin, source))
+            if len(batch) == FOLDER_SIZE or index == count:
+                fixable += _lint_batch(Path(work) / f"batch{index // FOLDER_SIZE:03d}", batch, outcome, keep)
+                batch = []
+                if progress:
+                    print(f"{sum(outcome.inputs.values())} inputs linted, {len(outcome.failures)} failures",
+                          file=sys.stderr, flush=True)
         outcome.fix_failures = _check_fixes(fixable, Path(work) / "fix", outcome)
     return outcome
+
+
+def _lint_batch(folder: Path, batch: list[tuple[str, bytes]], outcome: Outcome, keep: Path | None) -> list[Path]:
+    """Lint one folder of inputs; the files with fixable findings."""
+    folder.mkdir()
+    start = sum(outcome.inputs.values())
+    for offset, (origin, source) in enumerate(batch):
+        (folder / f"i{start + offset:05d}_{origin.replace('+', '_')}.py").write_bytes(source)
+        outcome.inputs[origin] += 1
+    result = _lint(folder, "--format", "json")
+    problems = _problems(result, folder.name)
+    outcome.failures += problems
+    _keep(problems, folder, keep)
+    if result is None or not result.stdout.strip():
+        return []
+    findings = json.loads(result.stdout)["findings"]
+    outcome.findings += len(findings)
+    outcome.parse_errors += sum(1 for f in findings if f["code"] == "TFD000")
+    return sorted({Path(f["path"]) for f in findings if f["fixable"]})
 
 
 def _check_fixes(files: list[Path], folder: Path, outcome: Outcome) -> list[str]:
@@ -277,9 +290,11 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", type=Path, help="copy each failing input here")
+    parser.add_argument("--hypothesmith-share", type=float, default=0.25,
+                        help="the share of hypothesmith programs among the inputs (default: 0.25)")
     args = parser.parse_args()
     start = time.perf_counter()
-    outcome = run(args.count, args.seed, args.keep)
+    outcome = run(args.count, args.seed, args.keep, args.hypothesmith_share, progress=True)
     wall = time.perf_counter() - start
     print(f"Fuzzed {sum(outcome.inputs.values())} inputs in {wall:.0f} s (seed {args.seed})\n")
     print("| origin (a mutated input counts once per mutation in it) | inputs |\n|---|---|")
