@@ -110,12 +110,14 @@ EXPECTED = [
     ('TFD509', 0, 4, 5, 'no GPU is pinned to `hvd.local_rank()` after `hvd.init()`, so every process on a host uses GPU 0'),
     ('TFD509', 1, 3, 1, 'no GPU is pinned to `hvd.local_rank()` after `hvd.init()`, so every process on a host uses GPU 0'),
     ('TFD509', 2, 2, 1, 'no GPU is pinned to `hvd.local_rank()` after `hvd.init()`, so every process on a host uses GPU 0'),
+    ('TFD509', 3, 3, 1, 'no GPU is pinned to `hvd.local_rank()` after `hvd.init()`, so every process on a host uses GPU 0'),
     ('TFD510', 0, 7, 1, 'every Horovod rank writes this checkpoint to the same path; save it under `if hvd.rank() == 0`'),
     ('TFD510', 0, 8, 10, 'every Horovod rank writes summaries to the same logs; create the writer under `if hvd.rank() == 0`'),
     ('TFD510', 1, 6, 5, 'every Horovod rank saves this model to the same path; save it under `if hvd.rank() == 0`'),
     ('TFD510', 2, 4, 13, "every Horovod rank writes this callback's files to the same path; add it under `if hvd.rank() == 0`"),
     ('TFD511', 0, 4, 6, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
-    ('TFD511', 1, 4, 11, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
+    ('TFD511', 1, 4, 12, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
+    ('TFD511', 2, 4, 11, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
 ]
 
 

@@ -1,5 +1,6 @@
 """Questions about values that several rules ask, as the rules import them: where a batch comes from, how
-a loss is scaled, whether a batch size is global, what a training step is. They live in `analysis/`."""
+a loss is scaled, whether a batch size is global, what a training step is, what runs or writes on which
+worker of a multi-worker or Horovod job. They live in `analysis/`."""
 
 from __future__ import annotations
 
@@ -21,6 +22,27 @@ from tfdoctor.lint.analysis.losses import (
     loss_kind,
     mentions_replica_count,
 )
+from tfdoctor.lint.analysis.multiworker import (
+    GUARD_WORDS,
+    callback_is,
+    calls_any,
+    derived_names,
+    expression_names,
+    fit_callbacks,
+    horovod_calls,
+    horovod_init,
+    horovod_member,
+    horovod_module,
+    horovod_scope,
+    keras3_callback,
+    keras3_file_name,
+    mentions_worker_count,
+    multi_worker_mirrored,
+    runs_on_one_worker,
+    trains,
+    unknown_value,
+    write_kind,
+)
 from tfdoctor.lint.analysis.steps import (
     TRAINING_ATTRS,
     calls_training_step,
@@ -41,8 +63,12 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 
 
 __all__ = [
-    "TRAINING_ATTRS", "Loss", "LossKind", "Provenance", "TrainingInput", "calls_training_step", "definitions",
-    "differentiated_losses", "gated_by_step_modulo", "gated_if", "loop_ifs", "is_global_batch", "is_python_iterator_class",
-    "iterable_provenance", "keras_loss_reduction", "loss_kind", "mentions_replica_count", "returns_host_values",
-    "training_chains", "training_inputs", "training_loops", "training_step_scopes", "value_provenance",
+    "GUARD_WORDS", "TRAINING_ATTRS", "Loss", "LossKind", "Provenance", "TrainingInput", "callback_is", "calls_any",
+    "calls_training_step", "definitions", "derived_names", "differentiated_losses", "expression_names",
+    "fit_callbacks", "gated_by_step_modulo", "gated_if", "horovod_calls", "horovod_init", "horovod_member",
+    "horovod_module", "horovod_scope", "is_global_batch", "is_python_iterator_class", "iterable_provenance",
+    "keras3_callback", "keras3_file_name", "keras_loss_reduction", "loop_ifs", "loss_kind",
+    "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored", "returns_host_values",
+    "runs_on_one_worker", "training_chains", "training_inputs", "training_loops", "training_step_scopes", "trains",
+    "unknown_value", "value_provenance", "write_kind",
 ]

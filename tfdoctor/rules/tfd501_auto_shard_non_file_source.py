@@ -2,10 +2,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import training_chains
+from tfdoctor.lint.dataflow import multi_worker_mirrored, training_chains
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import multi_worker_mirrored
 from tfdoctor.lint.rule import Context, Rule
 
 _IN_MEMORY_SOURCES = frozenset({"from_tensor_slices", "from_tensors", "from_generator", "range"})
@@ -115,5 +114,6 @@ model.fit(ds)
                     or _LEAVES_IT_OPEN.intersection(chain.methods()) or id(chain.source_call) in seen):
                 continue
             seen.add(id(chain.source_call))
-            call = facts.call_fact(chain.source_call)
-            yield self.report(chain.source_call, statement=call.statement if call else None, source=source)
+            node, evidence = chain.place(chain.source_call, None)  # in another module: at the call that brings it in
+            call = facts.call_fact(node)
+            yield self.report(node, statement=call.statement if call else None, evidence=evidence, source=source)

@@ -4,10 +4,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import definitions, training_inputs
+from tfdoctor.lint.dataflow import calls_any, definitions, multi_worker_mirrored, training_inputs
 from tfdoctor.lint.facts import AssignFact, CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import calls_any, multi_worker_mirrored
 from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
 

@@ -4,7 +4,9 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import keras3_callback, keras3_file_name, multi_worker_mirrored, runs_on_one_worker, write_kind
+from tfdoctor.lint.dataflow import (
+    keras3_callback, keras3_file_name, multi_worker_mirrored, runs_on_one_worker, write_kind,
+)
 from tfdoctor.lint.rule import Context, Rule
 
 
@@ -16,9 +18,10 @@ class EveryWorkerWrites(Rule):
     path: `model.save`, `save_weights`, `checkpoint.save`, `tf.saved_model.save`,
     `tf.summary.create_file_writer`, and, when the code is certainly for Keras 3, the `ModelCheckpoint` and
     `TensorBoard` callbacks (Keras 2's callbacks send the non-chief workers' files to temporary directories
-    themselves; Keras 3's do not). Certainly Keras 3 means a Keras 3 target you chose (`--target-keras`,
-    `[tool.tfdoctor]` or your project's pins; the installed or newest release is only a guess, and most
-    multi-worker code was written for `tf.keras` of Keras 2), or a Keras 3 file name such as `model.keras`. Anything that may tell the workers apart keeps it silent: an `if` (or conditional
+    themselves; Keras 3's do not). Certainly Keras 3 means a Keras 3 target that is not a guess
+    (`--target-keras`, `[tool.tfdoctor]`, your project's pins, or Keras 3 APIs in the code; the installed or
+    newest release is only a guess, and most multi-worker code was written for `tf.keras` of Keras 2), or a
+    Keras 3 file name such as `model.keras`. Anything that may tell the workers apart keeps it silent: an `if` (or conditional
     expression) in the statement or the function on `task_type`, `task_id`, `is_chief`, the cluster resolver
     or a helper such as `_is_chief`; a path built from the task or a temporary directory (the tutorial's
     `write_filepath`); or a function only called under such a test.

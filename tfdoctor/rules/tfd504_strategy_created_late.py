@@ -5,7 +5,7 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import calls_any, multi_worker_mirrored
+from tfdoctor.lint.dataflow import calls_any, multi_worker_mirrored
 from tfdoctor.lint.rule import Context, Rule
 
 # Calls that certainly initialise the eager context (listing physical devices or setting memory growth do not).

@@ -4,10 +4,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import definitions
+from tfdoctor.lint.dataflow import calls_any, definitions, horovod_calls, horovod_init, horovod_scope
 from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import calls_any, horovod_calls, horovod_init, horovod_scope
 from tfdoctor.lint.names import call_arg, dotted, literal_str
 from tfdoctor.lint.rule import Context, Rule
 

@@ -4,7 +4,9 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import callback_is, calls_any, fit_callbacks, horovod_calls, horovod_init, horovod_member, horovod_scope
+from tfdoctor.lint.dataflow import (
+    callback_is, calls_any, fit_callbacks, horovod_calls, horovod_init, horovod_member, horovod_scope,
+)
 from tfdoctor.lint.rule import Context, Rule
 
 _CALLBACK = "BroadcastGlobalVariablesCallback"

@@ -7,7 +7,7 @@ import libcst as cst
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import horovod_init, horovod_scope, mentions_worker_count, unknown_value
+from tfdoctor.lint.dataflow import horovod_init, horovod_scope, mentions_worker_count, unknown_value
 from tfdoctor.lint.names import call_arg
 from tfdoctor.lint.rule import Context, Rule
 

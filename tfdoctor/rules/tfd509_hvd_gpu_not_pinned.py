@@ -5,9 +5,9 @@ import re
 import tokenize
 from typing import Iterator
 
-from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.facts import ModuleFacts, reads
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import horovod_init, trains
+from tfdoctor.lint.dataflow import horovod_init, trains
 from tfdoctor.lint.rule import Context, Rule
 
 # Pinning shows as a call such as `set_visible_devices(...)` or `tf.device(...)`, a `visible_device_list` set
@@ -21,8 +21,9 @@ class HvdGpuNotPinned(Rule):
     """
     ## What it does
     Finds `hvd.init()` in a module that never pins a GPU per process: no `set_visible_devices`, no
-    `visible_device_list`, no `tf.device(...)`, no `CUDA_VISIBLE_DEVICES`. Calling `hvd.local_rank()` for
-    something else (a log line) does not pin anything. A module that calls a helper of its own named for
+    `visible_device_list` (on a session config that is then used), no `tf.device(...)`, no
+    `CUDA_VISIBLE_DEVICES`. Calling `hvd.local_rank()` for something else (a log line), or setting the device
+    list on a config that never reaches a session, does not pin anything. A module that calls a helper of its own named for
     GPUs or devices (`setup_gpus()`) is left alone, and so is a module that does not train (no `fit`,
     `compile`, `apply_gradients` or `minimize`): a library or a helper of the training script.
 
@@ -80,6 +81,16 @@ opt.apply_gradients(grads)
 hvd.init()  # TFD509
 model.fit(ds)
 """,
+        # the config is never given to a session
+        """import tensorflow.compat.v1 as tf
+import horovod.tensorflow as hvd
+hvd.init()  # TFD509
+config = tf.ConfigProto()
+config.gpu_options.visible_device_list = str(hvd.local_rank())
+train_op = hvd.DistributedOptimizer(tf.train.AdamOptimizer(0.001)).minimize(loss)
+with tf.Session() as sess:
+    sess.run(train_op)
+""",
     )
     VALID = (
         # TF 1 session config
@@ -88,12 +99,15 @@ import horovod.keras as hvd
 hvd.init()
 config = tf.ConfigProto()
 config.gpu_options.visible_device_list = str(hvd.local_rank())
+keras.backend.set_session(tf.Session(config=config))
+model.fit(x, y)
 """,
         # pinned by the launcher's environment
         """import os
 import horovod.tensorflow as hvd
 os.environ["CUDA_VISIBLE_DEVICES"] = os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]
 hvd.init()
+model.fit(x, y)
 """,
         # a test of Horovod itself, not a training program
         """import unittest
@@ -127,8 +141,11 @@ def _chooses_devices(facts: ModuleFacts) -> bool:
             return True
         if call.func and facts.resolve(call.func) is None and _HELPER_CALL.search(last):
             return True
-    if any("visible_device" in t for a in facts.assigns for t in a.targets):
-        return True
+    for assign in facts.assigns:  # `config.gpu_options.visible_device_list = ...`, if the config is used
+        for target in assign.targets:
+            config = target.split(".")[0]
+            if "visible_device" in target and any(reads(n, config) for c in facts.calls for n in c.arg_names):
+                return True
     try:
         return any(token.type == tokenize.STRING and _PINNED_STRING in token.string and len(token.string) < 40
                    for token in tokenize.generate_tokens(io.StringIO("\n".join(facts.source_lines)).readline))

@@ -4,7 +4,7 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import horovod_module, horovod_scope, runs_on_one_worker, write_kind
+from tfdoctor.lint.dataflow import horovod_module, horovod_scope, runs_on_one_worker, write_kind
 from tfdoctor.lint.rule import Context, Rule
 
 

@@ -4,13 +4,13 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import TrainingInput, training_chains
+from tfdoctor.lint.dataflow import (
+    GUARD_WORDS, TrainingInput, derived_names, expression_names, horovod_init, horovod_scope, mentions_worker_count,
+    training_chains, unknown_value,
+)
 from tfdoctor.lint.facts import DatasetChain, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.multiworker import (
-    GUARD_WORDS, derived_names, expression_names, horovod_init, horovod_scope, mentions_worker_count, unknown_value,
-)
-from tfdoctor.lint.names import call_arg
+from tfdoctor.lint.names import call_arg, literal_int
 from tfdoctor.lint.rule import Context, Rule
 
 
@@ -62,6 +62,15 @@ hvd.init()
 ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(128)  # TFD511
 model.fit(ds, steps_per_epoch=500, epochs=24)
 """,
+        # repeated a number of times, read in full on every rank
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+def load_dataset(files, repeat):
+    return tf.data.TFRecordDataset(files).map(parse).repeat(repeat)  # TFD511
+hvd.init()
+train = load_dataset(files, args.repeat).batch(32)
+model.fit(train, epochs=10, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+""",
         """import tensorflow as tf
 import horovod.tensorflow as hvd
 hvd.init()
@@ -99,6 +108,13 @@ target = tf.random.uniform([32, 1], minval=0, maxval=999, dtype=tf.int64)
 dataset = tf.data.Dataset.from_tensor_slices((data, target)).cache().repeat().batch(32)
 model.fit(dataset, steps_per_epoch=10)
 """,
+        # an endless dataset: the steps end the epoch, and they are divided
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+ds = tf.data.TFRecordDataset(files).repeat().batch(64)
+model.fit(ds, steps_per_epoch=1000 // hvd.size(), epochs=3)
+""",
         # files split per rank before the dataset is made
         """import tensorflow as tf
 import horovod.tensorflow.keras as hvd
@@ -117,18 +133,20 @@ model.fit(ds, epochs=3)
             if id(chain.source_call) in seen or not self._unsharded(facts, chain, use):
                 continue
             seen.add(id(chain.source_call))
-            call = facts.call_fact(chain.source_call)
-            yield self.report(chain.source_call, statement=call.statement if call else None)
+            node, evidence = chain.place(chain.source_call, None)  # in another module: at the call that brings it in
+            call = facts.call_fact(node)
+            yield self.report(node, statement=call.statement if call else None, evidence=evidence)
 
     @staticmethod
     def _unsharded(facts: ModuleFacts, chain: DatasetChain, use: TrainingInput) -> bool:
         if "shard" in chain.methods() or use.via not in ("fit", "loop") or not horovod_scope(facts, use.scope):
             return False
         source = frozenset().union(*(expression_names(a.value, strings=False) for a in chain.source_call.args))
-        made_from = derived_names(facts, source, chain.scope, strings=False)
+        home = chain.source_scope.owner if chain.source_scope is not None else facts
+        made_from = derived_names(home, source, chain.source_scope or chain.scope, strings=False)
         if any(GUARD_WORDS.search(n) for n in made_from):
             return False
-        if any((facts.resolve(n) or "").startswith("tensorflow.random.") for n in made_from):
+        if any((home.resolve(n) or "").startswith("tensorflow.random.") for n in made_from):
             return False  # synthetic data (a benchmark): nothing to split
         if any(mentions_worker_count(facts, a.value, use.scope)
                for op in chain.ops if op.method in ("take", "skip") for a in op.call.args):
@@ -139,7 +157,14 @@ model.fit(ds, epochs=3)
         if fit is None or any(a.star for a in fit.node.args):
             return False
         steps = call_arg(fit.node, None, "steps_per_epoch")
-        if steps is None:
-            return not any(op.method == "repeat" for op in chain.ops)
+        if steps is None:  # an endless `repeat()` needs steps to end an epoch; anything else is read in full
+            return not any(op.method == "repeat" and _endless(op.call) for op in chain.ops)
         return not (mentions_worker_count(facts, steps, fit.scope) or unknown_value(facts, steps, fit.scope)
                     or isinstance(steps, cst.Name) and steps.value == "None")
+
+
+def _endless(repeat: cst.Call) -> bool:
+    """`repeat()`, `repeat(None)` or `repeat(-1)`. A count from a variable is taken as finite: `fit` without
+    `steps_per_epoch` could not end an epoch of an endless dataset, so the code expects one that ends."""
+    count = call_arg(repeat, 0, "count")
+    return count is None or (isinstance(count, cst.Name) and count.value == "None") or literal_int(count) == -1

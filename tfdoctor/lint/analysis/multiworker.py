@@ -1,4 +1,4 @@
-"""What the multi-worker and Horovod rules (TFD5xx) ask of a module, answered from module facts: which
+"""What the multi-worker and Horovod rules (TFD5xx) ask of a module, answered from the semantic model: which
 multi-worker strategy it builds, whether it is a Horovod program and what a name is in Horovod, whether code
 runs on the chief (or rank 0) only, which calls write models, checkpoints or logs, which callbacks reach `fit`,
 and whether an expression is computed from the worker count.
@@ -15,8 +15,8 @@ from typing import Iterable
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import definitions
-from tfdoctor.lint.facts import AssignFact, CallFact, ModuleFacts, Scope, reads
+from tfdoctor.lint.analysis.tensorflow import ModuleFacts
+from tfdoctor.lint.semantic.collector import AssignFact, CallFact, Scope, reads
 from tfdoctor.lint.names import call_arg, dotted, literal_str
 from tfdoctor.lint.versions import Target
 
@@ -146,12 +146,12 @@ def keras3_file_name(call: CallFact) -> bool:
 
 def keras3_callback(facts: ModuleFacts, call: CallFact, keras: Target) -> bool:
     """Whether a Keras callback is certainly Keras 3's, which (unlike Keras 2's under MultiWorkerMirrored-
-    Strategy) sends no worker's files elsewhere: a Keras 3 target the user chose (command line, settings or
-    pins, not a guess from the installed or newest release) and no `tf_keras` import, or a Keras 3 file name
-    (`.keras`, `.weights.h5`) in its arguments."""
+    Strategy) sends no worker's files elsewhere: a Keras 3 target that is not a guess from the installed or
+    newest release (the command line, settings, pins, or Keras 3 APIs in the code) and no `tf_keras` import,
+    or a Keras 3 file name (`.keras`, `.weights.h5`) in its arguments."""
     if keras3_file_name(call):
         return True
-    chosen = keras.at_least(3) and not keras.source.startswith(("installed", "newest"))
+    chosen = keras.at_least(3) and keras.kind not in ("installed", "newest")
     return chosen and not any(full.startswith(_KERAS2_ROOTS) for full in facts.aliases.values())
 
 
@@ -264,7 +264,7 @@ def bindings(facts: ModuleFacts, name: str, scope: Scope) -> list[AssignFact] | 
     """The assignments `name` (or `self.x`) refers to from `scope`, innermost first; None when the name is a
     parameter of a nearer function (its value comes from the caller), which shadows any outer assignment."""
     if name.startswith("self."):
-        return definitions(facts, name, scope)
+        return facts.definitions(name, scope)
     head = name.split(".")[0]
     current: Scope | None = scope
     while current is not None:
@@ -421,7 +421,7 @@ def _list_elements(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, b
     name = dotted(expr)
     if name is None:
         return None
-    assigned = definitions(facts, name, scope, before)
+    assigned = facts.definitions(name, scope, before)
     if not assigned:
         return None
     elements = []
@@ -467,7 +467,7 @@ def callback_is(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, memb
     name = dotted(expr)
     if name is None:
         return None
-    assigned = definitions(facts, name, scope)
+    assigned = facts.definitions(name, scope)
     if not assigned:
         return None
     results = [callback_is(facts, a.value, a.scope, member) for a in assigned]
