@@ -25,8 +25,9 @@ failed=0
 profile() {  # NAME ARGS...: one report as JSON; its progress and errors on the terminal
   local name=$1; shift
   echo "gpu_check: $name: tfdoctor profile $*"
-  if ! timeout 300 "$python" -m tfdoctor profile "$@" --format json --logdir "$out/logs/$name" \
-      --output "$out/$name.json"; then
+  # the report options go first: what follows `--` in ARGS is the script's own command line
+  if ! timeout 300 "$python" -m tfdoctor profile --format json --logdir "$out/logs/$name" \
+      --output "$out/$name.json" "$@"; then
     echo "gpu_check: $name FAILED"
     failed=1
   fi

@@ -18,7 +18,7 @@ from tfdoctor.profile.cluster.parts import read_parts
 from tfdoctor.profile.cluster.tf_config import free_ports, local_cluster
 
 MLP = ("--workload", "tests.profile.workloads:build", "--steps", "8", "--warmup", "2")
-DELAY_S = 0.15  # several times the MLP's step: far from the straggler and input-bound thresholds
+DELAY_S = 0.15  # several times either step (the MLP, tests/scripts/multi_worker_train.py): far from the thresholds
 
 pytestmark = pytest.mark.tf
 
@@ -116,3 +116,16 @@ def test_tf_config_errors_and_flag_clashes_are_one_line():
         "error: TF_CONFIG is not set: --from-tf-config runs on each host of a job that sets it")
     both = run_cli("profile", "--workers", "2", "--pipeline", "both")
     assert both.returncode == 2 and "one --pipeline variant" in both.stderr
+
+
+def test_a_multi_worker_script_runs_on_every_worker_with_its_lint_joined(tmp_path: Path):
+    scripts = ROOT / "tests" / "scripts"
+    result = run_cli("profile", "--workers", "2", "--steps", "8", "--warmup", "2", "--logdir", str(tmp_path),
+                     "--format", "json", "--", "python", "multi_worker_train.py", "300", "1", cwd=scripts)
+    document = _report(result)
+    rows = {row["task"]: row for row in document["workers"]}
+    assert document["straggler"]["task"] == "worker-1" and document["straggler"]["part"] == "input"
+    assert rows["worker-1"]["breakdown_s"]["input"] == pytest.approx(DELAY_S, rel=0.3)
+    assert rows["worker-0"]["waiting_for_others_s"] == pytest.approx(DELAY_S, rel=0.3)
+    cited = {location for suggestion in document["suggestions"] for location in suggestion["locations"]}
+    assert "TFD201 at multi_worker_train.py:47" in cited

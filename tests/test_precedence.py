@@ -88,8 +88,8 @@ def test_precedence_has_no_cycles_and_names_real_rules():
 
 def test_rule_pages_say_which_rule_wins():
     assert precedence_text(rule_by_code("TFD203")) == (
-        "[TFD106](TFD106.md), [TFD204](TFD204.md) and [TFD207](TFD207.md) report it, and this rule stays silent "
-        "there: they are more specific.")
+        "[TFD106](TFD106.md) and [TFD204](TFD204.md) report it, and this rule stays silent there: they are more "
+        "specific.")
     assert precedence_text(rule_by_code("TFD201")) == (
         "Of this rule's findings on nested constructs, only the innermost is reported. [TFD401](TFD401.md) reports "
         "it, and this rule stays silent there: it is more specific.")

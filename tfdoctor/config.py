@@ -17,7 +17,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-KNOWN_KEYS = frozenset({"select", "ignore", "per-file-ignores", "exclude", "target-tensorflow", "target-keras"})
+KNOWN_KEYS = frozenset({"select", "ignore", "per-file-ignores", "exclude", "target-tensorflow", "target-keras",
+                        "max-file-bytes"})
+# libcst needs 300-1,000 bytes of memory per byte of source and parses about 0.1-0.6 MB/s; the largest
+# hand-written .py among the installed tensorflow, keras, numpy and the standard library is 757 KB.
+DEFAULT_MAX_FILE_BYTES = 1024 * 1024
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist", "node_modules",
     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs", "*.egg-info", "site-packages", ".tfdoctor_cache",
@@ -37,6 +41,7 @@ class Overrides:
     ignore: tuple[str, ...] | None = None
     target_tensorflow: str | None = None
     target_keras: str | None = None
+    max_file_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class Settings:
     targets: Targets = field(default_factory=Targets.newest)  # resolved for one file: see `for_file`
     explicit_tensorflow: Target | None = None  # from the command line or [tool.tfdoctor]
     explicit_keras: Target | None = None
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES  # a larger file is not linted (a warning names it)
 
     def for_file(self, path: Path, source: bytes | None = None) -> Settings:
         """These settings with the targets resolved for one file (`source`: its bytes, when read already)."""
@@ -143,6 +149,10 @@ def load_settings(start: Path, overrides: Overrides = Overrides()) -> Settings:
         settings = replace(settings, per_file_ignores={
             pattern: _codes(codes, "per-file-ignores", pyproject) for pattern, codes in per_file.items()  # type: ignore[arg-type]
         })
+    if "max-file-bytes" in table:
+        settings = replace(settings, max_file_bytes=_max_file_bytes(table["max-file-bytes"], pyproject))
+    if overrides.max_file_bytes is not None:
+        settings = replace(settings, max_file_bytes=overrides.max_file_bytes)
     explicit: dict[str, Target] = {}
     for key, attribute in (("target-tensorflow", "tensorflow"), ("target-keras", "keras")):
         if key in table:
@@ -160,6 +170,12 @@ def load_settings(start: Path, overrides: Overrides = Overrides()) -> Settings:
         settings, explicit_tensorflow=explicit.get("tensorflow"), explicit_keras=explicit.get("keras"),
         targets=Targets(explicit.get("tensorflow", newest.tensorflow), explicit.get("keras", newest.keras)),
     )
+
+
+def _max_file_bytes(value: object, path: Path | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{path}: [tool.tfdoctor] max-file-bytes must be a positive number of bytes")
+    return value
 
 
 def settings_for(path: Path, overrides: Overrides = Overrides(), source: bytes | None = None) -> Settings:

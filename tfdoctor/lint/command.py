@@ -9,7 +9,8 @@ from pathlib import Path
 
 from tfdoctor.config import ConfigError, Overrides, load_settings, settings_for
 from tfdoctor.lint.engine import lint_paths
-from tfdoctor.lint.fixes import FixError, fix_paths, fix_source, unified_diff, write_atomically
+from tfdoctor.lint.fixes import FixError, fix_paths, unified_diff, write_atomically
+from tfdoctor.lint.source_fixes import fix_source
 from tfdoctor.lint.findings import Severity
 from tfdoctor.lint.output import FORMATS
 from tfdoctor.lint.version_evidence import TENSORFLOW, code_evidence
@@ -26,6 +27,16 @@ def _jobs(text: str) -> int:
     if jobs < 0:
         raise argparse.ArgumentTypeError(f"not a number of processes: {text!r}")
     return jobs
+
+
+def _bytes(text: str) -> int:
+    try:
+        size = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive number of bytes: {text!r}")
+    return size
 
 
 def _codes(text: str) -> tuple[str, ...]:
@@ -46,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="exit 1 only for findings of this severity or worse (default: info, i.e. any finding)")
     parser.add_argument("-j", "--jobs", type=_jobs, default=0, metavar="N",
                         help="lint in N processes (default: 0, one per core)")
+    parser.add_argument("--max-file-bytes", type=_bytes, metavar="N",
+                        help="skip (with a warning) files larger than N bytes (default: 1048576, or max-file-bytes "
+                             "in [tool.tfdoctor])")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write .tfdoctor_cache/")
     parser.add_argument("--fix", action="store_true", help="apply the safe fixes, then report what remains")
     parser.add_argument("--unsafe-fixes", action="store_true", help="with --fix or --diff: also apply unsafe fixes")
@@ -56,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     overrides = Overrides(select=args.select, ignore=args.ignore,
-                          target_tensorflow=args.target_tensorflow, target_keras=args.target_keras)
+                          target_tensorflow=args.target_tensorflow, target_keras=args.target_keras,
+                          max_file_bytes=args.max_file_bytes)
     stdin = sys.stdin.buffer.read() if "-" in args.paths else None
     try:
         if args.show_target:

@@ -6,8 +6,10 @@ tensorflow+keras sources 12 of 2475 parsed files have findings, and a cold `-j 1
 floor (parse + one empty walk) in CPU time (`benchmarks/lint_speed.py`), so positioning only flagged nodes
 would not pay for its complexity.
 
-`lint_paths` reads every file in this process, drops the files the prefilter rules out and the ones the
-cache knows, and lints the rest in a process pool when there is enough of it (`parallel.py`).
+`lint_paths` reads every file in this process, drops the files larger than max-file-bytes (a warning each),
+the ones the prefilter rules out and the ones the cache knows, and lints the rest in a process pool when
+there is enough of it (`parallel.py`). Before libcst, the guard (`guard.py`) reports what CPython's parser
+refuses for its limits; a file whose depth it cannot bound, or a large one, is never parsed in this process.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from tfdoctor.config import ConfigError, Overrides, Settings, load_settings, settings_for
 from tfdoctor.lint.cache import Cache
 from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.deep_stack import deep_stack
 from tfdoctor.lint.findings import Finding, Related, Severity, Violation
+from tfdoctor.lint.guard import screen
 from tfdoctor.lint.notebooks import NotebookError, read_notebook
 from tfdoctor.lint.parallel import map_ordered
 from tfdoctor.lint.precedence import Candidate, survivors
@@ -41,6 +45,9 @@ PARSE_ERROR = ("TFD000", "parse-error")
 # strategy (a `strategy` parameter). A file with none of these words is never parsed, whatever the rules'
 # own trigger words; on the installed tensorflow+keras sources this leaves 10% of the files unparsed.
 _ANCHORS = (b"tensorflow", b"keras", b"strategy", b"Strategy")
+# A serial run parses a file this large in a worker of its own, under the memory watchdog: libcst may need
+# up to 1,000 bytes per byte of it.
+ISOLATE_BYTES = 256 * 1024
 
 
 class InternalError(Exception):
@@ -55,6 +62,7 @@ class LintReport:
     warnings: list[str] = field(default_factory=list)
     sources: dict[str, list[str]] = field(default_factory=dict)  # text of inputs that are not files (stdin)
     skipped: int = 0  # files never parsed: the prefilter ruled them out, or `# tfdoctor: skip-file`
+    oversize: int = 0  # files larger than max-file-bytes, not linted (each named in a warning)
     cached: int = 0  # files whose findings came from the cache
     notes: list[str] = field(default_factory=list)  # said once per run (Keras 2 code under Keras 3's TF)
 
@@ -73,6 +81,7 @@ class Reported:
     fix_span: tuple[tuple[int, int], tuple[int, int]] | None
 
 
+@deep_stack
 def lint_source(source: bytes, display_path: str, settings: Settings, path: Path | None = None) -> list[Finding]:
     """Lint one file's bytes. Never raises for bad input: a file that cannot be parsed gives TFD000."""
     parsed = parse_source(source, display_path, settings, path)
@@ -122,6 +131,9 @@ def parse_source(source: bytes, display_path: str, settings: Settings, path: Pat
     parse_enabled = settings.code_enabled(PARSE_ERROR[0], path)
     if b"\0" in source:
         return _parse_finding(display_path, 1, 1, "binary file (contains NUL bytes), not Python source") if parse_enabled else None
+    rejection = screen(source).rejection
+    if rejection is not None:
+        return _parse_finding(display_path, rejection.line, rejection.column, rejection.reason) if parse_enabled else None
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as error:
@@ -309,8 +321,19 @@ def _one_note(notes: dict[str, list[str]]) -> list[str]:
     return [f"{files[0]}: {note}" + (f" (and {others} more file{'s' if others > 1 else ''})" if others else "")]
 
 
-def _worker_died(task: _Task) -> str:
-    return "internal error: the worker process linting this file died (please report)"
+def _task_failed(task: _Task, reason: str) -> str:
+    return f"internal error: {reason}; the other files were linted (please report)"
+
+
+def needs_isolation(source: bytes, display: str) -> bool:
+    """Whether a serial run must parse this file in a worker of its own: it is large, or the guard cannot
+    bound its depth (the guard's verdict is computed again when it is parsed, from its cache)."""
+    return len(source) > ISOLATE_BYTES or (not is_notebook(display) and b"\0" not in source
+                                           and screen(source).suspicious)
+
+
+def _isolate(task: _Task) -> bool:
+    return needs_isolation(task.source, task.display)
 
 
 def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: bytes | None = None,
@@ -327,6 +350,8 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
             where = Path(display) if stdin_filename else Path.cwd() / display
             settings = settings_for(where, overrides, stdin or b"")
             report.files += 1
+            if _oversize(report, display, len(stdin or b""), settings):
+                continue
             report.sources[display] = (stdin or b"").decode("utf-8", errors="replace").splitlines()
             if settings.targets.note:
                 notes.setdefault(settings.targets.note, []).append(display)
@@ -346,6 +371,9 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
             files = [path]
         for file in files:
             try:
+                if _oversize(report, str(file), file.stat().st_size, settings):
+                    report.files += 1
+                    continue
                 source = file.read_bytes()
             except OSError as error:
                 report.errors.append(f"{file}: cannot read: {error.strerror or error}")
@@ -365,7 +393,7 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
                 continue
             tasks.append((_Task(source, str(file), file_settings, file), file_cache, key))
     work = [task for task, _, _ in tasks]
-    outcomes = map_ordered(_lint_task, work, jobs, [len(task.source) for task in work], _worker_died)
+    outcomes = map_ordered(_lint_task, work, jobs, [len(task.source) for task in work], _task_failed, _isolate)
     for (task, file_cache, key), outcome in zip(tasks, outcomes):
         if isinstance(outcome, str):
             report.errors.append(f"{task.display}: {outcome}")
@@ -377,6 +405,16 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
     report.notes.extend(_one_note(notes))
     report.findings.sort(key=Finding.sort_key)
     return report
+
+
+def _oversize(report: LintReport, display: str, size: int, settings: Settings) -> bool:
+    """Count and name a file larger than max-file-bytes; True when it is not to be linted."""
+    if size <= settings.max_file_bytes:
+        return False
+    report.oversize += 1
+    report.warnings.append(f"{display}: not linted: {size:,} bytes is more than max-file-bytes "
+                           f"({settings.max_file_bytes:,}); raise it with --max-file-bytes or in [tool.tfdoctor]")
+    return True
 
 
 __all__ = ["ConfigError", "InternalError", "LintReport", "Reported", "check_module", "discover", "lint_notebook",

@@ -23,6 +23,7 @@ from pathlib import Path
 import libcst as cst
 
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
+from tfdoctor.lint.guard import screen
 from tfdoctor.lint.project_root import project_root, source_roots
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.semantic.collector import CallFact, Scope
@@ -142,12 +143,15 @@ class Project:
         return known[1]
 
     def _analyse(self, source: bytes, path: Path, display: str) -> ModuleFacts | None:
+        verdict = screen(source) if b"\0" not in source else None
+        if verdict is None or verdict.rejection is not None or verdict.suspicious:  # could crash libcst here
+            return None
         try:
             module = cst.parse_module(source)
+            lines = source.decode(module.encoding, errors="replace").splitlines()
+            return ModuleFacts(module, display, lines, loader=self, file=path)
         except (cst.ParserSyntaxError, UnicodeDecodeError, LookupError, SyntaxError, RecursionError, ValueError):
-            return None
-        lines = source.decode(module.encoding, errors="replace").splitlines()
-        return ModuleFacts(module, display, lines, loader=self, file=path)
+            return None  # a module that cannot be read gives no evidence; linting it says why
 
 
 def _same(target: Scope, function: Scope, home: Path) -> bool:

@@ -106,8 +106,6 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         return "--from-tf-config needs --output-dir DIR, a folder every worker can write (a shared file system)"
     if (args.from_tf_config or args.workers > 1) and args.pipeline == "both":
         return "a multi-worker job measures one --pipeline variant at a time"
-    if (args.from_tf_config or args.workers > 1) and args.script_command:
-        return "multi-worker jobs run the reference workload or --workload, not a script"
     if args.from_tf_config and args.workers > 1:
         return "--from-tf-config runs one task of a job that TF_CONFIG describes; --workers starts a local job"
     return None
@@ -181,7 +179,8 @@ def _script_report(args: argparse.Namespace) -> Report:
 def _job_task(args: argparse.Namespace) -> int:
     """`--from-tf-config`: this host's task of a multi-worker job; its part goes into --output-dir."""
     from tfdoctor.profile.cluster.parts import write_part
-    from tfdoctor.profile.cluster.task import measure_task
+    from tfdoctor.profile.cluster.task import measure_script_task, measure_task
+    from tfdoctor.profile.script.parent import ScriptOptions
     from tfdoctor.profile.cluster.tf_config import ClusterConfigError, from_environment
 
     try:
@@ -196,7 +195,13 @@ def _job_task(args: argparse.Namespace) -> int:
     with _progress(Console(stderr=True), hidden=channel is not None) as progress:
         task = progress.add_task(f"{cluster.task.name}: starting", total=None)
         follow = _follow(progress, task, cluster.task.name)
-        part = measure_task(cluster, options, lambda event: channel.emit(event) if channel else follow(event))
+        forward = channel.emit if channel else follow
+        if args.script_command:
+            part = measure_script_task(cluster, ScriptOptions(
+                command=tuple(args.script_command), gpus=args.gpus, steps=args.steps or 10, warmup=args.warmup,
+                max_seconds=args.max_seconds, logdir=options.logdir, multi_worker=True), forward)
+        else:
+            part = measure_task(cluster, options, forward)
     try:
         path = write_part(args.output_dir.resolve(), part)
     except OSError as error:
@@ -242,14 +247,15 @@ def _job_report(args: argparse.Namespace) -> Report:
 def _task_args(args: argparse.Namespace) -> list[str]:
     """The flags each local worker's `--from-tf-config` wrapper runs with: this run's own."""
     flags = ["--gpus", str(args.gpus), "--pipeline", args.pipeline, "--model", args.model, "--img-size",
-             str(args.img_size), "--batch-per-replica", str(args.batch_per_replica), "--steps", str(args.steps or 20),
+             str(args.img_size), "--batch-per-replica", str(args.batch_per_replica), "--steps",
+             str(args.steps or (10 if args.script_command else 20)),
              "--warmup", str(args.warmup), "--logdir", str(args.logdir.resolve()), "--max-seconds",
              str(args.max_seconds), "--workload", args.workload]
     if args.width:
         flags += ["--width", str(args.width)]
     for key, value in args.workload_param:
         flags += ["--workload-param", f"{key}={json.dumps(value)}"]
-    return flags
+    return [*flags, "--", *args.script_command] if args.script_command else flags
 
 
 def _progress(console: Console, hidden: bool = False) -> Progress:

@@ -66,6 +66,7 @@ class ScriptConfig:
     max_seconds: float = 600.0
     trace_dir: str | None = None
     trace_steps: int = 3
+    multi_worker: bool = False           # a task of a multi-worker job: the script makes its own strategy
 
 
 # -- events (child -> parent) ---------------------------------------------------------------------------------
@@ -165,6 +166,7 @@ class ScriptMeasured(Event):
     replicas: int = 0
     replayed: bool = True                  # False: nothing could be replayed, host and sync not separated
     trace: dict[str, Any] | None = None
+    replay_steps: list[float] = field(default_factory=list)  # B itself: the replayed step, per window step
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,12 @@ class UnscaledLoss(Rule):
     """
     ## What it does
     Finds a replica function whose differentiated loss (the first argument of `tape.gradient` or
-    `optimizer.minimize`) is a per-replica mean (`tf.reduce_mean`), a sum not divided by the global batch,
-    or, when the target is Keras 2 or Keras 3 before 3.8, a Keras loss object with its default
-    `sum_over_batch_size` reduction.
+    `optimizer.minimize`) is a per-replica mean (`tf.reduce_mean`), a sum not divided by the global batch
+    (also per-example losses of a `reduction=NONE` loss differentiated whole), or, when the target is Keras 2
+    or Keras 3 before 3.8, a Keras loss object with its default `sum_over_batch_size` reduction. The loss is
+    followed through helpers (of this or another project module), `self.loss_fn`, lists summed with
+    `tf.add_n`/`sum`, and a model whose `call` returns it; a Keras `train_step` override counts as a replica
+    function, and Keras' own `self.compiled_loss`/`self.compute_loss` are scaled by Keras.
 
     ## Why it is bad
     The strategy sums gradients across replicas. A loss averaged over one replica's examples therefore

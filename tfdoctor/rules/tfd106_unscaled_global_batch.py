@@ -4,10 +4,16 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import TrainingInput, definitions, is_global_batch, mentions_replica_count, training_inputs
-from tfdoctor.lint.facts import CallFact, DatasetChain, ModuleFacts, reads
+from tfdoctor.lint.dataflow import (
+    TrainingInput,
+    definitions,
+    is_global_batch,
+    mentions_replica_count,
+    training_inputs,
+)
+from tfdoctor.lint.facts import DatasetChain, ModuleFacts, reads
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg, dotted, literal_int
+from tfdoctor.lint.names import dotted, literal_int
 from tfdoctor.lint.rule import Context, Rule
 
 

@@ -2,15 +2,21 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.facts import ModuleFacts
+import libcst as cst
+
+from tfdoctor.lint.facts import DatasetOp, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
+
+_BATCHING = frozenset({"dense_to_ragged_batch", "dense_to_sparse_batch", "padded_batch_and_drop_remainder",
+                       "batch_and_drop_remainder", "map_and_batch"})
 
 
 class ShuffleAfterBatch(Rule):
     """
     ## What it does
-    Finds `.batch(...)` followed by `.shuffle(...)` in a `tf.data` pipeline (with no `unbatch` between).
+    Finds `.batch(...)` (or `padded_batch`, `ragged_batch`, `apply(dense_to_ragged_batch(...))`) followed by
+    `.shuffle(...)` in a `tf.data` pipeline, with no `unbatch` between, whatever the pipeline's source.
 
     ## Why it is bad
     Shuffling after batching shuffles whole batches: the same examples always train together, and the
@@ -33,7 +39,6 @@ class ShuffleAfterBatch(Rule):
     name = "shuffle-after-batch"
     severity = Severity.INFO
     summary = "`.batch(...).shuffle(...)` shuffles batches, not examples."
-    OUTRANKS = ("TFD203",)  # on a `shuffle()` a pipeline ends with: the order first
     MESSAGES = {"default": "`shuffle` after `batch` shuffles whole batches; shuffle before batching"}
     triggers = ("shuffle",)
     INVALID = (
@@ -58,14 +63,23 @@ ds = tf.data.Dataset.range(1000).batch(10).unbatch().shuffle(1000).batch(10)
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for call in facts.method_calls("shuffle"):
-            chain = facts.dataset_chain(call.node, call.scope, call.order + 1)
+            chain = facts.dataset_chain(call.node, call.scope, call.order + 1, any_source=True)
             if chain is None:
                 continue
             batched = False
             for op in chain.ops:
-                if op.method in ("batch", "padded_batch", "ragged_batch"):
+                if op.method in ("batch", "padded_batch", "ragged_batch") or _batches(facts, op):
                     batched = True
                 elif op.method == "unbatch":
                     batched = False
                 elif op.method == "shuffle" and op.call is call.node and batched:
                     yield self.report(call.node.func.attr, statement=call.statement)
+
+
+def _batches(facts: ModuleFacts, op: DatasetOp) -> bool:
+    """`ds.apply(tf.data.experimental.dense_to_ragged_batch(n))` and the other batching transformations."""
+    argument = op.call.args[0].value if op.method == "apply" and op.call.args else None
+    if not isinstance(argument, cst.Call):
+        return False
+    owner = op.scope.owner if op.scope is not None else facts
+    return (owner.resolve(argument.func) or "").split(".")[-1] in _BATCHING

@@ -159,12 +159,14 @@ for x, y in batches:
         flagged: set[int] = set()
         for loop in training_loops(facts):
             outputs = self._step_outputs(facts, loop)
+            read = False  # the first read of a step output waits for the step; the ones after it do not
             for call in loop.calls:
                 if not call.loops or call.loops[-1] is not loop or gated_by_step_modulo(call):
                     continue
                 if id(call.statement) in flagged:
                     continue
-                if outputs and self._syncs(call, outputs):
+                if outputs and not read and self._syncs(call, outputs):
+                    read = True
                     flagged.add(id(call.statement))
                     yield self.report(call, func=call.func or call.attr)
                 elif self._reads_step_counter(call):
@@ -199,13 +201,19 @@ for x, y in batches:
     @staticmethod
     def _step_outputs(facts: ModuleFacts, loop: LoopFact) -> set[str]:
         """Names assigned from a training step call in the loop body (not from one whose results are
-        already on the host, such as `train_on_batch`)."""
+        already on the host, such as `train_on_batch`), and the losses a step written inline in the loop
+        differentiates (`tape.gradient(loss_value, ...)`)."""
         outputs: set[str] = set()
         step_calls = {id(c.node) for c in loop.calls
                       if calls_training_step(facts, c) and not returns_host_values(facts, c)}
         for assign in facts.assigns:
             if assign.loops and assign.loops[-1] is loop and isinstance(assign.value, cst.Call) and id(assign.value) in step_calls:
                 outputs.update(assign.targets)
+        for call in loop.calls:
+            if call.loops and call.loops[-1] is loop and call.attr == "gradient" and call.node.args:
+                name = dotted(call.node.args[0].value)
+                if name is not None:
+                    outputs.add(name)
         return outputs
 
     @staticmethod

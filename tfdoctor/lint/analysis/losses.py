@@ -123,6 +123,8 @@ def _call_loss(facts: ModuleFacts, expr: cst.Call, scope: Scope, before: int, de
     reduction = keras_loss_reduction(facts, expr.func, scope)
     if reduction in _DEFAULT_REDUCTIONS:
         return Loss("keras-default", expr, None)
+    if reduction in ("none", "NONE"):
+        return Loss("sum", expr, None)  # per-example losses: their gradient is the gradient of their sum
     if reduction is not None or (resolved is not None and facts.foreign(dotted(expr.func) or "") is None):
         return None
     returned = _model_call_loss(facts, expr, scope, depth)
@@ -152,7 +154,15 @@ def _from_origins(facts: ModuleFacts, origins: list[Origin], anchor: cst.CSTNode
         call = facts.call_fact(step.call)
         return Loss(loss.kind, step.call, call.statement if call else None,
                     (*evidence_for(origin.via, "loss", origin.model, loss.node), *loss.evidence))
+    if isinstance(anchor, cst.Call) and origin.scope is not _scope_of_call(facts, anchor):
+        call = facts.call_fact(anchor)  # a helper's return value: reported where the replica function calls it
+        return Loss(loss.kind, anchor, call.statement if call else None, loss.evidence)
     return loss
+
+
+def _scope_of_call(facts: ModuleFacts, node: cst.Call) -> Scope | None:
+    call = facts.call_fact(node)
+    return call.scope if call is not None else None
 
 
 def _summed_items(facts: ModuleFacts, items: cst.BaseExpression | None, expr: cst.Call, scope: Scope, before: int,
@@ -199,11 +209,10 @@ def _model_call_loss(facts: ModuleFacts, expr: cst.Call, scope: Scope, depth: in
         loss = loss_kind(owner, method.returns[0].value, method, 1 << 62, depth + 1)
         if loss is None:
             return None
-        if owner is not facts:
-            call = facts.call_fact(expr)
-            return Loss(loss.kind, expr, call.statement if call else None,
-                        (Evidence(f"loss from `{class_fact.name}.call`", owner.path, owner, loss.node), *loss.evidence))
-        return loss
+        call = facts.call_fact(expr)
+        evidence = (Evidence(f"loss from `{class_fact.name}.call`", owner.path, owner, loss.node),) \
+            if owner is not facts else ()
+        return Loss(loss.kind, expr, call.statement if call else None, (*evidence, *loss.evidence))
     return None
 
 

@@ -16,7 +16,28 @@ HOST_RESULTS = frozenset({"train_on_batch", "test_on_batch", "predict_on_batch",
 
 
 def _step_calls(facts: ModuleFacts) -> list[CallFact]:
-    return [*facts.run_calls, *(c for c in facts.calls if c.attr in TRAINING_ATTRS)]
+    return [*(r for r in facts.run_calls if not _evaluates_only(facts, r)),
+            *(c for c in facts.calls if _applies_gradients(c))]
+
+
+def _applies_gradients(call: CallFact) -> bool:
+    """`optimizer.apply_gradients(...)`, `minimize`, `train_on_batch`, or Keras 3's `optimizer.apply(grads, ...)`
+    in a function that computes the gradients."""
+    if call.attr in TRAINING_ATTRS:
+        return True
+    return call.attr == "apply" and any(c.attr == "gradient" for c in call.scope.calls)
+
+
+_LEARNS = frozenset({"gradient", "apply_gradients", "minimize", "train_step", "train_on_batch"})
+
+
+def _evaluates_only(facts: ModuleFacts, run: CallFact) -> bool:
+    """A `strategy.run` whose replica function is known and never computes or applies gradients: an
+    evaluation or prediction step, not a training step."""
+    replicas = facts.callables_of(facts.replica_fn_expr(run), run.scope, before=run.order)
+    if not replicas or any(r.owner is not facts for r in replicas):
+        return False
+    return not any(c.attr in _LEARNS or c.func in _LEARNS for s in facts.transitive_callees(replicas) for c in s.calls)
 
 
 def training_step_scopes(facts: ModuleFacts) -> list[Scope]:
@@ -32,9 +53,8 @@ def training_step_scopes(facts: ModuleFacts) -> list[Scope]:
     while changed:
         changed = False
         for call in facts.calls:
-            target = facts.callee(call)
-            if (target is not None and id(target) in steps and id(call.scope) not in steps
-                    and call.scope.is_function and not call.loops):
+            if (id(call.scope) not in steps and call.scope.is_function and not call.loops
+                    and any(id(target) in steps for target in facts.callees(call))):
                 steps[id(call.scope)] = call.scope
                 changed = True
     facts.__dict__["_training_steps"] = list(steps.values())
@@ -42,10 +62,10 @@ def training_step_scopes(facts: ModuleFacts) -> list[Scope]:
 
 
 def calls_training_step(facts: ModuleFacts, call: CallFact) -> bool:
-    if call.attr in TRAINING_ATTRS or any(call is run for run in facts.run_calls):
+    if _applies_gradients(call) or any(call is run for run in facts.run_calls):
         return True
-    target = facts.callee(call)
-    return target is not None and any(target is s for s in training_step_scopes(facts))
+    steps = {id(s) for s in training_step_scopes(facts)}
+    return any(id(target) in steps for target in facts.callees(call))
 
 
 def returns_host_values(facts: ModuleFacts, call: CallFact) -> bool:

@@ -332,9 +332,14 @@ class ModuleFacts(SemanticModel):
             return True
         if name in _TFDS_SOURCES or (isinstance(node.func, cst.Attribute) and node.func.attr.value == "as_dataset"):
             split = call_arg(node, 1 if name in _TFDS_SOURCES else None, "split")
+            with_info = call_arg(node, None, "with_info")
+            prefix = (0,) if isinstance(with_info, cst.Name) and with_info.value == "True" else ()
+            if path[:len(prefix)] != prefix:
+                return False
+            rest = path[len(prefix):]
             if isinstance(split, (cst.List, cst.Tuple)):
-                return len(path) == 1 and 0 <= path[0] < len(split.elements)
-            return split is not None and not path
+                return len(rest) == 1 and 0 <= rest[0] < len(split.elements)
+            return split is not None and not rest
         return False
 
     def _split_of_all_splits(self, node: cst.BaseExpression, scope: Scope, before: int) -> cst.Call | None:
@@ -362,11 +367,13 @@ class ModuleFacts(SemanticModel):
 
     def dataset_chain(
         self, expr: cst.BaseExpression | None, seen_from: Scope, before: int = END_OF_SCOPE, depth: int = 0,
-        path: tuple[int, ...] = (),
+        path: tuple[int, ...] = (), any_source: bool = False,
     ) -> DatasetChain | None:
         """The pipeline an expression evaluates to: a method chain on a dataset source, through whatever the
         semantic model's lookup follows (assignments, `ds = ds.map(...)`, returns, unpacking, other project
-        modules). `before` is the visit order of the use, so `ds` means its latest assignment before it."""
+        modules). `before` is the visit order of the use, so `ds` means its latest assignment before it.
+        With `any_source`, `tf.data` methods on a source the code does not show still make a chain (with
+        source ""), for questions about the order of the methods only."""
         if expr is None or depth > 8:
             return None
         ops: list[DatasetOp] = []
@@ -391,13 +398,15 @@ class ModuleFacts(SemanticModel):
         else:
             # Every origin must be a pipeline (`ds = a if c else b`, branches); the latest one stands for them.
             origins = [o for o in model.values_of(node, seen_from, before, path) if o.expr is not node]
-            chains = [o.model.dataset_chain(o.expr, o.scope, o.order, depth + 1, o.path)  # type: ignore[attr-defined]
-                      if o.kind == "value" else None for o in origins]
+            chains = [o.model.dataset_chain(o.expr, o.scope, o.order, depth + 1, o.path,  # type: ignore[attr-defined]
+                                            any_source) if o.kind == "value" else None for o in origins]
             if chains and all(chain is not None for chain in chains):
                 found, origin = chains[0], origins[0]
                 assert found is not None
                 base = DatasetChain(found.source, found.source_call, found.ops, found.scope,
                                     (*origin.via, *found.via), found.source_scope)
+        if base is None and any_source and ops:
+            base = DatasetChain("", ops[0].call, (), seen_from, source_scope=seen_from)
         if base is None:
             return None
         return DatasetChain(base.source, base.source_call, base.ops + tuple(ops), seen_from, base.via,

@@ -17,6 +17,7 @@ def as_dict(report: LintReport) -> dict[str, object]:
             "files": report.files,
             "findings": len(report.findings),
             "by_code": dict(sorted(Counter(f.code for f in report.findings).items())),
+            **({"oversize": report.oversize} if report.oversize else {}),  # files not linted: > max-file-bytes
         },
     }
 

@@ -60,13 +60,14 @@ def _print_finding(console: Console, finding: Finding, cache: dict[str, list[str
 
 
 def _print_summary(console: Console, report: LintReport) -> None:
+    oversize = f" ({report.oversize} not linted: larger than max-file-bytes)" if report.oversize else ""
     if not report.findings:
-        console.print(f"[green]No findings[/green] in {report.files} file{'s' if report.files != 1 else ''}.")
+        console.print(f"[green]No findings[/green] in {report.files} file{'s' if report.files != 1 else ''}{oversize}.")
         return
     counts = Counter(f.severity for f in report.findings)
     parts = [f"[{STYLE[s]}]{counts[s]} {s.value}{'s' if counts[s] != 1 else ''}[/{STYLE[s]}]"
              for s in Severity if counts[s]]
     console.print(
         f"Found {len(report.findings)} finding{'s' if len(report.findings) != 1 else ''} "
-        f"({', '.join(parts)}) in {report.files} file{'s' if report.files != 1 else ''}."
+        f"({', '.join(parts)}) in {report.files} file{'s' if report.files != 1 else ''}{oversize}."
     )

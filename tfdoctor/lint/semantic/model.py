@@ -595,14 +595,13 @@ class _Lookup:
         active = active | {key}
         if function.owner is not model:
             via = (*via, Step(call, function, scope))
-        params = function.value_params()
+        fact = model.call_fact(call)
+        order = fact.order if fact is not None else END_OF_SCOPE
         bind = dict(bound)
-        positional = [a for a in call.args if a.keyword is None and not a.star]
-        for index, param in enumerate(params):
-            keyword = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == param), None)
-            value = keyword if keyword is not None else positional[index].value if index < len(positional) else None
+        for index, param in enumerate(function.value_params()):
+            value = call_arg(call, index, param)
             if value is not None:
-                bind[(id(function), param)] = (value, scope, model.call_fact(call).order if model.call_fact(call) else END_OF_SCOPE)
+                bind[(id(function), param)] = (value, scope, order)
         for returned in function.returns:
             self.expand(returned.value, function, END_OF_SCOPE, path, via, bind, depth + 1, active)
         return True

@@ -27,7 +27,8 @@ def job_report(parts: list[WorkerPart]) -> Report:
     per_worker = first.replicas // max(first.job_tasks, 1)
     notes = [
         f"{len(parts)} workers x {per_worker} replica{'s' if per_worker > 1 else ''} each "
-        f"(MultiWorkerMirroredStrategy, {first.collective} collectives); the job runs at the pace of "
+        f"(MultiWorkerMirroredStrategy{f', {first.collective} collectives' if first.collective else ''}); "
+        "the job runs at the pace of "
         f"{pacing.part.task}, so the verdict is its breakdown",
         *([f"{missing} of the job's {first.job_tasks} workers wrote no part: their rows are missing"] if missing > 0 else []),
         *([f"All workers ran on one host ({hosts[0]}) and shared its cores: times are not those of a cluster"]

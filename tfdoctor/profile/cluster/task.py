@@ -13,7 +13,9 @@ from tfdoctor.profile.cluster.parts import PART_VERSION, WorkerPart
 from tfdoctor.profile.cluster.tf_config import ClusterConfig
 from tfdoctor.profile.measure import Options
 from tfdoctor.profile.protocol import Event
+from tfdoctor.profile.protocol import PhaseTimes
 from tfdoctor.profile.runner import OutOfMemory, ProfileError, run_worker
+from tfdoctor.profile.script.parent import ScriptOptions, run_script
 
 
 def job_id(cluster: ClusterConfig) -> str:
@@ -22,18 +24,26 @@ def job_id(cluster: ClusterConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def measure_task(cluster: ClusterConfig, options: Options, on_event: Callable[[Event], None]) -> WorkerPart:
-    """This task's part; a failure (crash, hang, out of memory) becomes a part whose `error` says why."""
-    base = dict(version=PART_VERSION, task=cluster.task.name, job=job_id(cluster),
+def _failed(base: dict, error: str) -> WorkerPart:
+    return WorkerPart(**base, replicas=0, device_kind="unknown", device_names=[], collective="", workload={},
+                      phases=None, error=error)
+
+
+def _base(cluster: ClusterConfig) -> dict:
+    return dict(version=PART_VERSION, task=cluster.task.name, job=job_id(cluster),
                 job_tasks=len(cluster.training_tasks), address=cluster.address, host=socket.gethostname())
+
+
+def measure_task(cluster: ClusterConfig, options: Options, on_event: Callable[[Event], None]) -> WorkerPart:
+    """This task's part of a reference (or --workload) job; a failure (crash, hang, out of memory) becomes a
+    part whose `error` says why."""
+    base = _base(cluster)
     try:
         child = run_worker(options.worker_config(multi_worker=True, fewer_replicas=[]), on_event, options.timeout_s)
     except OutOfMemory as error:
-        return WorkerPart(**base, replicas=0, device_kind="unknown", device_names=[], collective="", workload={},
-                          phases=None, error=f"out of memory: {error.message}")
+        return _failed(base, f"out of memory: {error.message}")
     except ProfileError as error:
-        return WorkerPart(**base, replicas=0, device_kind="unknown", device_names=[], collective="", workload={},
-                          phases=None, error=str(error))
+        return _failed(base, str(error))
     devices, work, measured = (child.last(protocol.Devices), child.last(protocol.WorkloadReady),
                                child.last(protocol.Measured))
     assert devices and work and measured  # run_worker returns only a child that sent its result
@@ -42,3 +52,36 @@ def measure_task(cluster: ClusterConfig, options: Options, on_event: Callable[[E
                       workload={"name": work.name, "global_batch": work.global_batch,
                                 "per_replica_batch": work.per_replica_batch},
                       phases=measured.times, notes=work.notes, causes=work.causes)
+
+
+def measure_script_task(cluster: ClusterConfig, options: ScriptOptions,
+                        on_event: Callable[[Event], None]) -> WorkerPart:
+    """This task's part of a job that runs the user's script on every worker: its step window, with the
+    step call's time beyond the replayed step (run in step on every worker) as waiting for the others, and
+    the script's lint findings as causes."""
+    from tfdoctor.profile.script.join import lint_findings
+
+    base = _base(cluster)
+    try:
+        child, target = run_script(options, on_event)
+    except OutOfMemory as error:
+        return _failed(base, f"out of memory: {error.message}")
+    except ProfileError as error:
+        return _failed(base, str(error))
+    devices, result = child.last(protocol.Devices), child.last(protocol.ScriptMeasured)
+    assert result is not None  # run_script returns only a child that sent its result
+    times = result.times
+    notes = list(result.notes)
+    if not result.replay_steps:
+        notes.append(f"{cluster.task.name}: the step was not replayed, so waiting for other workers is not "
+                     "separated from compute")
+    phases = PhaseTimes(times.full, [full - call for full, call in zip(times.full, result.step_calls)],
+                        result.replay_steps or result.step_calls[:len(times.full)], times.looped, times.gradients,
+                        times.reduced)
+    replicas = max(result.replicas, 1)
+    findings = lint_findings(target.path, target.package)
+    return WorkerPart(**base, replicas=replicas, device_kind=devices.kind if devices else "unknown",
+                      device_names=[], collective="", notes=notes, phases=phases,
+                      workload={"name": target.name, "global_batch": result.global_batch,
+                                "per_replica_batch": result.global_batch // replicas},
+                      causes=[[f.code, f.path, f.line] for f in findings])

@@ -72,10 +72,13 @@ def main(argv: list[str]) -> int:
     from tfdoctor.profile.script.recorder import Recorder
     from tfdoctor.reference.devices import setup_replicas
 
-    _, kind, names = setup_replicas(config.replicas)
-    CHANNEL.emit(protocol.Devices(kind, names))
+    if config.multi_worker:  # the script's MultiWorkerMirroredStrategy sets up the runtime: nothing before it
+        kind, names = ("gpu" if tf.config.list_physical_devices("GPU") else "cpu"), None
+    else:
+        _, kind, names = setup_replicas(config.replicas)
+    CHANNEL.emit(protocol.Devices(kind, names or []))
     recorder = Recorder(config.steps, config.warmup, _finished, CHANNEL.progress, config.trace_dir,
-                        config.trace_steps)
+                        config.trace_steps, across_workers=config.multi_worker)
     hooks.install(recorder, names)
     threading.Thread(target=_watchdog, args=(recorder, config.max_seconds), daemon=True).start()
     try:

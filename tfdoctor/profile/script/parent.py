@@ -34,6 +34,7 @@ class ScriptOptions:
     max_seconds: float = 600.0
     logdir: Path | None = None
     trace_steps: int = 3
+    multi_worker: bool = False  # one task of a multi-worker job (TF_CONFIG is set; the script makes the strategy)
 
 
 def split_command(command: tuple[str, ...]) -> Target:
@@ -60,23 +61,32 @@ def split_command(command: tuple[str, ...]) -> Target:
     return Target(interpreter, script, tuple(words[1:]))
 
 
-def profile_script(options: ScriptOptions, on_event: OnEvent) -> Report:
-    """Measure the script's training steps on `options.gpus` replicas; ProfileError says why not."""
+def run_script(options: ScriptOptions, on_event: OnEvent) -> tuple[Child, Target]:
+    """Run the script under the launcher until its result; OutOfMemory, or ProfileError saying why not."""
     target = split_command(options.command)
     script = target.path
     config = ScriptConfig(replicas=options.gpus, steps=options.steps, warmup=options.warmup,
                           max_seconds=options.max_seconds, trace_steps=options.trace_steps,
-                          trace_dir=str(options.logdir / "script") if options.logdir else None)
+                          trace_dir=str(options.logdir / "script") if options.logdir else None,
+                          multi_worker=options.multi_worker)
     root = str(Path(tfdoctor.__file__).resolve().parent.parent)
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     child = run_child([target.interpreter, "-m", "tfdoctor.profile.script.launch", protocol.encode(config),
                        *target.launch_args], on_event, options.max_seconds + 300, env=env, name=f"profiling {script}")
     try:
         raise_failure(child, protocol.ScriptMeasured)
-    except OutOfMemory as error:
-        return _oom_report(options, script, error.message)
     except ProfileError as error:
         raise _explain(child, script, error) from None
+    return child, target
+
+
+def profile_script(options: ScriptOptions, on_event: OnEvent) -> Report:
+    """Measure the script's training steps on `options.gpus` replicas; ProfileError says why not."""
+    try:
+        child, target = run_script(options, on_event)
+    except OutOfMemory as error:
+        return _oom_report(options, split_command(options.command).path, error.message)
+    script = target.path
     devices = child.last(protocol.Devices)
     result = child.last(protocol.ScriptMeasured)
     assert result is not None

@@ -19,8 +19,9 @@ class Recorder:
     twice) and, once the window is complete, measures the replays and hands the result to `on_done`."""
 
     def __init__(self, steps: int, warmup: int, on_done: Callable[[ScriptMeasured | NoStep], None], progress: Progress,
-                 trace_dir: str | None = None, trace_steps: int = 3) -> None:
+                 trace_dir: str | None = None, trace_steps: int = 3, across_workers: bool = False) -> None:
         self.steps, self.warmup, self.on_done, self.progress = steps, warmup, on_done, progress
+        self.across_workers = across_workers  # a worker of a multi-worker job (replay.measure)
         self.trace_dir, self.trace_steps = trace_dir, trace_steps
         self.source: str | None = None
         self.seen = 0
@@ -91,7 +92,8 @@ class Recorder:
         notes = []
         if ended and len(intervals) < self.steps:
             notes.append(f"the script {ended} after {self.seen} steps: {len(intervals)} of {self.steps} measured")
-        replayed = measure(self.replay, intervals, calls, self.progress, notes) if self.replay else None
+        replayed = (measure(self.replay, intervals, calls, self.progress, notes, self.across_workers)
+                    if self.replay else None)
         if replayed is None:
             notes.append("no step could be replayed on a captured batch (steps seen through "
                          f"{self.source}): input is the time between step calls and the hooked input waits, the "
@@ -104,7 +106,8 @@ class Recorder:
                                replayed.reduced)
             global_batch, replicas = replayed.global_batch, replayed.replicas
         self.on_done(ScriptMeasured(times, calls, self.source or "", sorted(self.hooked), self.seen, notes,
-                                    global_batch, replicas, replayed is not None, trace))
+                                    global_batch, replicas, replayed is not None, trace,
+                                    replayed.replay_steps if replayed else []))
 
     def _start_trace(self) -> None:
         import tensorflow as tf

@@ -129,14 +129,17 @@ class Replayed:
     reduced: list[float]
     global_batch: int
     replicas: int
+    replay_steps: list[float]  # B itself, per window step
 
 
 def measure(replay: Replay, intervals: list[float], calls: list[float], progress: Progress,
-            notes: list[str]) -> Replayed | None:
+            notes: list[str], across_workers: bool = False) -> Replayed | None:
     """B, C and H in turns on the captured batch, as the breakdown's inputs scaled to the window's step
     `calls`: each turn's C/B and H/B ratios are paired, so load that comes and goes cancels; None if the
     step cannot be run again. When the calls fetch their own input (Model.fit), B is each step-to-step
-    interval less the call's excess over the replayed step, so fit's Python between batches stays host time."""
+    interval less the call's excess over the replayed step, so fit's Python between batches stays host time.
+    `across_workers`: a worker of a multi-worker job, whose step calls also wait for the other workers; the
+    replays run in step on every worker, so they scale the ratios instead of the calls."""
     looped = in_one_graph(replay.step)
     try:
         wait(replay.step(replay.batch))
@@ -160,7 +163,7 @@ def measure(replay: Replay, intervals: list[float], calls: list[float], progress
         looped_ratio.append(timed(lambda: looped(replay.batch, tf.constant(LOOP))) / LOOP / on_device
                             if looped else 1.0)
         progress("replays", index + 1, len(intervals))
-    step = statistics.median(replayed if replay.input_inside else calls)
+    step = statistics.median(replayed if replay.input_inside or across_workers else calls)
     on_device = ([a - max(c - step, 0.0) for a, c in zip(intervals, calls)] if replay.input_inside else calls)
     if replay.input_inside:
         notes.append(f"the step calls fetch their own input: input = the calls' excess over the replayed step "
@@ -169,4 +172,4 @@ def measure(replay: Replay, intervals: list[float], calls: list[float], progress
     notes.append(f"replays of the {replay.kind} step on a captured batch, as shares of the replayed step: "
                  f"without the all-reduce {sync:.0%}, {LOOP} steps inside one graph call {inside:.0%} per step")
     return Replayed(on_device, [step * ratio for ratio in looped_ratio], [step * ratio for ratio in unreduced_ratio],
-                    [step] * len(unreduced_ratio), examples(replay.batch), replay.replicas)
+                    [step] * len(unreduced_ratio), examples(replay.batch), replay.replicas, replayed)

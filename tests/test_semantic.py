@@ -1,0 +1,75 @@
+"""The semantic model's one lookup: what an expression can hold at a point, in every shape it follows."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from tfdoctor.lint.facts import ModuleFacts
+
+CODE = """
+import tensorflow as tf
+
+def make(n):
+    return tf.data.Dataset.range(n), n + 1
+
+class Trainer:
+    def __init__(self, strategy=None):
+        self.strategy = strategy or tf.distribute.MirroredStrategy()
+
+    def go(self):
+        return self.strategy
+
+def run(flag, items):
+    data, size = make(8)
+    picked = data if flag else tf.data.Dataset.range(2)
+    if flag:
+        chosen = 1
+    else:
+        chosen = 2
+    late = 0
+    late = 3
+    parts = []
+    parts.append(tf.constant(1))
+    parts.append(tf.constant(2))
+    use(data, size, picked, chosen, late, parts, items)
+
+run(True, [1, 2])
+"""
+
+
+def _values(facts: ModuleFacts, function: str, name: str) -> list[str]:
+    scope = next(s for s in facts.scopes if s.name == function)
+    call = next(c for c in scope.calls if c.func == "use") if function == "run" else None
+    before = call.order if call else 1 << 62
+    origins = facts.values_of(cst.parse_expression(name), scope, before)
+    return sorted(f"{o.kind}:{cst.Module([]).code_for_node(o.expr)}{list(o.path) if o.path else ''}" for o in origins)
+
+
+@pytest.fixture(scope="module")
+def facts() -> ModuleFacts:
+    return ModuleFacts(cst.parse_module(CODE), "example.py", CODE.splitlines())
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("data", ["value:tf.data.Dataset.range(n)"]),  # a return value, unpacked
+    ("size", ["value:n + 1"]),
+    ("picked", ["value:tf.data.Dataset.range(2)", "value:tf.data.Dataset.range(n)"]),  # both sides of if-else
+    ("chosen", ["value:1", "value:2"]),  # both branches reach the use
+    ("late", ["value:3"]),  # a later plain assignment replaces the earlier one
+    ("items", ["value:[1, 2]"]),  # a parameter, bound at the call site
+])
+def test_values_of_names_in_a_function(facts: ModuleFacts, name: str, expected: list[str]):
+    assert _values(facts, "run", name) == expected
+
+
+def test_attribute_set_with_or_in_another_method(facts: ModuleFacts):
+    assert _values(facts, "go", "self.strategy") == ["parameter:strategy", "value:tf.distribute.MirroredStrategy()"]
+    assert "self.strategy" in facts.strategy_names
+
+
+def test_items_appended_to_a_list(facts: ModuleFacts):
+    scope = next(s for s in facts.scopes if s.name == "run")
+    call = next(c for c in scope.calls if c.func == "use")
+    items = [cst.Module([]).code_for_node(o.expr) for o in facts.items_of("parts", scope, call.order)]
+    assert items == ["tf.constant(1)", "tf.constant(2)"]

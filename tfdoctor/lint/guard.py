@@ -1,0 +1,163 @@
+"""A cheap screen before libcst: what CPython's own parser refuses for its limits is reported without libcst.
+
+libcst's native parser has no depth limit. 5,000 nested parentheses overflow its stack and kill the process
+(SIGSEGV); a 50,000-term `+` chain runs for minutes. CPython refuses both: more than 200 open brackets ("too
+many nested parentheses"), or a tree deeper than its compiler's recursion limit (about 3,000 levels), so no
+such file is runnable Python. Its verdict is what a user would see from `python file.py`.
+
+Asking `compile()` about every file would cost a tenth of a libcst parse (on the tensorflow+keras sources),
+so a scan first bounds the tree's depth from the bytes. Each level of nesting takes at least one byte of one
+logical line (`(`, `-`, `.b`, `lambda:`), except an `elif` chain, which nests one `If` per `elif`. The
+bound is the longest logical line (a bracketed span, a physical line, or lines joined by backslashes) plus
+the number of `elif`s; it costs about 1% of a parse. Only a file whose bound passes DEPTH_BOUND is compiled.
+
+A file CPython accepts is no deeper than its limit, which tfdoctor handles too, except one long `a or b or
+...` (CPython keeps it in one node, libcst nests each operand): more than MAX_BOOLEAN_OPERANDS of them is
+refused as well. A file CPython refuses for an ordinary syntax error was not checked for depth: it is
+`suspicious`, and the engine parses it where a native crash cannot take down the run (libcst words the
+error itself). On the tensorflow+keras sources 5% of the parsed files are compiled, none is suspicious.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterator
+
+# In-process, tfdoctor handles trees this deep (with the recursion limit the engine sets, see parallel.py);
+# a file whose depth bound is below it is neither compiled nor isolated.
+DEPTH_BOUND = 3000
+# CPython's compiler scales its recursion limit with sys.getrecursionlimit() (x3 before 3.12); the engine
+# raises that limit while it lints, so the screen asks CPython under the interpreter's default.
+_DEFAULT_RECURSION_LIMIT = 1000
+# libcst nests each `and`/`or` operand one level deeper; CPython keeps them in one node.
+MAX_BOOLEAN_OPERANDS = DEPTH_BOUND
+_BRACKETS = re.compile(rb"[()\[\]{}]")
+_OPENING = frozenset(b"([{")
+_CONTINUATION = re.compile(rb"\\\r?\n")
+_LIMIT_MESSAGES = ("too many nested parentheses", "too many levels of indentation", "too complex")
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why CPython would refuse the file, and where (1-based line and column)."""
+
+    line: int
+    column: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Screen:
+    """The guard's verdict: `rejection` when CPython refuses the file for its limits; `suspicious` when its
+    depth is unknown and it must be parsed in isolation."""
+
+    rejection: Rejection | None = None
+    suspicious: bool = False
+
+
+SAFE = Screen()
+
+
+@lru_cache(maxsize=4)  # the engine asks once to decide where to parse a file, and again when it parses it
+def screen(source: bytes) -> Screen:
+    """Screen one file's bytes (NUL-free: the engine reports binary files before)."""
+    bound, start = depth_bound(source)
+    if bound <= DEPTH_BOUND:
+        return SAFE
+    with _default_recursion_limit(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarnings of the file's own (invalid escapes) are not ours
+        try:
+            tree = compile(source, "<screened>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except SyntaxError as error:
+            message = str(error.msg)
+            if any(limit in message for limit in _LIMIT_MESSAGES):
+                return Screen(Rejection(error.lineno or 1, error.offset or 1, f"{message} (Python refuses it too)"))
+            return Screen(suspicious=True)
+        except (RecursionError, MemoryError):
+            line, column = _position(source, start)
+            return Screen(Rejection(line, column, "nested too deeply: Python's own parser refuses it"))
+        except ValueError:
+            return Screen(suspicious=True)
+    return _long_boolean_chain(source, tree)
+
+
+def depth_bound(source: bytes) -> tuple[int, int]:
+    """An upper bound on the depth of the file's syntax tree, and the byte offset of the line that sets it.
+    Brackets inside strings and comments only loosen the bound (an unclosed `(` in a docstring makes the rest
+    of the file one span), never tighten it."""
+    depth, opened, widest, start = 0, 0, 0, 0
+    for match in _BRACKETS.finditer(source):
+        if match.group()[0] in _OPENING:
+            if depth == 0:
+                opened = match.start()
+            depth += 1
+        elif depth > 0:
+            depth -= 1
+            if depth == 0 and match.end() - opened > widest:
+                widest, start = match.end() - opened, opened
+    if depth > 0 and len(source) - opened > widest:
+        widest, start = len(source) - opened, opened
+    longest_line = max(map(len, source.splitlines()), default=0)
+    if longest_line > widest:
+        widest, start = longest_line, _longest_line_start(source, longest_line)
+    if _CONTINUATION.search(source):
+        joined, joined_start = _longest_joined_line(source)
+        if joined > widest:
+            widest, start = joined, joined_start
+    return widest + source.count(b"elif"), start
+
+
+def _longest_line_start(source: bytes, length: int) -> int:
+    offset = 0
+    for line in source.splitlines(keepends=True):
+        if len(line.rstrip(b"\r\n")) == length:
+            return offset
+        offset += len(line)
+    return 0
+
+
+def _longest_joined_line(source: bytes) -> tuple[int, int]:
+    """The longest run of physical lines joined by trailing backslashes, and its byte offset."""
+    longest, longest_start, run, run_start, offset = 0, 0, 0, 0, 0
+    for line in source.splitlines(keepends=True):
+        if run == 0:
+            run_start = offset
+        run += len(line)
+        offset += len(line)
+        if not line.rstrip(b"\r\n").endswith(b"\\"):
+            if run > longest:
+                longest, longest_start = run, run_start
+            run = 0
+    return max(longest, run), longest_start if longest >= run else run_start
+
+
+def _long_boolean_chain(source: bytes, tree: ast.AST) -> Screen:
+    if source.count(b"or") + source.count(b"and") < MAX_BOOLEAN_OPERANDS:  # n words join n + 1 operands
+        return SAFE
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BoolOp) and len(node.values) > MAX_BOOLEAN_OPERANDS:
+            return Screen(Rejection(node.lineno, node.col_offset + 1,
+                                    f"{len(node.values)} `and`/`or` operands in one expression: more than tfdoctor's "
+                                    f"parser handles ({MAX_BOOLEAN_OPERANDS})"))
+    return SAFE
+
+
+def _position(source: bytes, offset: int) -> tuple[int, int]:
+    line_start = source.rfind(b"\n", 0, offset) + 1
+    return source.count(b"\n", 0, offset) + 1, offset - line_start + 1
+
+
+@contextmanager
+def _default_recursion_limit() -> Iterator[None]:
+    raised = sys.getrecursionlimit()
+    sys.setrecursionlimit(min(raised, _DEFAULT_RECURSION_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(raised)
