@@ -159,7 +159,7 @@ def test_guard_bounds_depth_cheaply_and_asks_python_only_past_the_bound():
     unclosed = b"doc = '(' \n" + b"x = 1\n" * 1000
     assert guard.depth_bound(unclosed)[0] > guard.DEPTH_BOUND and guard.screen(unclosed) == guard.SAFE
     assert guard.screen(b"x = " + b"-" * 5000 + b"1\n").rejection == guard.Rejection(
-        1, 1, "nested too deeply: Python's own parser refuses it")
+        1, 1, "nested too deeply: Python refuses to compile it")
     chain = b"x = (" + b" or\n".join(b"a" for _ in range(guard.MAX_BOOLEAN_OPERANDS + 1)) + b")\n"
     assert guard.screen(chain).rejection == guard.Rejection(
         1, 6, f"{guard.MAX_BOOLEAN_OPERANDS + 1} `and`/`or` operands in one expression: more than tfdoctor's parser "

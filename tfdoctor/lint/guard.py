@@ -41,6 +41,7 @@ _BRACKETS = re.compile(rb"[()\[\]{}]")
 _OPENING = frozenset(b"([{")
 _CONTINUATION = re.compile(rb"\\\r?\n")
 _LIMIT_MESSAGES = ("too many nested parentheses", "too many levels of indentation", "too complex")
+TOO_DEEP = "nested too deeply: Python refuses to compile it"
 
 
 @dataclass(frozen=True)
@@ -81,10 +82,24 @@ def screen(source: bytes) -> Screen:
             return Screen(suspicious=True)
         except (RecursionError, MemoryError):
             line, column = _position(source, start)
-            return Screen(Rejection(line, column, "nested too deeply: Python's own parser refuses it"))
+            return Screen(Rejection(line, column, TOO_DEEP))
         except ValueError:
             return Screen(suspicious=True)
+    if _deeper_than(tree, DEPTH_BOUND):  # Python 3.10 builds such trees, then its compiler refuses them
+        line, column = _position(source, start)
+        return Screen(Rejection(line, column, TOO_DEEP))
     return _long_boolean_chain(source, tree)
+
+
+def _deeper_than(tree: ast.AST, limit: int) -> bool:
+    """Whether the tree nests more than `limit` levels (walked without recursion)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return False
 
 
 def depth_bound(source: bytes) -> tuple[int, int]:
