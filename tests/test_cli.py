@@ -49,6 +49,16 @@ def test_text_report_shows_source_line_caret_and_summary(tmp_path):
     assert "Found 1 finding (1 error) in 1 file." in out
 
 
+def test_a_long_line_is_shown_as_a_window_around_the_finding(tmp_path):
+    padding = "x = 1; " * 100  # 700 characters before the finding, as in generated code
+    (tmp_path / "bad.py").write_text(BAD.replace("parallel = ", padding + "parallel = "))
+    lines = run_cli("lint", str(tmp_path / "bad.py")).stdout.splitlines()
+    shown = next(line for line in lines if "multi_gpu_model(model" in line)
+    caret = lines[lines.index(shown) + 1]
+    assert shown.startswith("     3 | ...") and not shown.endswith("...") and len(shown) < 220
+    assert shown[caret.index("^"):].startswith("multi_gpu_model(model, gpus=2)")
+
+
 def test_noqa_and_skip_file(tmp_path):
     noqa_line = tmp_path / "a.py"
     noqa_line.write_text(BAD.replace("gpus=2)", "gpus=2)  # noqa: TFD101"))

@@ -16,6 +16,8 @@ from tfdoctor.lint.findings import Finding, Severity
 from tfdoctor.lint.notebooks import NotebookError, read_notebook
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+SNIPPET_WIDTH = 160  # a longer source line is shown as this much of it around the finding (generated code)
+SNIPPET_LEAD = 40    # characters shown before the finding's column in such a window
 
 
 def _source_line(finding: Finding, cache: dict[str, list[str]]) -> str | None:
@@ -54,9 +56,14 @@ def _print_finding(console: Console, finding: Finding, cache: dict[str, list[str
     source = _source_line(finding, cache)
     if source is not None:
         gutter = f"{finding.line:>6} | "
-        console.print(Text(gutter, style="dim") + Text(source.expandtabs(4)))
         width = (finding.end_column - finding.column) if finding.end_line == finding.line else len(source) - finding.column + 1
-        console.print(" " * (len(gutter) + finding.column - 1) + Text("^" * max(1, width), style=style).markup)
+        start = max(0, min(finding.column - 1 - SNIPPET_LEAD, len(source) - SNIPPET_WIDTH))
+        shown = source[start:start + SNIPPET_WIDTH]
+        before, after = ("..." if start else ""), ("..." if start + SNIPPET_WIDTH < len(source) else "")
+        console.print(Text(gutter, style="dim") + Text(before + shown + after))
+        offset = finding.column - 1 - start + len(before)
+        carets = max(1, min(width, len(shown) - (finding.column - 1 - start)))
+        console.print(" " * (len(gutter) + offset) + Text("^" * carets, style=style).markup)
 
 
 def _print_summary(console: Console, report: LintReport) -> None:
