@@ -73,3 +73,19 @@ def test_items_appended_to_a_list(facts: ModuleFacts):
     call = next(c for c in scope.calls if c.func == "use")
     items = [cst.Module([]).code_for_node(o.expr) for o in facts.items_of("parts", scope, call.order)]
     assert items == ["tf.constant(1)", "tf.constant(2)"]
+
+
+def test_call_graph_through_a_wrapped_parameter_does_not_ask_for_itself():
+    code = """
+import tensorflow as tf
+
+def compile_step(fn):
+    step = tf.function(fn)
+    return step(1)
+
+def user():
+    return compile_step(lambda x: x)
+"""
+    facts = ModuleFacts(cst.parse_module(code), "example.py", code.splitlines())
+    compile_step = next(s for s in facts.scopes if s.name == "compile_step")
+    assert [c.scope.name for c in facts.callers_of(compile_step)] == ["user"]

@@ -294,19 +294,19 @@ class SemanticModel:
 
     # -- callables ------------------------------------------------------------------------------------
     def callables_of(self, expr: cst.BaseExpression | None, seen_from: Scope, depth: int = 0,
-                     before: int = END_OF_SCOPE) -> list[Scope]:
+                     before: int = END_OF_SCOPE, parameters: bool = True) -> list[Scope]:
         """The functions or lambdas an expression evaluates to: a name, `self.method`, a lambda,
         `functools.partial(f, ...)`, `tf.function(f)`, a function of another project module, or a variable,
         attribute or parameter holding one of these."""
         if expr is None or depth > 4:
             return []
         found: dict[int, Scope] = {}
-        for origin in self.values_of(expr, seen_from, before):
-            for scope in origin.model._callables_at(origin, depth):
+        for origin in self.values_of(expr, seen_from, before, parameters=parameters):
+            for scope in origin.model._callables_at(origin, depth, parameters):
                 found[id(scope)] = scope
         return list(found.values())
 
-    def _callables_at(self, origin: Origin, depth: int) -> list[Scope]:
+    def _callables_at(self, origin: Origin, depth: int, parameters: bool = True) -> list[Scope]:
         node = origin.expr
         if isinstance(node, (cst.Lambda, cst.FunctionDef)):
             scope = self.scope_of(node)
@@ -316,7 +316,7 @@ class SemanticModel:
         if isinstance(node, cst.Call):
             qualname = self.resolve(node.func)
             if qualname in _FUNCTION_WRAPPERS or (dotted(node.func) == "partial" and "partial" not in self.aliases):
-                return self.callables_of(call_arg(node, 0, "func"), origin.scope, depth + 1, origin.order)
+                return self.callables_of(call_arg(node, 0, "func"), origin.scope, depth + 1, origin.order, parameters)
             return []
         name = dotted(node)
         if name is None:
@@ -362,7 +362,7 @@ class SemanticModel:
             found = self._named_callable(name, call.scope, cross_module=False)
             if not found and ("." not in name or name.startswith("self.")) and name not in self.aliases:
                 found = [s for o in self.values_of(func, call.scope, call.order, parameters=False) if o.model is self
-                         for s in self._callables_at(o, 0) if s.owner is self]
+                         for s in self._callables_at(o, 0, parameters=False) if s.owner is self]
         found = [s for s in dict.fromkeys(found) if isinstance(s.node, cst.FunctionDef)]
         self._callees[id(call)] = found
         return found
