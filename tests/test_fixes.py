@@ -12,7 +12,8 @@ import pytest
 from tests.conftest import FIXTURES, ROOT, run_cli
 from tfdoctor.config import Settings
 from tfdoctor.lint.engine import lint_source
-from tfdoctor.lint.fixes import FixError, fix_source, write_atomically
+from tfdoctor.lint.fixes import FixError, write_atomically
+from tfdoctor.lint.source_fixes import fix_source
 
 PAIRS = sorted(FIXTURES.glob("fixes/*.in.py"))
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from tfdoctor.config import ConfigError, Overrides, load_settings, settings_for
 from tfdoctor.lint.engine import lint_paths
-from tfdoctor.lint.fixes import FixError, fix_paths, fix_source, unified_diff, write_atomically
+from tfdoctor.lint.fixes import FixError, fix_paths, unified_diff, write_atomically
+from tfdoctor.lint.source_fixes import fix_source
 from tfdoctor.lint.findings import Severity
 from tfdoctor.lint.output import FORMATS
 from tfdoctor.lint.version_evidence import TENSORFLOW, code_evidence

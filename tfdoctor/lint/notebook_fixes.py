@@ -8,7 +8,7 @@ from typing import Callable
 
 from tfdoctor.config import Settings
 from tfdoctor.lint.findings import Finding
-from tfdoctor.lint.fixes import FixResult, fix_source
+from tfdoctor.lint.source_fixes import FixResult, fix_source
 from tfdoctor.lint.notebooks import NotebookError, read_notebook
 
 

@@ -65,7 +65,6 @@ def map_ordered(function: Callable[[Item], Result], items: Sequence[Item], jobs:
         return _Pool(function, items, failed, workers, limits).run()
     results: list[Result | None] = [None] * len(items)
     apart: list[int] = []
-
     for index, item in enumerate(items):
         if isolate is not None and isolate(item):
             apart.append(index)
@@ -104,7 +103,10 @@ class _Pool(Generic[Item, Result]):
     def run(self) -> list[Result]:
         try:
             self._drain()
-            while self.retry_alone:  # each alone, with the whole budget
+            while self.retry_alone:  # each alone, with the whole budget: no other worker keeps its memory
+                for worker in self.workers:
+                    _stop(worker)
+                self.workers = []
                 self.pending.append(self.retry_alone.pop(0))
                 self.size, self.chunk = 1, 1
                 self._drain(last_chance=True)
@@ -127,12 +129,18 @@ class _Pool(Generic[Item, Result]):
         self.workers = [worker for worker in self.workers if worker.process.is_alive() or worker.share]
         while self.pending and len(self.workers) < self.size:
             self.workers.append(self._start())
-        for worker in self.workers:
+        for worker in list(self.workers):
             if not worker.share and self.pending:
                 share = [self.pending.popleft() for _ in range(min(self.chunk, len(self.pending)))]
+                try:
+                    worker.connection.send([(index, self.items[index]) for index in share])
+                except OSError:  # it died idle (killed from outside): nothing of it was run, all goes back
+                    self.pending.extendleft(reversed(share))
+                    worker.connection.close()
+                    self.workers.remove(worker)
+                    continue
                 worker.share.extend(share)
                 worker.started = time.monotonic()
-                worker.connection.send([(index, self.items[index]) for index in share])
 
     def _start(self) -> _Worker:
         ours, theirs = _context().Pipe()
@@ -190,6 +198,7 @@ class _Pool(Generic[Item, Result]):
 def _serve(function: Callable[[Item], Result], connection: Connection) -> None:
     """A worker's loop: receive a share, answer each item as soon as it is done."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    parent = os.getppid()
 
     while True:
         try:
@@ -197,6 +206,8 @@ def _serve(function: Callable[[Item], Result], connection: Connection) -> None:
         except EOFError:
             return
         for index, item in share:
+            if os.getppid() != parent:  # the run was killed: nobody wants the rest
+                return
             connection.send((index, function(item)))
 
 

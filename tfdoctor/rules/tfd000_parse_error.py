@@ -11,8 +11,9 @@ class ParseError(Rule):
     """
     ## What it does
     Reports a file that cannot be parsed as Python 3: a syntax error, Python 2 code, an unknown or wrong
-    source encoding, or a binary file named `.py`. The finding carries the line and column of the error;
-    the other files are linted as usual.
+    source encoding, a binary file named `.py`, or code nested deeper than Python's own parser accepts
+    (more than 200 open brackets, or about 3,000 levels of expressions). The finding carries the line and
+    column of the error; the other files are linted as usual.
 
     ## Why it is bad
     A file tfdoctor cannot parse is a file it cannot check, and usually one Python cannot import either.

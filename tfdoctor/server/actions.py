@@ -17,7 +17,7 @@ from lsprotocol import types
 from tfdoctor.config import Settings, settings_for
 from tfdoctor.lint.engine import with_noqa
 from tfdoctor.lint.findings import Finding
-from tfdoctor.lint.fixes import FixResult, fix_source
+from tfdoctor.lint.source_fixes import FixResult, fix_source
 from tfdoctor.lint.notebook_fixes import fix_notebook
 from tfdoctor.server.diagnostics import SOURCE, key
 from tfdoctor.server.documents import Snapshot, cell_texts

@@ -2,6 +2,7 @@
 
     launch   the child process: replica devices, hooks, then the user's script (`runpy`)
     hooks    patches that find the training steps and time input waits
+    step_callback  the Keras callback the hooks inject into Model.fit to time its batches
     recorder the step window: warm-up, K measured steps, an optional trace, then the replays
     replay   phases B, H and C re-run on a batch captured from a real step
     join     measurements + lint findings of the script -> the same Report as reference mode

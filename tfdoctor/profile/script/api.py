@@ -18,12 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import keras
-
 from tfdoctor.profile.protocol import NoStep, ScriptMeasured
 from tfdoctor.profile.report import Report
 from tfdoctor.profile.script import hooks
 from tfdoctor.profile.script.recorder import Recorder
+from tfdoctor.profile.script.step_callback import StepCallback
 
 
 class Session:
@@ -72,26 +71,6 @@ class Session:
 
 def session(steps: int = 10, warmup: int = 2) -> Session:
     return Session(steps, warmup)
-
-
-class StepCallback(keras.callbacks.Callback):
-    """Times Model.fit's batches for a Recorder (script mode injects one into every fit)."""
-
-    def __init__(self, recorder: Recorder | None = None) -> None:
-        super().__init__()
-        self.recorder = recorder
-        self._start = 0.0
-
-    def on_train_begin(self, logs: Any = None) -> None:
-        if self.recorder:
-            self.recorder.prefer("fit")
-
-    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-        self._start = time.perf_counter()
-
-    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        if self.recorder:
-            self.recorder.step("fit", self._start, time.perf_counter())
 
 
 class KerasCallback(StepCallback):

@@ -164,7 +164,7 @@ def _patch_keras() -> None:
     original_fit = keras.Model.fit
 
     def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        from tfdoctor.profile.script.api import StepCallback
+        from tfdoctor.profile.script.step_callback import StepCallback
 
         rec = _State.recorder
         callbacks = list(kwargs.get("callbacks") or [])
