@@ -211,6 +211,7 @@ def forget() -> None:
 _PROJECTS: dict[tuple[Path, Callable[[Path], bool], Callable[[Path], str]], tuple[Sighting, ...]] = {}
 _SEEN: dict[tuple[Path, int, int], tuple[Sighting, ...]] = {}  # a file's sightings by its stat, across runs
 _ROOTS: dict[Path, Path] = {}  # a folder's project root, once per run
+_OWN: dict[tuple[str | None, int, int], tuple[Sighting, ...]] = {}  # a linted file's sightings, by its bytes' hash
 
 
 def _project_scan(root: Path, excluded: Callable[[Path], bool], cite: Callable[[Path], str]) -> Iterable[Sighting]:
@@ -265,16 +266,30 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
             source = path.read_bytes()
         except OSError:
             source = None
+    here = cite(path) if source is not None else None
     if source is not None:
-        own = scan(source, cite(path))
+        key = (here, len(source), hash(source))
+        if key not in _OWN:
+            _OWN[key] = scan(source, here)
+        own = _OWN[key]
     folder = path if path.is_dir() else path.parent
     if folder not in _ROOTS:
         _ROOTS[folder] = project_root(folder)
     project = project_sightings(_ROOTS[folder], excluded, cite)
-    here = cite(path) if source is not None else None
-    sightings = own + tuple(s for s in project if s.path != here)
-    ranges = {package: decide(sightings, package) or decide(own, package) for package in (TENSORFLOW, KERAS)}
-    return CodeEvidence(sightings, ranges[TENSORFLOW], ranges[KERAS])
+    others = tuple(s for s in project if s.path != here)
+    sightings = own + others
+    if not own and len(others) == len(project):  # nothing of its own: what the project decides (cached)
+        ranges = _project_ranges(project)
+    else:
+        ranges = tuple(decide(sightings, package) for package in (TENSORFLOW, KERAS))
+    ranges = tuple(found or decide(own, package) for found, package in zip(ranges, (TENSORFLOW, KERAS)))
+    return CodeEvidence(sightings, *ranges)
+
+
+@lru_cache(maxsize=64)
+def _project_ranges(sightings: tuple[Sighting, ...]) -> tuple[Range | None, Range | None]:
+    """What a whole project's sightings decide (most files add nothing of their own to them)."""
+    return decide(sightings, TENSORFLOW), decide(sightings, KERAS)
 
 
 def legacy_keras_note(tensorflow: Target, keras: Target, evidence: CodeEvidence) -> str | None:
