@@ -17,9 +17,11 @@ from tfdoctor.lint.parallel import MB, Limits, map_ordered
 
 BAD = "import tensorflow as tf\nm = tf.keras.utils.multi_gpu_model(base, gpus=2)\n"
 DEEP = "import tensorflow as tf\nx = " + "(" * 5000 + "1" + ")" * 5000 + "\n"
-# Python stops at the unknown character name, which libcst does not decode: the guard cannot bound the depth,
-# and libcst's native parser overflows its stack on the 100,000 minus signs.
-CRASHES_LIBCST = 'import tensorflow as tf\ny = "\\N{NOT A NAME}"\nx = ' + "-" * 100_000 + "1\n"
+# Python stops at the unknown character name, which libcst does not decode, and the longest line (a comment)
+# passes alone: the guard cannot bound the depth, and libcst's native parser overflows its stack on the
+# 100,000 minus signs.
+CRASHES_LIBCST = ('import tensorflow as tf\ny = "\\N{NOT A NAME}"\n# ' + "x" * 150_000 + "\nx = " + "-" * 100_000
+                  + "1\n")
 # Clean TensorFlow code, enough of it (> MIN_POOL_BYTES) for a run with -j 2 to use worker processes.
 PADDING = "import tensorflow as tf\n" + "".join(f"def f{i}(x):\n    return tf.reduce_sum(x) * {i}\n" for i in range(6000))
 
