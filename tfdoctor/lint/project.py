@@ -7,7 +7,9 @@ It is parsed and analysed only when a rule's question reaches it (a helper's ret
 bases, a decorator), once per process; a module that cannot be read or parsed is simply not known.
 
 When a question reaches a parameter of a module-level function that its own module never calls, the
-project's other files that name the function and its module are searched for the calls (`callers`).
+project's other files that name the function and its module are searched for the calls (`callers`; not
+in a project of more than MAX_FILES files). A cached result lists the modules those calls were found in,
+not the files searched in vain: a call added to another file is seen once `train.py` itself is re-linted.
 
 Every module a linted file used is recorded with the digest of its bytes (`begin`/`used`), so a cached
 finding is reused only while those files are unchanged.
@@ -30,7 +32,9 @@ from tfdoctor.lint.semantic.collector import CallFact, Scope
 from tfdoctor.lint.semantic.model import SemanticModel
 
 MAX_MODULE_BYTES = 1 << 20  # a larger module is not read for evidence (generated code, vendored data)
-MAX_FILES = 2000  # files searched for the callers of a function
+MAX_FILES = 300  # a project with more Python files is not searched for callers (reading them all per question
+# costs more than the parse it would save; precision over recall)
+MAX_TEXT_BYTES = 256 * 1024  # files searched for callers are kept in memory when at most this large
 _SKIPPED = frozenset({"venv", "env", "site-packages", "node_modules", "build", "dist", "__pycache__"})
 _MEMO = 64  # analysed modules kept per process
 
@@ -44,6 +48,7 @@ class Project:
         self._models: dict[tuple[Path, str], tuple[str, ModuleFacts | None]] = {}
         self._used: dict[str, str] = {}
         self._files: list[Path] | None = None
+        self._texts: dict[Path, bytes] = {}
 
     @staticmethod
     def for_file(path: Path) -> Project:
@@ -79,7 +84,7 @@ class Project:
         module = home.parent.name if home.name == "__init__.py" else home.stem
         found: list[CallFact] = []
         for path in self._python_files():
-            if path == home or not _mentions(path, (function.name.encode(), module.encode())):
+            if path == home or not self._mentions(path, (function.name.encode(), module.encode())):
                 continue
             other = self._model(path, model.path)
             if other is None:
@@ -92,17 +97,29 @@ class Project:
         return found
 
     def _python_files(self) -> list[Path]:
-        """The project's Python files (not in virtual environments, builds or hidden folders), at most
-        MAX_FILES of them."""
+        """The project's Python files (not in virtual environments, builds or hidden folders); none when
+        there are more than MAX_FILES."""
         if self._files is None:
             files: list[Path] = []
             for folder, subfolders, names in os.walk(self.root):
                 subfolders[:] = sorted(d for d in subfolders if d not in _SKIPPED and not d.startswith("."))
                 files.extend(Path(folder) / name for name in sorted(names) if name.endswith(".py"))
                 if len(files) > MAX_FILES:
+                    files = []
                     break
-            self._files = [f.resolve() for f in files[:MAX_FILES]]
+            self._files = [f.resolve() for f in files]
         return self._files
+
+    def _mentions(self, path: Path, words: tuple[bytes, ...]) -> bool:
+        """Whether a file's text holds every word (texts are read once per process)."""
+        text = self._texts.get(path)
+        if text is None:
+            try:
+                text = path.read_bytes() if path.stat().st_size <= MAX_TEXT_BYTES else b""
+            except OSError:
+                text = b""
+            self._texts[path] = text
+        return all(word in text for word in words)
 
     def _candidates(self, importer: Path, module: str, level: int) -> list[Path]:
         parts = [p for p in module.split(".") if p]
@@ -159,16 +176,6 @@ def _same(target: Scope, function: Scope, home: Path) -> bool:
     owner = target.owner
     return (target.qualname == function.qualname and isinstance(owner, SemanticModel) and owner.file is not None
             and owner.file.resolve() == home)
-
-
-def _mentions(path: Path, words: tuple[bytes, ...]) -> bool:
-    try:
-        if path.stat().st_size > MAX_MODULE_BYTES:
-            return False
-        text = path.read_bytes()
-    except OSError:
-        return False
-    return all(word in text for word in words)
 
 
 def _display(path: Path, importer_display: str) -> str:

@@ -113,6 +113,14 @@ def write_filepath(filepath, task_type, task_id):
 task_type, task_id = strategy.cluster_resolver.task_type, strategy.cluster_resolver.task_id
 model.save(write_filepath("/tmp/keras-model", task_type, task_id))
 """,
+        # a job name compared with "chief" (TensorFlowOnSpark's context)
+        """import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+def main_fun(args, ctx):
+    model.fit(ds)
+    if ctx.job_name == "chief":
+        model.save(args.model_dir + ".h5")
+""",
         # saved on the chief only
         """import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()

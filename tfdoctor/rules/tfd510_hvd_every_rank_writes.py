@@ -111,6 +111,16 @@ def export(model):
 if hvd.rank() == 0:
     export(model)
 """,
+        # an early return on the other ranks
+        """import horovod.tensorflow.keras as hvd
+hvd.init()
+def finish(model):
+    if hvd.rank() != 0:
+        return
+    model.save("final")
+model.fit(ds)
+finish(model)
+""",
         # one log folder per rank
         """import tensorflow as tf
 import horovod.tensorflow as hvd

@@ -4,8 +4,9 @@ runs on the chief (or rank 0) only, which calls write models, checkpoints or log
 and whether an expression is computed from the worker count.
 
 Precision first: every helper answers "unknown" (None, or True for "guarded") when the module does not show
-the answer, so a rule stays silent. Where a question is about the text of a function (an early
-`if not is_chief: return`), the function's source is rendered once, only for files that have a candidate.
+the answer, so a rule stays silent. Where a question is about a helper function as a whole (does
+`_is_chief` or `write_filepath` know the worker?), its source is rendered once, only for files that have a
+candidate.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ GUARD_WORDS = re.compile(
     r"cluster_resolver|should_checkpoint|should_save",
     re.IGNORECASE,
 )
-_GUARD_LINE = re.compile(r"^\s*(?:el)?if\b.*(?:" + GUARD_WORDS.pattern + ")", re.IGNORECASE | re.MULTILINE)
 # Names in a path that make it differ between workers (the tutorial's `write_filepath(path, task_type, task_id)`).
 _PER_WORKER_PATH = re.compile(
     r"task|worker|rank|chief|temp|tmp|write_|mkdtemp|gettempdir|uuid|getpid|hostname|gethostname|node",
@@ -186,7 +186,8 @@ def expression_names(expr: cst.CSTNode | None, strings: bool = True, depth: int 
     elif isinstance(expr, cst.ConcatenatedString):
         parts = [expr.left, expr.right]
     elif isinstance(expr, cst.SimpleString):
-        return frozenset({expr.value.strip("'\"rbuRBUf")}) if strings else frozenset()
+        text = literal_str(expr)
+        return frozenset({text}) if strings and text is not None else frozenset()
     return frozenset().union(*(expression_names(p, strings, depth + 1) for p in parts))
 
 
@@ -278,18 +279,22 @@ def bindings(facts: ModuleFacts, name: str, scope: Scope) -> list[AssignFact] | 
 
 
 # -- who runs this code --------------------------------------------------------------------------------------
-def _scope_text(facts: ModuleFacts, scope: Scope) -> str:
+def _scope_text(facts: ModuleFacts, function: Scope) -> str:
+    """The source of a function of this module (a helper such as `_is_chief`), rendered once."""
     texts = facts.__dict__.setdefault("_multiworker_texts", {})
-    if id(scope) not in texts:
-        texts[id(scope)] = ("\n".join(facts.source_lines) if not scope.is_function
-                            else facts.module.code_for_node(scope.node))
-    return texts[id(scope)]
+    if id(function) not in texts:
+        texts[id(function)] = facts.module.code_for_node(function.node)
+    return texts[id(function)]
 
 
 def guard_test(facts: ModuleFacts, test: cst.BaseExpression, scope: Scope) -> bool:
     """Whether an `if` test decides by worker: task type/id, the chief, a rank, or a module function whose
     name or result says so (`_is_chief(...)`, `def should_save(): return hvd.rank() == 0`)."""
-    names = derived_names(facts, expression_names(test), scope)
+    return _guard_names(facts, expression_names(test), scope)
+
+
+def _guard_names(facts: ModuleFacts, read: Iterable[str], scope: Scope) -> bool:
+    names = derived_names(facts, read, scope)
     if any(GUARD_WORDS.search(n) for n in names):
         return True
     for name in names:
@@ -318,8 +323,8 @@ def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bo
                                      or _PER_WORKER_PATH.search(_scope_text(facts, function))):
             return True
     scope: Scope | None = call.scope
-    while scope is not None:
-        if _GUARD_LINE.search(_scope_text(facts, scope)):
+    while scope is not None:  # an early `if not is_chief: return` in the function, or around it
+        if any(fact.scope is scope and _guard_names(facts, fact.names, scope) for fact in facts.if_facts):
             return True
         scope = scope.parent
     if call.scope.is_function and depth < 3:
