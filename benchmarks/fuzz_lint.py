@@ -34,7 +34,7 @@ from typing import Callable, Iterator
 ROOT = Path(__file__).resolve().parent.parent
 PRELUDE = "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n"
 FOLDER_SIZE = 500
-SECONDS_PER_FOLDER = 600
+SECONDS_PER_FOLDER = 1800
 # Depths around CPython's limits (200 brackets, about 3,000 levels) and far past them.
 DEPTHS = (10, 150, 250, 1000, 2500, 5000, 20000)
 _NESTINGS: dict[str, Callable[[int], str]] = {

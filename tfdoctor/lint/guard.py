@@ -13,9 +13,9 @@ the number of `elif`s; it costs about 1% of a parse. Only a file whose bound pas
 
 A file CPython accepts is no deeper than its limit, which tfdoctor handles too, except one long `a or b or
 ...` (CPython keeps it in one node, libcst nests each operand): more than MAX_BOOLEAN_OPERANDS of them is
-refused as well. A file CPython refuses for an ordinary syntax error was not checked for depth: it is
-`suspicious`, and the engine parses it where a native crash cannot take down the run (libcst words the
-error itself). On the tensorflow+keras sources 5% of the parsed files are compiled, none is suspicious.
+refused as well. A file CPython refuses for an ordinary syntax error was not checked for depth: its longest
+logical line is compiled alone, and if that passes the file is `suspicious`, and the engine parses it where
+a native crash cannot take down the run (libcst words the error itself). On the tensorflow+keras sources 5% of the parsed files are compiled, none is suspicious.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def screen(source: bytes) -> Screen:
             message = str(error.msg)
             if any(limit in message for limit in _LIMIT_MESSAGES):
                 return Screen(Rejection(error.lineno or 1, error.offset or 1, f"{message} (Python refuses it too)"))
-            return Screen(suspicious=True)
+            return _region_alone(source, start)
         except (RecursionError, MemoryError):
             line, column = _position(source, start)
             return Screen(Rejection(line, column, TOO_DEEP))
@@ -106,6 +106,13 @@ def depth_bound(source: bytes) -> tuple[int, int]:
     """An upper bound on the depth of the file's syntax tree, and the byte offset of the line that sets it.
     Brackets inside strings and comments only loosen the bound (an unclosed `(` in a docstring makes the rest
     of the file one span), never tighten it."""
+    widest, start = _widest_region(source)
+    return widest + source.count(b"elif"), start
+
+
+def _widest_region(source: bytes) -> tuple[int, int]:
+    """The length and byte offset of the longest logical line: a bracketed span, a physical line, or lines
+    joined by backslashes."""
     depth, opened, widest, start = 0, 0, 0, 0
     for match in _BRACKETS.finditer(source):
         if match.group()[0] in _OPENING:
@@ -125,7 +132,28 @@ def depth_bound(source: bytes) -> tuple[int, int]:
         joined, joined_start = _longest_joined_line(source)
         if joined > widest:
             widest, start = joined, joined_start
-    return widest + source.count(b"elif"), start
+    return widest, start
+
+
+def _region_alone(source: bytes, start: int) -> Screen:
+    """Python stopped at an ordinary syntax error, before it could judge the depth: ask it about the longest
+    logical line alone (a deep chain after a stray byte-order mark is still refused for its depth)."""
+    length, _ = _widest_region(source)
+    region = source[start:start + length].lstrip()
+    with _default_recursion_limit(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            compile(region, "<screened>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except (RecursionError, MemoryError):
+            line, column = _position(source, start)
+            return Screen(Rejection(line, column, "nested too deeply: Python's own parser refuses it"))
+        except SyntaxError as error:
+            if any(limit in str(error.msg) for limit in _LIMIT_MESSAGES):
+                line, column = _position(source, start)
+                return Screen(Rejection(line, column, f"{error.msg} (Python refuses it too)"))
+        except ValueError:
+            pass
+    return Screen(suspicious=True)
 
 
 def _longest_line_start(source: bytes, length: int) -> int:

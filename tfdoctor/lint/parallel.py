@@ -8,7 +8,7 @@ into a result is caught here, for the one item that caused it:
 - a worker that dies (a native crash in libcst, a kill) gives `failed(item, reason)` for the item it was on;
   the rest of its share goes to a fresh worker;
 - a watchdog polls the run's memory (this process and its workers, proportional set sizes) and each item's
-  time: over MEMORY_LIMIT the largest worker is stopped and its item is tried again alone at the end, with
+  CPU time: over MEMORY_LIMIT the largest worker is stopped and its item is tried again alone at the end, with
   the whole budget, then fails if it still needs more; an item running past SECONDS_PER_ITEM fails;
 - in a serial run, the items flagged `isolate` (the guard could not bound their depth, or they are large
   enough to need a lot of memory) run in a worker of their own, so this process never parses them.
@@ -36,7 +36,8 @@ MB = 1024 * 1024
 # The whole run stays under 2 GB: libcst needs 300-1,000 bytes of memory per byte of source, so one file
 # at the default max-file-bytes (1 MiB) fits when it runs alone.
 MEMORY_LIMIT = 1800 * MB
-# A 760 KB file takes 5-40 s on a loaded 2-core machine; nothing legitimate comes near this.
+# CPU seconds (a loaded machine stretches wall time, not CPU time): a 760 KB file takes 5-40 s; nothing
+# legitimate comes near this.
 SECONDS_PER_ITEM = 300.0
 _POLL_SECONDS = 0.2
 
@@ -82,7 +83,7 @@ class _Worker:
     process: multiprocessing.process.BaseProcess
     connection: Connection
     share: deque[int] = field(default_factory=deque)  # indices sent and not answered, in the order run
-    started: float = 0.0  # when the item at share[0] began
+    started: float = 0.0  # the worker's CPU seconds when the item at share[0] began
     stopped_for: str | None = None  # why the watchdog stopped it
     retry_alone: bool = False  # stopped for the run's memory while others ran
 
@@ -140,7 +141,7 @@ class _Pool(Generic[Item, Result]):
                     self.workers.remove(worker)
                     continue
                 worker.share.extend(share)
-                worker.started = time.monotonic()
+                worker.started = cpu_seconds(worker.process.pid)
 
     def _start(self) -> _Worker:
         ours, theirs = _context().Pipe()
@@ -155,7 +156,7 @@ class _Pool(Generic[Item, Result]):
                 index, result = worker.connection.recv()
                 self.results[index] = result
                 worker.share.popleft()
-                worker.started = time.monotonic()
+                worker.started = cpu_seconds(worker.process.pid)
         except (EOFError, OSError):
             pass
         if worker.share and not worker.process.is_alive():
@@ -176,13 +177,13 @@ class _Pool(Generic[Item, Result]):
 
     def _watch(self, last_chance: bool) -> None:
         now = time.monotonic()
-        for worker in [w for w in self.workers if w.share]:
-            if now - worker.started > self.limits.seconds_per_item:
-                worker.stopped_for = f"linting this file took longer than {self.limits.seconds_per_item:.0f} s"
-                _kill(worker)
         if now - self.polled < _POLL_SECONDS:
             return
         self.polled = now
+        for worker in [w for w in self.workers if w.share]:
+            if cpu_seconds(worker.process.pid) - worker.started > self.limits.seconds_per_item:
+                worker.stopped_for = f"linting this file took more than {self.limits.seconds_per_item:.0f} s of CPU time"
+                _kill(worker)
         sizes = {worker: process_memory(worker.process.pid) for worker in self.workers
                  if worker.share and worker.process.is_alive()}
         if not sizes or process_memory(os.getpid()) + sum(sizes.values()) <= self.limits.memory_bytes:
@@ -226,6 +227,16 @@ def process_memory(pid: int) -> int:
             return int(stream.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time (user + system); 0 where it cannot be read (not Linux: no time limit)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stream:
+            fields = stream.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _death(process: multiprocessing.process.BaseProcess) -> str:
