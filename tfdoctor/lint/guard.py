@@ -146,7 +146,7 @@ def _region_alone(source: bytes, start: int) -> Screen:
             compile(region, "<screened>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
         except (RecursionError, MemoryError):
             line, column = _position(source, start)
-            return Screen(Rejection(line, column, "nested too deeply: Python's own parser refuses it"))
+            return Screen(Rejection(line, column, TOO_DEEP))
         except SyntaxError as error:
             if any(limit in str(error.msg) for limit in _LIMIT_MESSAGES):
                 line, column = _position(source, start)
