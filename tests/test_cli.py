@@ -163,3 +163,14 @@ def test_lint_never_imports_tensorflow():
 
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_tabs_and_spaces_that_python_accepts_are_linted_at_the_original_columns(tmp_path):
+    """libcst's tokenizer refuses this indentation ("no matching outer block for dedent"); Python runs it."""
+    source = "import tensorflow as tf\n\n\ndef main(gpus):\n  if gpus:\n\t  parallel = tf.keras.utils.multi_gpu_model(m, gpus=2)\n  return 1\n"
+    compile(source, "tabs.py", "exec")
+    (tmp_path / "tabs.py").write_text(source)
+    result = run_cli("lint", "--format", "concise", "--no-cache", str(tmp_path / "tabs.py"))
+    assert result.stdout.splitlines() == [
+        f"{tmp_path / 'tabs.py'}:6:15: TFD101 `multi_gpu_model` copies the model onto each GPU by hand; use "
+        "`tf.distribute.MirroredStrategy`"]

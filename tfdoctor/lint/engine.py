@@ -36,11 +36,13 @@ from tfdoctor.lint.parallel import map_ordered
 from tfdoctor.lint.precedence import Candidate, survivors
 from tfdoctor.lint.project import Project
 from tfdoctor.lint.rule import Context, Rule, all_rules
+from tfdoctor.lint.tabs import expand_indentation, map_back
 from tfdoctor.lint.version_evidence import forget as forget_project_evidence
 
 _NOQA = re.compile(r"#\s*noqa(?::[\s]*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 _SKIP_FILE = re.compile(rb"^[ \t]*#[ \t]*tfdoctor:[ \t]*skip-file\b", re.MULTILINE)
 PARSE_ERROR = ("TFD000", "parse-error")
+_LIBCST_ONLY = "libcst cannot parse this file: "  # a file Python itself parses
 # Every rule's facts hang on TF/Keras names, resolved through the file's imports, or on objects named like a
 # strategy (a `strategy` parameter). A file with none of these words is never parsed, whatever the rules'
 # own trigger words; on the installed tensorflow+keras sources this leaves 10% of the files unparsed.
@@ -85,10 +87,27 @@ class Reported:
 def lint_source(source: bytes, display_path: str, settings: Settings, path: Path | None = None) -> list[Finding]:
     """Lint one file's bytes. Never raises for bad input: a file that cannot be parsed gives TFD000."""
     parsed = parse_source(source, display_path, settings, path)
+    if isinstance(parsed, Finding) and parsed.message.startswith(f"cannot parse: {_LIBCST_ONLY}") and b"\t" in source:
+        retried = _lint_tabs_expanded(source, display_path, settings, path)
+        return [parsed] if retried is None else retried
     if not isinstance(parsed, cst.Module):
         return [parsed] if parsed is not None else []
     lines = source.decode(parsed.encoding, errors="replace").splitlines()  # not `parsed.code`: a re-render
     return [reported.finding for reported in check_module(parsed, display_path, settings, path, lines)]
+
+
+def _lint_tabs_expanded(source: bytes, display_path: str, settings: Settings, path: Path | None) -> list[Finding] | None:
+    """A file that Python parses but libcst does not, for the way its indentation mixes tabs and spaces:
+    its findings from the tab-expanded text (tabs.py); None when libcst cannot parse that either."""
+    expanded = expand_indentation(source)
+    try:
+        module = cst.parse_module(expanded)
+    except (cst.ParserSyntaxError, UnicodeDecodeError, LookupError, SyntaxError, RecursionError):
+        return None
+    original_lines = source.decode(module.encoding, errors="replace").splitlines()
+    expanded_lines = expanded.decode(module.encoding, errors="replace").splitlines()
+    findings = [reported.finding for reported in check_module(module, display_path, settings, path, expanded_lines)]
+    return map_back(findings, original_lines, expanded_lines)
 
 
 def lint_notebook(source: bytes, display_path: str, settings: Settings, path: Path | None = None) -> list[Finding]:
@@ -251,7 +270,7 @@ def _syntax_finding(path: str, source: bytes, error: cst.ParserSyntaxError) -> F
         pass
     where = re.search(r"error at (\d+):(\d+)", error.message)
     line, column = (int(where.group(1)), int(where.group(2)) + 1) if where else (error.raw_line, error.raw_column + 1)
-    return _parse_finding(path, line, column, f"libcst cannot parse this file: {error.message}")
+    return _parse_finding(path, line, column, f"{_LIBCST_ONLY}{error.message}")
 
 
 def parse_error(path: str, message: str) -> Finding:
