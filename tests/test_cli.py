@@ -154,7 +154,7 @@ def test_rules_table_and_rule_page():
 def test_lint_never_imports_tensorflow():
     code = (
         "import sys\nfrom tfdoctor.cli import main\n"
-        f"status = main(['lint', '--exit-zero', {str(FIXTURES)!r}])\n"
+        f"status = main(['lint', '--exit-zero', *{[str(p) for p in FIXTURES.iterdir() if p.name != 'crashes']!r}])\n"
         "assert status == 0, status\n"
         "loaded = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'cv2')]\n"
         "assert not loaded, loaded\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import DEPTH_MEASURED, FIXTURES, ROOT
 from tfdoctor.config import Settings
 from tfdoctor.lint.engine import lint_paths, lint_source
 
@@ -38,7 +38,8 @@ def expected_findings(text: str) -> set[tuple[int, str]]:
     return set(expectations(text))
 
 
-@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: str(p.relative_to(FIXTURES)))
+@pytest.mark.parametrize("program", [pytest.param(p, marks=DEPTH_MEASURED) if p.parent.name == "crashes" else p
+                                     for p in PROGRAMS], ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_program_findings_are_exactly_the_expected_ones(program):
     findings = lint_source(program.read_bytes(), str(program), Settings(root=ROOT))
     assert {(f.line, f.code) for f in findings} == expected_findings(program.read_text())

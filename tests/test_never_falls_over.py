@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import DEPTH_MEASURED, run_cli
 from tfdoctor.lint import engine, guard, parallel
 from tfdoctor.lint.engine import lint_paths
 from tfdoctor.lint.parallel import MB, Limits, map_ordered
@@ -51,6 +51,7 @@ def test_a_folder_holding_a_deep_file_still_reports_the_other_files(tmp_path, jo
     assert report["summary"]["files"] == 4
 
 
+@DEPTH_MEASURED
 def test_legal_but_deep_code_is_linted_not_an_internal_error(tmp_path):
     (tmp_path / "deep.py").write_text("import tensorflow as tf\nx = " + "-" * 2500 + "1\n" + BAD.split("\n", 1)[1])
     result = run_cli("lint", "--format", "concise", "--no-cache", "-j", "1", str(tmp_path / "deep.py"))
