@@ -3,7 +3,6 @@ a real deadline, one line for every failure (no TensorFlow: the children here ar
 
 from __future__ import annotations
 
-import os
 import sys
 import textwrap
 import time

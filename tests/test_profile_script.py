@@ -11,7 +11,6 @@ import time
 import pytest
 
 from tests.conftest import ROOT, run_cli
-from tfdoctor.profile.runner import ProfileError
 from tfdoctor.profile.script.join import local_modules
 from tfdoctor.profile.script.parent import split_command
 

@@ -54,7 +54,7 @@ def with_scaling(report: Report, one_worker: Report) -> Report:
     """`report` with its job set beside a one-worker job at the same per-replica batch: throughput, and how
     much of the step the all-reduce takes within one worker and across workers."""
     rows = []
-    for name, each in (("one", one_worker), ("all", report)):
+    for each in (one_worker, report):
         assert each.breakdown is not None and each.examples_per_s is not None and each.workers is not None
         rows.append({"workers": len(each.workers), "replicas": each.requested, "examples_per_s": each.examples_per_s,
                      "sync_share": each.breakdown.shares()["sync"]})
