@@ -1,7 +1,7 @@
 """Find files, prefilter, parse once, build facts once, run the rules, drop suppressed findings.
 
-Positions are computed only for files that have findings: libcst's PositionProvider re-renders the whole
-tree (about two parses), so a clean file pays for parse + one fact walk and nothing more. On the installed
+Positions are computed only for files that have findings: that re-renders the whole tree (about half a
+parse, `semantic/positions.py`), so a clean file pays for parse + one fact walk and nothing more. On the installed
 tensorflow+keras sources 12 of 2475 parsed files have findings, and a cold `-j 1` run costs 1.16x the libcst
 floor (parse + one empty walk) in CPU time (`benchmarks/lint_speed.py`), so positioning only flagged nodes
 would not pay for its complexity.
@@ -23,19 +23,21 @@ from functools import lru_cache
 from typing import Iterable, Iterator, Mapping
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from tfdoctor.config import ConfigError, Overrides, Settings, load_settings, settings_for
 from tfdoctor.lint.cache import Cache
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.deep_stack import deep_stack
 from tfdoctor.lint.findings import Finding, Related, Severity, Violation
+from tfdoctor.lint.gc_threshold import sparse_collection
 from tfdoctor.lint.guard import screen
 from tfdoctor.lint.notebooks import NotebookError, read_notebook
 from tfdoctor.lint.parallel import map_ordered
 from tfdoctor.lint.precedence import Candidate, survivors
 from tfdoctor.lint.project import Project
 from tfdoctor.lint.rule import Context, Rule, all_rules
+from tfdoctor.lint.semantic.positions import positions as node_positions
 from tfdoctor.lint.tabs import expand_indentation, map_back
 from tfdoctor.lint.version_evidence import forget as forget_project_evidence
 
@@ -83,6 +85,7 @@ class Reported:
     fix_span: tuple[tuple[int, int], tuple[int, int]] | None
 
 
+@sparse_collection
 @deep_stack
 def lint_source(source: bytes, display_path: str, settings: Settings, path: Path | None = None) -> list[Finding]:
     """Lint one file's bytes. Never raises for bad input: a file that cannot be parsed gives TFD000."""
@@ -195,7 +198,7 @@ def _project(path: Path | None) -> Project | None:
 def _position(
     module: cst.Module, lines: list[str], display_path: str, found: list[tuple[Rule, Violation]], context: Context
 ) -> Iterator[Reported]:
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = node_positions(module)
     seen: set[tuple[str, int, int]] = set()
     kept: list[tuple[Rule, Violation, CodeRange, int]] = []
     for rule, violation in found:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -32,9 +33,9 @@ class Part:
     version: int | None
     text: str
 
-    @property
+    @cached_property
     def lines(self) -> list[str]:
-        """The lines as LSP counts them (split at \\r\\n, \\r or \\n)."""
+        """The lines as LSP counts them (split at \\r\\n, \\r or \\n); split once per snapshot."""
         return LINE_BREAK.split(self.text)
 
 

@@ -39,11 +39,11 @@ def mentions_replica_count(facts: ModuleFacts, names: frozenset[str], scope: Sco
         return True
     if depth > 3:
         return False
-    return any(
+    return facts.memo(("mentions_replica_count", names, id(scope), depth), lambda: any(
         mentions_replica_count(facts, a.names, a.scope, depth + 1)
         for name in names if "." not in name or name.startswith("self.")
         for a in facts.definitions(name, scope)
-    )
+    ))
 
 
 def is_global_batch(facts: ModuleFacts, names: frozenset[str], scope: Scope) -> bool:

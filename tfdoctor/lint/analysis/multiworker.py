@@ -194,9 +194,16 @@ def expression_names(expr: cst.CSTNode | None, strings: bool = True, depth: int 
 def derived_names(facts: ModuleFacts, names: Iterable[str], scope: Scope, strings: bool = True,
                   depth: int = 0) -> frozenset[str]:
     """The names and, through their assignments in this module (three levels), the names they come from."""
-    found = set(names)
+    start = frozenset(names)
     if depth > 2:
-        return frozenset(found)
+        return start
+    return facts.memo(("derived_names", start, id(scope), strings, depth),
+                      lambda: _derived_names(facts, start, scope, strings, depth))
+
+
+def _derived_names(facts: ModuleFacts, names: frozenset[str], scope: Scope, strings: bool,
+                   depth: int) -> frozenset[str]:
+    found = set(names)
     for name in list(found):
         if not name.replace(".", "").isidentifier():
             continue

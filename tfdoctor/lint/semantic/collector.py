@@ -14,6 +14,7 @@ from typing import Iterable, Iterator
 import libcst as cst
 
 from tfdoctor.lint.names import dotted, module_name
+from tfdoctor.lint.semantic.walk import Visitor
 
 END_OF_SCOPE = 1 << 62  # a visit order after every fact: "the value at the end of the scope"
 
@@ -224,7 +225,7 @@ class DatasetChain:
         return found[-1] if found else None
 
 
-class FactCollector(cst.CSTVisitor):
+class FactCollector(Visitor):
     """The one walk over a module. Records facts in source order and nothing else."""
 
     def __init__(self, module: cst.Module) -> None:

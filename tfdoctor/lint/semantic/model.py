@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Iterator, Literal, Protocol
+from typing import Callable, Hashable, Iterable, Iterator, Literal, Protocol, TypeVar
 
 import libcst as cst
 
@@ -34,6 +34,8 @@ from tfdoctor.lint.semantic.collector import (
     LoopFact,
     Scope,
 )
+from tfdoctor.lint.semantic.positions import Positions, positions
+from tfdoctor.lint.semantic.walk import walk
 
 _MAX_DEPTH = 12
 _FUNCTION_WRAPPERS = frozenset({"functools.partial", "tensorflow.function", "functools.wraps"})
@@ -80,13 +82,16 @@ class Origin:
         return self.scope.owner  # type: ignore[return-value]
 
 
+Answer = TypeVar("Answer")
+
+
 class SemanticModel:
     """Names, scopes, definitions and calls of one module."""
 
     def __init__(self, module: cst.Module, path: str, source_lines: list[str],
                  loader: ModuleLoader | None = None, file: Path | None = None) -> None:
         collector = FactCollector(module)
-        module.visit(collector)
+        walk(module, collector)
         self.module = module
         self.path = path  # as shown to the user
         self.file = file  # where it lies, when it is a file: imports are resolved from there
@@ -105,6 +110,14 @@ class SemanticModel:
         self.if_facts = collector.if_facts
         for scope in self.scopes:
             scope.owner = self
+        self._memo: dict[Hashable, object] = {}
+
+    def memo(self, key: Hashable, compute: Callable[[], Answer]) -> Answer:
+        """`compute()` once per key for this module: for recursive questions an analysis asks many times
+        over (a name's origins), which otherwise grow with the number of paths to them."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]  # type: ignore[return-value]
 
     # -- names ----------------------------------------------------------------------------------------
     def resolve(self, node: cst.CSTNode | str | None) -> str | None:
@@ -140,6 +153,10 @@ class SemanticModel:
         fact = self._imports_by_name.get(name)
         if fact is None or self.loader is None:
             return None
+        return self.memo(("imported", name), lambda: self._imported(fact))
+
+    def _imported(self, fact: ImportFact) -> tuple[SemanticModel, str | None] | None:
+        assert self.loader is not None
         if fact.symbol is not None:
             inner = self.loader.load(self, f"{fact.module}.{fact.symbol}" if fact.module else fact.symbol, fact.level)
             if inner is not None:  # `from pkg import module`
@@ -417,13 +434,11 @@ class SemanticModel:
 
     # -- positions of evidence ------------------------------------------------------------------------
     @cached_property
-    def _positions(self):  # noqa: ANN202 - libcst's mapping type
-        from libcst.metadata import MetadataWrapper, PositionProvider
-
-        return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    def _positions(self) -> Positions:
+        return positions(self.module)
 
     def position(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
-        """(line, column, end line, end column), 1-based, of a node of this module. Costs about two parses the
+        """(line, column, end line, end column), 1-based, of a node of this module. Costs about half a parse the
         first time, so it is asked only for evidence a finding cites."""
         where = self._positions[node]
         return where.start.line, where.start.column + 1, where.end.line, where.end.column + 1
