@@ -41,6 +41,9 @@ MAP_MESSAGE = "`map` in a training pipeline runs on one core; add `num_parallel_
     server_command=[sys.executable, "-m", "tfdoctor", "server"],
     server_env={**os.environ, "XDG_CACHE_HOME": str(Path(tempfile.gettempdir()) / "tfdoctor-test-cache")}))
 async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFactory):
+    registered: list[types.Registration] = []
+    lsp_client.feature(types.CLIENT_REGISTER_CAPABILITY)(lambda params: registered.extend(params.registrations))
+    lsp_client.registered = registered  # type: ignore[attr-defined]
     capabilities = client_capabilities("visual-studio-code")
     capabilities.notebook_document = types.NotebookDocumentClientCapabilities(
         synchronization=types.NotebookDocumentSyncClientCapabilities())
@@ -220,6 +223,24 @@ async def test_the_project_config_and_pins_give_what_the_command_line_gives(clie
     client.text_document_did_save(types.DidSaveTextDocumentParams(
         text_document=types.TextDocumentIdentifier(uri=(tmp_path / "pyproject.toml").as_uri())))
     await _eventually(client, uri, lambda found: _codes(found) == ["TFD101"])
+
+
+@on_one_server
+async def test_a_file_changed_outside_the_editor_counts_once_the_watcher_reports_it(client: LanguageClient, tmp_path):
+    """TF 2.17 is pinned, so tf.keras is Keras 3 (TFD304) until a Keras 2 helper appears in the project
+    (a `git checkout`): then the loop is Keras 2 code, whose default loss is a per-replica mean (TFD104)."""
+    project = ROOT / "fixtures" / "projects" / "keras2_under_tf217"
+    for name in ("setup.cfg", "requirements.txt"):
+        (tmp_path / name).write_text((project / name).read_text())
+    uri = _open(client, tmp_path / "train.py", (project / "train.py").read_text())
+    await _eventually(client, uri, lambda found: _codes(found) == ["TFD304"])
+    [watching] = [r for r in client.registered if r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES]
+    assert "**/*.py" in [watcher["globPattern"] for watcher in watching.register_options["watchers"]]
+    helper = tmp_path / "scaling.py"
+    helper.write_text((project / "scaling.py").read_text())
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+        changes=[types.FileEvent(uri=helper.as_uri(), type=types.FileChangeType.Created)]))
+    await _eventually(client, uri, lambda found: _codes(found) == ["TFD104"])
 
 
 def _cell(uri: str, kind: types.NotebookCellKind = types.NotebookCellKind.Code) -> types.NotebookCell:

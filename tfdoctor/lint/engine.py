@@ -36,6 +36,7 @@ from tfdoctor.lint.notebooks import NotebookError, read_notebook
 from tfdoctor.lint.parallel import map_ordered
 from tfdoctor.lint.precedence import Candidate, survivors
 from tfdoctor.lint.project import Project
+from tfdoctor.lint.project import forget as forget_project_files
 from tfdoctor.lint.rule import Context, Rule, all_rules
 from tfdoctor.lint.semantic.positions import positions as node_positions
 from tfdoctor.lint.tabs import expand_indentation, map_back
@@ -186,6 +187,12 @@ def check_module(module: cst.Module, display_path: str, settings: Settings, path
         return list(_position(module, lines, display_path, found, context))
     except (RecursionError, Exception) as error:  # a bug of ours must not hide the other files' findings
         raise InternalError(f"internal error in {stage}: {type(error).__name__}: {error} (please report)") from error
+
+
+def forget_files_read() -> None:
+    """Read the projects' files afresh from the next lint on (their version evidence, file lists, texts)."""
+    forget_project_evidence()
+    forget_project_files()
 
 
 def _project(path: Path | None) -> Project | None:
@@ -363,7 +370,7 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
     """Lint files and folders. Problems with one path are reported and the others still linted.
     `jobs` worker processes (None: one per core); `cache` reuses findings from `.tfdoctor_cache/`."""
     report = LintReport()
-    forget_project_evidence()  # the files as they are now
+    forget_files_read()  # the files as they are now
     notes: dict[str, list[str]] = {}
     tasks: list[tuple[_Task, Cache | None, str | None]] = []
     for raw in paths:

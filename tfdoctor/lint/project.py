@@ -203,4 +203,19 @@ def _root_of(folder: Path) -> Path:
 
 @lru_cache(maxsize=16)
 def _project_at(root: Path) -> Project:
-    return Project(root)
+    project = Project(root)
+    _KNOWN.append(project)
+    del _KNOWN[:-16]
+    return project
+
+
+_KNOWN: list[Project] = []  # the projects `_project_at` holds
+
+
+def forget() -> None:
+    """Files may have changed since they were read (a long-lived process: the language server): forget the
+    projects' roots, file lists and texts. Module models stay; each is checked against its file's digest."""
+    _root_of.cache_clear()
+    for project in _KNOWN:
+        project._files = None
+        project._texts.clear()

@@ -3,7 +3,9 @@ findings as diagnostics, and answer code actions.
 
 Each lint reads the settings exactly as `tfdoctor lint` does for that file (`settings_for`: the nearest
 `[tool.tfdoctor]`, then the pins above the file), every time, so an edited `pyproject.toml` or requirements
-file counts from the next lint on; saving one re-lints every open document. Lints run on the event loop,
+file counts from the next lint on; saving one re-lints every open document. So does saving a Python file
+(another open file's findings may rest on it), and any change the client's file watcher reports: the
+engine then reads the projects' files afresh (their version evidence, file lists and texts). Lints run on the event loop,
 one at a time, on the text as it is when the debounce ends. Nothing the client sends stops the server: a
 file that cannot be parsed is one TFD000 diagnostic, and a failure of tfdoctor itself is logged.
 """
@@ -21,7 +23,7 @@ from pygls.lsp.server import LanguageServer
 
 from tfdoctor import __version__
 from tfdoctor.config import ConfigError
-from tfdoctor.lint.engine import parse_error
+from tfdoctor.lint.engine import forget_files_read, parse_error
 from tfdoctor.lint.findings import Finding
 from tfdoctor.server.actions import FIX_ALL_KIND, Options, code_actions
 from tfdoctor.server.diagnostics import diagnostic, file_lines, rule_pages
@@ -31,6 +33,7 @@ from tfdoctor.server.isolation import Isolated, WorkerLost
 DEBOUNCE_S = 0.05  # a change waits this long for the next keystroke before it is linted
 ENGINE_DEADLINE_S = 60.0  # a lint or code action taking longer is given up (and its process restarted)
 CONFIG_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "environment.yml")  # and requirements*.txt
+WATCHED = ("**/*.py", "**/*.ipynb", "**/requirements*.txt", *(f"**/{name}" for name in CONFIG_FILES))
 logger = logging.getLogger(__name__)
 Result = TypeVar("Result")
 
@@ -132,6 +135,14 @@ class TfdoctorServer(LanguageServer):
             self.last_error = message
             self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
 
+    async def refresh(self) -> None:
+        """Files changed on disk: the engine forgets what it read of them, then every open document is linted."""
+        try:
+            await self.engine.run(forget_files_read)
+        except (WorkerLost, RuntimeError) as error:  # a fresh engine process has read nothing yet
+            logger.warning("could not refresh the engine: %s", error)
+        self.relint_all()
+
     def relint_all(self) -> None:
         for uri in list(self.findings) + [uri for uri in self.workspace.text_documents if uri not in self.findings]:
             self.schedule(uri, 0)
@@ -163,6 +174,27 @@ def initialize(ls: TfdoctorServer, params: types.InitializeParams) -> None:
     ls.engine.start()
 
 
+@server.feature(types.INITIALIZED)
+async def initialized(ls: TfdoctorServer, params: types.InitializedParams) -> None:
+    """Ask the client to report changes of Python and settings files made outside it (a `git checkout`)."""
+    workspace = ls.client_capabilities.workspace
+    watching = workspace.did_change_watched_files if workspace else None
+    if not (watching and watching.dynamic_registration):
+        return
+    try:
+        await ls.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
+            id="tfdoctor-watched-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            register_options=types.DidChangeWatchedFilesRegistrationOptions(
+                watchers=[types.FileSystemWatcher(glob_pattern=pattern) for pattern in WATCHED]))]))
+    except Exception as error:  # noqa: BLE001 - a client that refuses still gets diagnostics
+        logger.warning("the client did not accept the file watchers: %s", error)
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+async def did_change_watched_files(ls: TfdoctorServer, params: types.DidChangeWatchedFilesParams) -> None:
+    await ls.refresh()
+
+
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 def did_change_configuration(ls: TfdoctorServer, params: types.DidChangeConfigurationParams) -> None:
     if isinstance(params.settings, dict) and params.settings:
@@ -181,9 +213,9 @@ def did_change(ls: TfdoctorServer, params: types.DidChangeTextDocumentParams) ->
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
-def did_save(ls: TfdoctorServer, params: types.DidSaveTextDocumentParams) -> None:
-    if _is_config(params.text_document.uri):
-        ls.relint_all()
+async def did_save(ls: TfdoctorServer, params: types.DidSaveTextDocumentParams) -> None:
+    if _is_config(params.text_document.uri) or path_of(params.text_document.uri).suffix in (".py", ".pyi"):
+        await ls.refresh()
     else:
         ls.schedule(params.text_document.uri, 0)
 
