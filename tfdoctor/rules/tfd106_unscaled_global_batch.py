@@ -9,6 +9,7 @@ from tfdoctor.lint.dataflow import (
     definitions,
     is_global_batch,
     mentions_replica_count,
+    only_multi_worker,
     training_inputs,
 )
 from tfdoctor.lint.facts import DatasetChain, ModuleFacts, reads
@@ -24,7 +25,9 @@ class UnscaledGlobalBatch(Rule):
     `strategy.experimental_distribute_dataset`, or `model.fit` on a model built in `strategy.scope()`)
     where `B` is not derived from `strategy.num_replicas_in_sync` (or `get_per_replica_batch_size`). It
     stays silent when the code derives a per-replica size from `B`, which shows a deliberate fixed global
-    batch.
+    batch, and when every strategy the file makes is a multi-worker one (`MultiWorkerMirroredStrategy`,
+    `ParameterServerStrategy`): there the batch given to `fit` is conventionally the global batch of the
+    whole cluster, and how many replicas the cluster has is not in the code.
 
     ## Why it is bad
     The batch you give the strategy is the *global* batch: each of N replicas gets B/N examples. A batch
@@ -107,6 +110,14 @@ PER_REPLICA = GLOBAL_BATCH // strategy.num_replicas_in_sync
 ds = tf.data.Dataset.from_tensor_slices(data).batch(GLOBAL_BATCH)
 dist = strategy.experimental_distribute_dataset(ds)
 """,
+        # a multi-worker strategy: the fixed batch is the cluster's global batch
+        """import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    model = build()
+    model.compile(loss="mse")
+model.fit(tf.data.Dataset.from_tensor_slices(arrays).batch(128), epochs=1)
+""",
         # a pipeline that never reaches a strategy
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(data).batch(32)
@@ -115,6 +126,8 @@ model.fit(ds)
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        if only_multi_worker(facts):
+            return
         seen: set[int] = set()
         for use in self._strategy_feeds(facts):
             chain = facts.dataset_chain(use.expr, use.scope, use.order)

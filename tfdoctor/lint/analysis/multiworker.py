@@ -28,6 +28,9 @@ MULTI_WORKER_MIRRORED = frozenset({
     "tensorflow.distribute.CollectiveAllReduceStrategy",
     "tensorflow.distribute.experimental.CollectiveAllReduceStrategy",
 })
+PARAMETER_SERVER = frozenset({
+    "tensorflow.distribute.ParameterServerStrategy", "tensorflow.distribute.experimental.ParameterServerStrategy",
+})
 # Words of a test that decides which worker runs the code: task type/id, the chief, a Horovod rank.
 GUARD_WORDS = re.compile(
     r"task_type|task_id|task_index|chief|rank|master|worker_index|worker_id|is_root|primary|TF_CONFIG|"
@@ -137,6 +140,12 @@ def multi_worker_mirrored(facts: ModuleFacts) -> list[CallFact]:
             c for c in facts.strategy_constructions if facts.resolve(c.func) in MULTI_WORKER_MIRRORED
         ]
     return cached
+
+
+def only_multi_worker(facts: ModuleFacts) -> bool:
+    """Whether the module makes strategies and every one is a multi-worker one (MWMS, parameter server)."""
+    made = [facts.resolve(c.func) for c in facts.strategy_constructions]
+    return bool(made) and all(name in MULTI_WORKER_MIRRORED or name in PARAMETER_SERVER for name in made)
 
 
 def keras3_file_name(call: CallFact) -> bool:
