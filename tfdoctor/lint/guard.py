@@ -13,9 +13,11 @@ the number of `elif`s; it costs about 1% of a parse. Only a file whose bound pas
 
 A file CPython accepts is no deeper than its limit, which tfdoctor handles too, except one long `a or b or
 ...` (CPython keeps it in one node, libcst nests each operand): more than MAX_BOOLEAN_OPERANDS of them is
-refused as well. A file CPython refuses for an ordinary syntax error was not checked for depth: its longest
+refused as well, and so are runs of nested `lambda`s and conditional expressions whose memory in libcst
+(the square of each run's length) would pass MAX_NESTED_COST. A file CPython refuses for an ordinary syntax error was not checked for depth: its longest
 logical line is compiled alone, and if that passes the file is `suspicious`, and the engine parses it where
-a native crash cannot take down the run (libcst words the error itself). On the tensorflow+keras sources 5% of the parsed files are compiled, none is suspicious.
+a native crash cannot take down the run (libcst words the error itself); if that line fails alone too, its
+depth stays unknown and the file gets Python's own syntax error. On the tensorflow+keras sources 5% of the parsed files are compiled, none is suspicious.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ DEPTH_BOUND = 3000
 _DEFAULT_RECURSION_LIMIT = 1000
 # libcst nests each `and`/`or` operand one level deeper; CPython keeps them in one node.
 MAX_BOOLEAN_OPERANDS = DEPTH_BOUND
+# libcst's memory grows with the square of a run of nested `lambda`s or `x if c else` expressions, about
+# 190 bytes times the run's length squared (0.2 GB at 1,000 levels, 1.6 GB at 2,900, which CPython takes),
+# summed over the file's runs (16 runs of 1,000 took 3 GB). This keeps the parse under 1 GB.
+MAX_NESTED_COST = 5_000_000
 _BRACKETS = re.compile(rb"[()\[\]{}]")
 _OPENING = frozenset(b"([{")
 _CONTINUATION = re.compile(rb"\\\r?\n")
@@ -79,7 +85,7 @@ def screen(source: bytes) -> Screen:
             message = str(error.msg)
             if any(limit in message for limit in _LIMIT_MESSAGES):
                 return Screen(Rejection(error.lineno or 1, error.offset or 1, f"{message} (Python refuses it too)"))
-            return _region_alone(source, start)
+            return _region_alone(source, start, error)
         except (RecursionError, MemoryError):
             line, column = _position(source, start)
             return Screen(Rejection(line, column, TOO_DEEP))
@@ -88,7 +94,7 @@ def screen(source: bytes) -> Screen:
     if _deeper_than(tree, DEPTH_BOUND):  # Python 3.10 builds such trees, then its compiler refuses them
         line, column = _position(source, start)
         return Screen(Rejection(line, column, TOO_DEEP))
-    return _long_boolean_chain(source, tree)
+    return _beyond_libcst(source, tree)
 
 
 def _deeper_than(tree: ast.AST, limit: int) -> bool:
@@ -135,24 +141,32 @@ def _widest_region(source: bytes) -> tuple[int, int]:
     return widest, start
 
 
-def _region_alone(source: bytes, start: int) -> Screen:
+def _region_alone(source: bytes, start: int, error: SyntaxError) -> Screen:
     """Python stopped at an ordinary syntax error, before it could judge the depth: ask it about the longest
-    logical line alone (a deep chain after a stray byte-order mark is still refused for its depth)."""
+    logical line alone (a deep chain after a stray byte-order mark is still refused for its depth). When
+    that line does not parse alone either, its depth stays unknown and libcst may take gigabytes to fail on
+    it (4,000 `x if c else` cut short): the file gets Python's own syntax error."""
     length, _ = _widest_region(source)
     region = source[start:start + length].lstrip()
+    line, column = _position(source, start)
     with _default_recursion_limit(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            compile(region, "<screened>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+            tree = compile(region, "<screened>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
         except (RecursionError, MemoryError):
-            line, column = _position(source, start)
             return Screen(Rejection(line, column, TOO_DEEP))
-        except SyntaxError as error:
-            if any(limit in str(error.msg) for limit in _LIMIT_MESSAGES):
-                line, column = _position(source, start)
-                return Screen(Rejection(line, column, f"{error.msg} (Python refuses it too)"))
+        except SyntaxError as alone:
+            if any(limit in str(alone.msg) for limit in _LIMIT_MESSAGES):
+                return Screen(Rejection(line, column, f"{alone.msg} (Python refuses it too)"))
+            return Screen(Rejection(error.lineno or 1, error.offset or 1, f"{error.msg} (Python refuses it too)"))
         except ValueError:
-            pass
+            return Screen(suspicious=True)
+    if _deeper_than(tree, DEPTH_BOUND):  # parsed alone, but too deep to compile (a long `x if c else` chain)
+        return Screen(Rejection(line, column, TOO_DEEP))
+    chain = _beyond_libcst(region, tree).rejection
+    if chain is not None:
+        return Screen(Rejection(line + chain.line - 1, chain.column + (column - 1 if chain.line == 1 else 0),
+                                chain.reason))
     return Screen(suspicious=True)
 
 
@@ -178,6 +192,33 @@ def _longest_joined_line(source: bytes) -> tuple[int, int]:
                 longest, longest_start = run, run_start
             run = 0
     return max(longest, run), longest_start if longest >= run else run_start
+
+
+def _beyond_libcst(source: bytes, tree: ast.AST) -> Screen:
+    """What CPython accepts but libcst cannot parse within the run's memory: a long `and`/`or` chain, or a
+    long run of nested `lambda`/conditional expressions."""
+    chain = _long_boolean_chain(source, tree)
+    return chain if chain.rejection is not None else _long_nested_run(tree)
+
+
+def _long_nested_run(tree: ast.AST) -> Screen:
+    """Runs of nested `lambda`/conditional expressions whose squared lengths sum past MAX_NESTED_COST."""
+    cost, deepest = 0, 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, run = stack.pop()
+        if isinstance(node, (ast.Lambda, ast.IfExp)):
+            run += 1
+            cost += 2 * run - 1  # a run of n levels adds 1 + 3 + ... + (2n - 1) = n * n
+            deepest = max(deepest, run)
+            if cost > MAX_NESTED_COST:
+                return Screen(Rejection(node.lineno, node.col_offset + 1,
+                                        f"runs of nested `lambda` or `if`-`else` expressions (up to {deepest} deep) "
+                                        f"that need more memory than tfdoctor's parser may take"))
+        else:
+            run = 0
+        stack.extend((child, run) for child in reversed(list(ast.iter_child_nodes(node))))  # in source order
+    return SAFE
 
 
 def _long_boolean_chain(source: bytes, tree: ast.AST) -> Screen:
