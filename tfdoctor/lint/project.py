@@ -54,6 +54,11 @@ class Project:
     def for_file(path: Path) -> Project:
         return _project_at(_root_of(path.resolve().parent))
 
+    def forget_files(self) -> None:
+        """Read the file list and the files' texts afresh when next needed."""
+        self._files = None
+        self._texts.clear()
+
     # -- what one linted file used --------------------------------------------------------------------
     def begin(self) -> None:
         """Start recording the modules one linted file uses."""
@@ -201,21 +206,22 @@ def _root_of(folder: Path) -> Path:
     return project_root(folder)
 
 
-@lru_cache(maxsize=16)
+_PROJECTS: dict[Path, Project] = {}  # by root, the 16 made last
+_MAX_PROJECTS = 16
+
+
 def _project_at(root: Path) -> Project:
-    project = Project(root)
-    _KNOWN.append(project)
-    del _KNOWN[:-16]
+    project = _PROJECTS.get(root)
+    if project is None:
+        if len(_PROJECTS) >= _MAX_PROJECTS:
+            _PROJECTS.pop(next(iter(_PROJECTS)))
+        project = _PROJECTS[root] = Project(root)
     return project
-
-
-_KNOWN: list[Project] = []  # the projects `_project_at` holds
 
 
 def forget() -> None:
     """Files may have changed since they were read (a long-lived process: the language server): forget the
     projects' roots, file lists and texts. Module models stay; each is checked against its file's digest."""
     _root_of.cache_clear()
-    for project in _KNOWN:
-        project._files = None
-        project._texts.clear()
+    for project in _PROJECTS.values():
+        project.forget_files()

@@ -5,8 +5,8 @@ Each lint reads the settings exactly as `tfdoctor lint` does for that file (`set
 `[tool.tfdoctor]`, then the pins above the file), every time, so an edited `pyproject.toml` or requirements
 file counts from the next lint on; saving one re-lints every open document. So does saving a Python file
 (another open file's findings may rest on it), and any change the client's file watcher reports: the
-engine then reads the projects' files afresh (their version evidence, file lists and texts). Lints run on the event loop,
-one at a time, on the text as it is when the debounce ends. Nothing the client sends stops the server: a
+engine then reads the projects' files afresh (their version evidence, file lists and texts). Lints run on
+the event loop, one at a time, on the text as it is when the debounce ends. Nothing the client sends stops the server: a
 file that cannot be parsed is one TFD000 diagnostic, and a failure of tfdoctor itself is logged.
 """
 
