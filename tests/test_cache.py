@@ -39,11 +39,29 @@ def test_changes_that_matter_miss_the_cache(project, monkeypatch):
     lint_paths([str(project / "seeds")], cache=True)
     (project / "seeds" / "train.py").write_text(BAD + "# edited\n")
     files = lint_paths([str(project / "seeds")], cache=True)
-    assert files.cached == files.files - files.skipped - 1  # all but the edited file
+    # all but the edited file, and the one whose findings rest on a search of the project for callers
+    assert files.cached == files.files - files.skipped - 2
     ignored = lint_paths([str(project / "seeds")], Overrides(ignore=("TFD101",)), cache=True)
     assert ignored.cached == 0 and "TFD101" not in {f.code for f in ignored.findings}
     monkeypatch.setattr(cache_module, "_code_digest", lambda: "a rule was edited")
     assert lint_paths([str(project / "seeds")], cache=True).cached == 0
+
+
+def test_a_call_added_in_another_file_misses_the_cache_of_the_file_it_reaches(tmp_path, monkeypatch):
+    """trainer.py's TFD103 rests on the call in main.py: a cached trainer.py linted before main.py existed
+    must not hide it, and once main.py's call is there the entry is valid again."""
+    project = FIXTURES / "projects" / "train_from_main"
+    for name in ("setup.cfg", "trainer.py"):
+        shutil.copy(project / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    alone = lint_paths(["trainer.py"], cache=True)
+    assert alone.cached == 0 and "TFD103" not in {f.code for f in alone.findings}
+    shutil.copy(project / "main.py", tmp_path / "main.py")
+    called = lint_paths(["trainer.py"], cache=True)
+    assert called.cached == 0 and [(f.code, f.related[0].path) for f in called.findings if f.code == "TFD103"] == \
+        [("TFD103", "main.py")]
+    again = lint_paths(["trainer.py"], cache=True)
+    assert again.cached == 1 and again.findings == called.findings
 
 
 def test_corrupt_entries_are_ignored_and_an_unwritable_cache_is_one_warning(project):

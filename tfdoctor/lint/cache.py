@@ -4,8 +4,10 @@ with `[tool.tfdoctor]`, else the working directory).
 An entry is keyed by the file's bytes, the tfdoctor version, the effective settings for that path (the
 enabled codes and the target versions) and a digest of tfdoctor's own linter source, so editing a rule
 invalidates it. It also lists the other project modules the findings used (the project layer reads them
-for evidence) with the digests of their bytes: when one of them changes, the entry is not used. Entries are written atomically; one that cannot be read is ignored, and a cache that cannot
-be written is skipped with one warning.
+for evidence) with the digests of their bytes, and the listing of a project whose files were searched for
+the callers of a function (`listing.py`): when one of them changes, the entry is not used. Entries are
+written atomically; one that cannot be read is ignored, and a cache that cannot be written is skipped with
+one warning.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Sequence
 from tfdoctor import __version__
 from tfdoctor.config import Settings
 from tfdoctor.lint.findings import Finding, Related, Severity
+from tfdoctor.lint.listing import listing_digest
 from tfdoctor.lint.rule import Rule
 from tfdoctor.lint.versions import Targets
 
@@ -103,10 +106,14 @@ def _decode(entry: dict[str, object], display_path: str) -> Finding:
 
 
 def _unchanged(used: list[list[str]]) -> bool:
-    """Whether every other module an entry's findings used still has the same bytes."""
+    """Whether every other module an entry's findings used still has the same bytes, and every project
+    whose files were searched for callers the same listing."""
     for path, digest in used:
         try:
-            if hashlib.sha256(Path(path).read_bytes()).hexdigest() != digest:
+            if path.endswith(os.sep):
+                if listing_digest(Path(path)) != digest:
+                    return False
+            elif hashlib.sha256(Path(path).read_bytes()).hexdigest() != digest:
                 return False
         except OSError:
             return False

@@ -8,8 +8,8 @@ bases, a decorator), once per process; a module that cannot be read or parsed is
 
 When a question reaches a parameter of a module-level function that its own module never calls, the
 project's other files that name the function and its module are searched for the calls (`callers`; not
-in a project of more than MAX_FILES files). A cached result lists the modules those calls were found in,
-not the files searched in vain: a call added to another file is seen once `train.py` itself is re-linted.
+in a project of more than `listing.MAX_FILES` files). A cached result that rests on such a search lists the
+project's file listing too (`listing.py`): a call added to any file invalidates it.
 
 Every module a linted file used is recorded with the digest of its bytes (`begin`/`used`), so a cached
 finding is reused only while those files are unchanged.
@@ -26,16 +26,15 @@ import libcst as cst
 
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
 from tfdoctor.lint.guard import screen
+from tfdoctor.lint.listing import forget as forget_listings
+from tfdoctor.lint.listing import listing_digest, listing_key, python_files
 from tfdoctor.lint.project_root import project_root, source_roots
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.semantic.collector import CallFact, Scope
 from tfdoctor.lint.semantic.model import SemanticModel
 
 MAX_MODULE_BYTES = 1 << 20  # a larger module is not read for evidence (generated code, vendored data)
-MAX_FILES = 300  # a project with more Python files is not searched for callers (reading them all per question
-# costs more than the parse it would save; precision over recall)
 MAX_TEXT_BYTES = 256 * 1024  # files searched for callers are kept in memory when at most this large
-_SKIPPED = frozenset({"venv", "env", "site-packages", "node_modules", "build", "dist", "__pycache__"})
 _MEMO = 64  # analysed modules kept per process
 
 
@@ -47,7 +46,6 @@ class Project:
         self.roots = source_roots(root)
         self._models: dict[tuple[Path, str], tuple[str, ModuleFacts | None]] = {}
         self._used: dict[str, str] = {}
-        self._files: list[Path] | None = None
         self._texts: dict[Path, bytes] = {}
 
     @staticmethod
@@ -55,8 +53,7 @@ class Project:
         return _project_at(_root_of(path.resolve().parent))
 
     def forget_files(self) -> None:
-        """Read the file list and the files' texts afresh when next needed."""
-        self._files = None
+        """Read the files' texts afresh when next needed."""
         self._texts.clear()
 
     # -- what one linted file used --------------------------------------------------------------------
@@ -88,7 +85,8 @@ class Project:
         home = model.file.resolve()
         module = home.parent.name if home.name == "__init__.py" else home.stem
         found: list[CallFact] = []
-        for path in self._python_files():
+        self._used[listing_key(self.root)] = listing_digest(self.root)
+        for path in python_files(self.root):
             if path == home or not self._mentions(path, (function.name.encode(), module.encode())):
                 continue
             other = self._model(path, model.path)
@@ -100,20 +98,6 @@ class Project:
                         _same(target, function, home) for target in other._named_callable(name, call.scope, True)):
                     found.append(call)
         return found
-
-    def _python_files(self) -> list[Path]:
-        """The project's Python files (not in virtual environments, builds or hidden folders); none when
-        there are more than MAX_FILES."""
-        if self._files is None:
-            files: list[Path] = []
-            for folder, subfolders, names in os.walk(self.root):
-                subfolders[:] = sorted(d for d in subfolders if d not in _SKIPPED and not d.startswith("."))
-                files.extend(Path(folder) / name for name in sorted(names) if name.endswith(".py"))
-                if len(files) > MAX_FILES:
-                    files = []
-                    break
-            self._files = [f.resolve() for f in files]
-        return self._files
 
     def _mentions(self, path: Path, words: tuple[bytes, ...]) -> bool:
         """Whether a file's text holds every word (texts are read once per process)."""
@@ -223,5 +207,6 @@ def forget() -> None:
     """Files may have changed since they were read (a long-lived process: the language server): forget the
     projects' roots, file lists and texts. Module models stay; each is checked against its file's digest."""
     _root_of.cache_clear()
+    forget_listings()
     for project in _PROJECTS.values():
         project.forget_files()
