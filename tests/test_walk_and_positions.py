@@ -9,6 +9,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from tests.conftest import DEPTH_MEASURED
 from tfdoctor.lint.deep_stack import run_deep
 from tfdoctor.lint.guard import screen
 from tfdoctor.lint.semantic.collector import FactCollector
@@ -41,6 +42,9 @@ def _modules() -> list[tuple[str, cst.Module]]:
 
 
 MODULES = _modules()
+# The crash seeds nest as deep as tfdoctor goes, which is measured on CPython 3.11 (DEPTH_MEASURED).
+CASES = [pytest.param(name, module, id=name, marks=DEPTH_MEASURED) if "crashes" in name
+         else pytest.param(name, module, id=name) for name, module in MODULES]
 
 
 class Trace(Visitor):
@@ -78,7 +82,7 @@ def test_the_corpus_of_syntax_is_real() -> None:
     assert any(name.endswith("test_patma.py") for name, _ in MODULES) or os.name != "posix"
 
 
-@pytest.mark.parametrize("name,module", MODULES, ids=[name for name, _ in MODULES])
+@pytest.mark.parametrize("name,module", CASES)
 def test_walk_calls_libcsts_hooks_in_libcsts_order(name: str, module: cst.Module) -> None:
     theirs, ours = Trace(skip_trivia=True), Trace(skip_trivia=True)
     run_deep(lambda: module.visit(theirs))
@@ -105,7 +109,7 @@ def test_a_visitor_with_a_hook_for_trivia_sees_it() -> None:
     assert (seen.commas, seen.comments) == (3, ["# done"])
 
 
-@pytest.mark.parametrize("name,module", MODULES[::7], ids=[name for name, _ in MODULES[::7]])
+@pytest.mark.parametrize("name,module", CASES[::7])
 def test_the_collector_finds_the_same_facts_either_way(name: str, module: cst.Module) -> None:
     theirs, ours = FactCollector(module), FactCollector(module)
     run_deep(lambda: module.visit(theirs))
@@ -115,7 +119,7 @@ def test_the_collector_finds_the_same_facts_either_way(name: str, module: cst.Mo
     assert [(a.names, a.order) for a in ours.assigns] == [(a.names, a.order) for a in theirs.assigns]
 
 
-@pytest.mark.parametrize("name,module", MODULES, ids=[name for name, _ in MODULES])
+@pytest.mark.parametrize("name,module", CASES)
 def test_positions_are_the_position_providers(name: str, module: cst.Module) -> None:
     theirs = run_deep(lambda: MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider))
     ours = run_deep(lambda: positions(module))
