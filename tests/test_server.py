@@ -133,6 +133,13 @@ async def test_diagnostics_appear_with_code_severity_exact_range_and_rule_page(c
 
 
 @on_one_server
+async def test_a_python_file_without_a_language_id_is_linted(client: LanguageClient, tmp_path):
+    """Neovim without `filetype on` sends an empty language id; a `.py` file is still Python."""
+    uri = _open(client, tmp_path / "untyped.py", TRAIN, language="")
+    assert _codes(await _eventually(client, uri, lambda found: len(found) == 2)) == ["TFD101", "TFD202"]
+
+
+@on_one_server
 async def test_diagnostics_follow_an_edit_and_clear_after_the_fix(client: LanguageClient, tmp_path):
     text = TRAIN.replace('label = "\N{GRINNING FACE}"; parallel = multi_gpu_model(template, gpus=2)\n', "")
     uri = _open(client, tmp_path / "pipeline.py", text)

@@ -153,7 +153,8 @@ def _is_python(server: TfdoctorServer, snapshot: Snapshot) -> bool:
         return True
     document = server.workspace.text_documents.get(snapshot.parts[0].uri)
     language = document.language_id if document is not None else None
-    return language == "python" or (language is None and snapshot.path.suffix in (".py", ".pyi"))
+    # An editor that knows no file type (Neovim without `filetype on`) sends an empty language id.
+    return language == "python" or (not language and snapshot.path.suffix in (".py", ".pyi"))
 
 
 def _is_config(uri: str) -> bool:
