@@ -39,6 +39,7 @@ from tfdoctor.lint.analysis.multiworker import (
     mentions_worker_count,
     multi_worker_mirrored,
     only_multi_worker,
+    path_from_outside,
     runs_on_one_worker,
     trains,
     unknown_value,
@@ -69,7 +70,7 @@ __all__ = [
     "fit_callbacks", "gated_by_step_modulo", "gated_if", "horovod_calls", "horovod_init", "horovod_member",
     "horovod_module", "horovod_scope", "is_global_batch", "is_python_iterator_class", "iterable_provenance",
     "keras3_callback", "keras3_file_name", "keras_loss_reduction", "loop_ifs", "loss_kind",
-    "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored", "only_multi_worker", "returns_host_values",
-    "runs_on_one_worker", "training_chains", "training_inputs", "training_loops", "training_step_scopes", "trains",
-    "unknown_value", "value_provenance", "write_kind",
+    "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored", "only_multi_worker",
+    "path_from_outside", "returns_host_values", "runs_on_one_worker", "training_chains", "training_inputs",
+    "training_loops", "training_step_scopes", "trains", "unknown_value", "value_provenance", "write_kind",
 ]

@@ -5,7 +5,7 @@ from typing import Iterator
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.dataflow import (
-    keras3_callback, keras3_file_name, multi_worker_mirrored, runs_on_one_worker, write_kind,
+    keras3_callback, keras3_file_name, multi_worker_mirrored, path_from_outside, runs_on_one_worker, write_kind,
 )
 from tfdoctor.lint.rule import Context, Rule
 
@@ -24,7 +24,8 @@ class EveryWorkerWrites(Rule):
     Keras 3 file name such as `model.keras`. Anything that may tell the workers apart keeps it silent: an `if` (or conditional
     expression) in the statement or the function on `task_type`, `task_id`, `is_chief`, the cluster resolver
     or a helper such as `_is_chief`; a path built from the task or a temporary directory (the tutorial's
-    `write_filepath`); or a function only called under such a test.
+    `write_filepath`); a function only called under such a test; or a path that is a parameter of a
+    function this module never calls (its caller, in another module, chooses the path per worker, or none).
 
     Horovod programs are reported by TFD510 instead.
 
@@ -98,6 +99,14 @@ model.fit(ds, callbacks=[tf.keras.callbacks.TensorBoard(log_dir="gs://bucket/log
 """,
     )
     VALID = (
+        # a library's training function: the launcher that calls it chooses the path per worker
+        """import tensorflow as tf
+def train(model, dataset, save_dir):
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    model.fit(dataset, epochs=3)
+    if save_dir:
+        model.save(save_dir)
+""",
         # the tutorial's helpers
         """import os
 import tempfile
@@ -149,7 +158,7 @@ model.fit(ds, callbacks=callbacks)
         for call in facts.calls:
             kind = write_kind(facts, call)
             if (kind is None or (kind == "callback" and not keras3_callback(facts, call, context.targets.keras))
-                    or runs_on_one_worker(facts, call)):
+                    or runs_on_one_worker(facts, call) or path_from_outside(facts, call)):
                 continue
             chosen = kind == "callback" and not keras3_file_name(call)
             yield self.report(call, kind, assumed=context.targets.assumed("keras") if chosen else None)

@@ -24,7 +24,8 @@ class HvdGpuNotPinned(Rule):
     `visible_device_list` (on a session config that is then used), no `tf.device(...)`, no
     `CUDA_VISIBLE_DEVICES`. Calling `hvd.local_rank()` for something else (a log line), or setting the device
     list on a config that never reaches a session, does not pin anything. A module that calls a helper of its own named for
-    GPUs or devices (`setup_gpus()`) is left alone, and so is a module that does not train (no `fit`,
+    GPUs or devices (`setup_gpus()`), or a function of another project module that pins devices
+    (`setup.set_flags(...)` in `utils/setup.py`), is left alone, and so is a module that does not train (no `fit`,
     `compile`, `apply_gradients` or `minimize`): a library or a helper of the training script.
 
     ## Why it is bad
@@ -133,13 +134,17 @@ hvd.init()
 
 
 
-def _chooses_devices(facts: ModuleFacts) -> bool:
-    """Whether the module picks a device per process (or may, through a helper it calls)."""
+def _chooses_devices(facts: ModuleFacts, follow: bool = True) -> bool:
+    """Whether the module picks a device per process (or may, through a helper it calls, or through a
+    project module whose function it calls and that picks devices somewhere)."""
     for call in facts.calls:
         last = (call.attr or (call.func or "").split(".")[-1])
         if _PINNING_CALL.search(last) or any(a.keyword and "visible_device" in a.keyword.value for a in call.node.args):
             return True
         if call.func and facts.resolve(call.func) is None and _HELPER_CALL.search(last):
+            return True
+        helper = facts.foreign(call.func) if follow and call.func else None
+        if helper is not None and isinstance(helper[0], ModuleFacts) and _chooses_devices(helper[0], follow=False):
             return True
     for assign in facts.assigns:  # `config.gpu_options.visible_device_list = ...`, if the config is used
         for target in assign.targets:

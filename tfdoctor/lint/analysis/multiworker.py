@@ -277,6 +277,23 @@ def parameter_arguments(facts: ModuleFacts, name: str, scope: Scope) -> list[tup
     return found or None
 
 
+def path_from_outside(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a write's target comes from a parameter of a function this module never calls: its caller in
+    another module chooses it (per worker, or none on the other workers)."""
+    names = frozenset().union(*(expression_names(a.value, strings=False) for a in call.node.args))
+    return any(_given_from_outside(facts, name.split(".")[0], call.scope) for name in names)
+
+
+def _given_from_outside(facts: ModuleFacts, name: str, scope: Scope) -> bool:
+    """Whether `name` is a parameter of a function around `scope` that this module never calls."""
+    current: Scope | None = scope
+    while current is not None and name not in current.params:
+        if current.assignments_of(name):
+            return False
+        current = current.parent
+    return current is not None and current.is_function and not facts.callers_of(current)
+
+
 def bindings(facts: ModuleFacts, name: str, scope: Scope) -> list[AssignFact] | None:
     """The assignments `name` (or `self.x`) refers to from `scope`, innermost first; None when the name is a
     parameter of a nearer function (its value comes from the caller), which shadows any outer assignment."""
