@@ -139,3 +139,17 @@ def test_version_dependent_rules_follow_the_target(keras, expected):
     assert severity["TFD401"] == ("warning" if keras == "2" else "error")
     assert all(f"Keras {keras}" in f["message"] for f in findings if f["code"] in ("TFD104", "TFD304", "TFD402",
                                                                                  "TFD403", "TFD401"))
+
+
+def test_nested_fixes_all_land_in_one_run():
+    """Each `interleave` of a chain lies inside the next, so one pass fixes only the outermost: a chain
+    longer than the pass bound of old still comes out fully fixed, and fixing again changes nothing."""
+    chain = "".join(f"\n    .interleave(read_{i})" for i in range(25))
+    source = ("import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n"
+              f"ds = (tf.data.Dataset.list_files(pattern){chain}\n    .prefetch(tf.data.AUTOTUNE))\n"
+              "dist = strategy.experimental_distribute_dataset(ds)\n")
+    settings = Settings(root=ROOT)
+    fixed = fix_source(source, "chain.py", settings)
+    assert fixed.text.count("num_parallel_calls=tf.data.AUTOTUNE") == 25
+    assert "TFD202" not in {f.code for f in lint_source(fixed.text.encode(), "chain.py", settings)}
+    assert fix_source(fixed.text, "chain.py", settings).text == fixed.text

@@ -163,6 +163,8 @@ def _region_alone(source: bytes, start: int, error: SyntaxError) -> Screen:
             return Screen(suspicious=True)
     if _deeper_than(tree, DEPTH_BOUND):  # parsed alone, but too deep to compile (a long `x if c else` chain)
         return Screen(Rejection(line, column, TOO_DEEP))
+    if source.count(b"elif") > DEPTH_BOUND:  # the depth is the `elif` chain's, which no one line holds
+        return Screen(Rejection(error.lineno or 1, error.offset or 1, f"{error.msg} (Python refuses it too)"))
     chain = _beyond_libcst(region, tree).rejection
     if chain is not None:
         return Screen(Rejection(line + chain.line - 1, chain.column + (column - 1 if chain.line == 1 else 0),

@@ -1,5 +1,8 @@
 """Fix one module's source: lint it, apply every non-overlapping fix in one transform, re-parse, and repeat
-until nothing changes (a fix can reveal another). Nothing is read or written here (fixes.py does files)."""
+until nothing changes (a fix can reveal another, and of nested fixes, such as a chain of `interleave` calls
+each inside the next, one pass applies only the outermost). Each pass fixes at least one finding, so the
+passes are bounded by MAX_PASSES plus the fixable findings of the first. Nothing is read or written here
+(fixes.py does files)."""
 
 from __future__ import annotations
 
@@ -40,16 +43,21 @@ def fix_source(source: Source, display_path: str, settings: Settings, path: Path
     """The source with fixes applied (same type as given: text or bytes) and the findings they fixed.
     With `wanted`, only the findings it accepts are fixed, in one pass (an editor's fix for one finding)."""
     result: FixResult[Source] = FixResult(source)
-    for _ in range(MAX_PASSES if wanted is None else 1):
+    passes, limit = 0, MAX_PASSES if wanted is None else 1
+    while passes < limit:
+        passes += 1
         raw = result.text.encode("utf-8") if isinstance(result.text, str) else result.text
         module = parse_source(raw, display_path, settings, path)
         if not isinstance(module, cst.Module):
             break
-        chosen = _non_overlapping([
+        fixable = [
             r for r in check_module(module, display_path, settings, path)
             if r.violation.fix is not None and r.fix_span is not None and (r.violation.fix.safe or unsafe)
             and (wanted is None or wanted(r.finding))
-        ])
+        ]
+        if passes == 1 and wanted is None:
+            limit = MAX_PASSES + len(fixable)
+        chosen = _non_overlapping(fixable)
         if not chosen:
             break
         fixed = module.visit(_Replace({id(r.violation.fix.old): r.violation.fix.new for r in chosen}))  # type: ignore[union-attr]
