@@ -14,10 +14,13 @@ the number of `elif`s; it costs about 1% of a parse. Only a file whose bound pas
 A file CPython accepts is no deeper than its limit, which tfdoctor handles too, except one long `a or b or
 ...` (CPython keeps it in one node, libcst nests each operand): more than MAX_BOOLEAN_OPERANDS of them is
 refused as well, and so are runs of nested `lambda`s and conditional expressions whose memory in libcst
-(the square of each run's length) would pass MAX_NESTED_COST. A file CPython refuses for an ordinary syntax error was not checked for depth: its longest
-logical line is compiled alone, and if that passes the file is `suspicious`, and the engine parses it where
-a native crash cannot take down the run (libcst words the error itself); if that line fails alone too, its
-depth stays unknown and the file gets Python's own syntax error. On the tensorflow+keras sources 5% of the parsed files are compiled, none is suspicious.
+(the square of each run's length) would pass MAX_NESTED_COST.
+
+A file CPython refuses for an ordinary syntax error was not checked for depth: its longest logical line is
+compiled alone, and if that passes the file is `suspicious`, and the engine parses it where a native crash
+cannot take down the run (libcst words the error itself). If that line fails alone too, or the depth is an
+`elif` chain's (which no one line holds), the depth stays unknown and the file gets Python's own syntax
+error. On the tensorflow+keras sources 5% of the parsed files are compiled, none is suspicious.
 """
 
 from __future__ import annotations
