@@ -259,12 +259,8 @@ def parameter_arguments(facts: ModuleFacts, name: str, scope: Scope) -> list[tup
     """For a parameter of the function `scope` (or of one around it), the argument every call site of that
     function in this module gives it, with the caller's scope; None when it is not a parameter, the function
     is never called here, or a call site does not give it (a default, `**kwargs`)."""
-    current: Scope | None = scope
-    while current is not None and name not in current.params:
-        if current.assignments_of(name):
-            return None
-        current = current.parent
-    if current is None or not current.is_function or name not in current.value_params():
+    current = _parameter_owner(name, scope)
+    if current is None or name not in current.value_params():
         return None
     callers = facts.callers_of(current)
     index = current.value_params().index(name)
@@ -286,12 +282,18 @@ def path_from_outside(facts: ModuleFacts, call: CallFact) -> bool:
 
 def _given_from_outside(facts: ModuleFacts, name: str, scope: Scope) -> bool:
     """Whether `name` is a parameter of a function around `scope` that this module never calls."""
+    owner = _parameter_owner(name, scope)
+    return owner is not None and not facts.callers_of(owner)
+
+
+def _parameter_owner(name: str, scope: Scope) -> Scope | None:
+    """The function around `scope` whose parameter `name` is (None: assigned first, or no such function)."""
     current: Scope | None = scope
     while current is not None and name not in current.params:
         if current.assignments_of(name):
-            return False
+            return None
         current = current.parent
-    return current is not None and current.is_function and not facts.callers_of(current)
+    return current if current is not None and current.is_function else None
 
 
 def bindings(facts: ModuleFacts, name: str, scope: Scope) -> list[AssignFact] | None:
