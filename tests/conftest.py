@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,20 @@ FIXTURES = ROOT / "fixtures"
 # them such a file gets a one-line internal error, never a crash (tests/test_never_falls_over.py).
 DEPTH_MEASURED = pytest.mark.skipif(sys.version_info[:2] != (3, 11),
                                     reason="depth limits are measured on CPython 3.11 (DEVELOPERS.md)")
+
+
+def children_running(module: str) -> list[int]:
+    """This process's children running `python -m module`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and module.encode() in command:
+            found.append(int(stat.parent.name))
+    return found
 
 
 def lint_text(code: str, select: tuple[str, ...] = ("TFD",), keras: str | None = None,

@@ -58,8 +58,8 @@ def test_parallel_report_equals_serial(monkeypatch):
     paths = [str(FIXTURES), str(ROOT / "tfdoctor" / "rules")]
     serial = lint_paths(paths, jobs=1)
     pooled = lint_paths(paths, jobs=2)
-    assert pooled.findings == serial.findings and serial.findings
     assert (pooled.files, pooled.skipped, pooled.errors) == (serial.files, serial.skipped, serial.errors)
+    assert pooled.findings == serial.findings and serial.findings
 
 
 def test_worker_errors_are_one_line_each(monkeypatch, tmp_path):

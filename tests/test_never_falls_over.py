@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -122,6 +123,26 @@ def test_a_worker_that_dies_costs_only_its_own_file(monkeypatch, tmp_path):
     assert sorted(Path(f.path).name for f in report.findings) == ["a.py", "c.py", "d.py"]
     assert report.errors == [f"{tmp_path / 'b.py'}: internal error: the process linting this file exited unexpectedly "
                              "(status 3); the other files were linted (please report)"]
+
+
+def _killed_once_on_b(source, display, settings, path=None):
+    """The first worker to lint b.py is killed (as the kernel's out-of-memory killer would); later ones are not."""
+    marker = Path(display).with_name("b.killed")
+    if display.endswith("b.py") and not marker.exists():
+        marker.write_text("")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _lint_source(source, display, settings, path)
+
+
+def test_a_worker_killed_once_from_outside_costs_nothing(monkeypatch, tmp_path):
+    for name in ("a.py", "b.py", "c.py", "d.py"):
+        (tmp_path / name).write_text(BAD)
+    monkeypatch.setattr(parallel, "MIN_POOL_BYTES", 0)
+    monkeypatch.setattr(engine, "lint_source", _killed_once_on_b)
+    report = lint_paths([str(tmp_path)], jobs=2)
+    assert (tmp_path / "b.killed").exists()  # it was killed, and linted by the worker that replaced it
+    assert sorted(Path(f.path).name for f in report.findings) == ["a.py", "b.py", "c.py", "d.py"]
+    assert report.errors == []
 
 
 def _hog_or_square(item: int) -> int:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, children_running, run_cli
 from tfdoctor.profile.breakdown import breakdown
 from tfdoctor.profile.report import Report
 from tfdoctor.profile.suggest import Cause, suggest
@@ -175,6 +177,28 @@ def test_injected_input_delay_is_input_bound_and_measured():
     report = _profile("input_delay", input_delay=0.05)
     assert report.verdict.primary == "input-bound"
     assert report.breakdown.input == pytest.approx(_truth(report, "input"), rel=0.15)
+
+
+@pytest.mark.tf
+def test_a_worker_killed_while_it_traces_keeps_its_measurements(tmp_path):
+    from tfdoctor.profile import protocol
+    from tfdoctor.profile.measure import Options, profile
+
+    killed = []
+
+    def on_event(event):  # SIGABRT as the trace begins, as TensorFlow's profiler does when it corrupts its heap
+        if isinstance(event, protocol.Progress) and event.phase == "trace" and not killed:
+            killed.extend(children_running("tfdoctor.profile.worker"))
+            for pid in killed:
+                os.kill(pid, signal.SIGABRT)
+
+    options = Options(gpus=2, steps=8, warmup=2, workload="tests.profile.workloads:build", one_replica=False,
+                      params={"inject": "none"}, timeout_s=300, logdir=tmp_path)
+    report = profile(options, on_event)
+    assert len(killed) == 1
+    assert report.breakdown is not None and report.breakdown.step.median > 0 and report.verdict.primary
+    assert "the trace is missing: the process was killed by SIGABRT before it was written" in report.notes
+    assert report.trace == {"logdir": None, "xprof": None}
 
 
 @pytest.mark.tf

@@ -13,15 +13,15 @@ from tfdoctor.profile import protocol
 from tfdoctor.profile.gpus import machine_gpus, unused_gpus_note
 from tfdoctor.profile.protocol import (ClockCheck, FewerReplicas, Measured, PhaseTimes, ProtocolError, ScriptConfig,
                                        WorkerConfig)
-from tfdoctor.profile.runner import ProfileError, raise_failure, run_child
+from tfdoctor.profile.runner import ProfileError, raise_failure, run_child, trace_of
 
 EVENTS = [
     protocol.Devices("cpu", ["/device:CPU:0", "/device:CPU:1"]),
     protocol.WorkloadReady("mlp", 64, 32, ["a note"], [["TFD201", "train.py", 4]]),
     protocol.Progress("A/B/G/R in rounds", 3, 20),
     Measured(PhaseTimes([0.1, 0.2], [0.0, 0.01], [0.09, 0.1], [0.08], [0.05, 0.05], [0.06, 0.06]), 12.5,
-             {"logdir": "/tmp/x", "xprof": None}, [FewerReplicas(1, 32, [0.05])],
-             ClockCheck(6, 0.1, 0.11, "tf.test.experimental.sync_devices", None)),
+             [FewerReplicas(1, 32, [0.05])], ClockCheck(6, 0.1, 0.11, "tf.test.experimental.sync_devices", None)),
+    protocol.Traced({"logdir": "/tmp/x", "xprof": {"step_ms": 41.5}}),
     protocol.NoStep(0, ["Model.fit batches"], "ran 5 s"),
     protocol.Crash(1, "FileNotFoundError: x at train.py:7"),
     protocol.OutOfMemory("OOM when allocating tensor"),
@@ -137,8 +137,50 @@ def test_a_child_that_dies_without_a_result_says_its_exit_code_and_last_line():
         sys.exit(139)
     """
     child = run_child(_child(code), lambda event: None, timeout_s=60)
-    with pytest.raises(ProfileError, match=r"exit code 139: Segmentation fault \(core dumped\)"):
+    with pytest.raises(ProfileError, match=r"^the measurement exited with code 139: Segmentation fault \(core dumped\)$"):
         raise_failure(child, Measured)
+
+
+def test_a_child_killed_by_a_signal_says_which():
+    code = """
+        import os, signal, sys
+        print("double free or corruption (out)", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGABRT)
+    """
+    child = run_child(_child(code), lambda event: None, timeout_s=60)
+    with pytest.raises(ProfileError, match=r"^the measurement was killed by SIGABRT: double free or corruption \(out\)$"):
+        raise_failure(child, Measured)
+
+
+RESULT = Measured(PhaseTimes([0.1, 0.2], [0.0, 0.0]), 1.0)
+
+
+def test_a_child_that_dies_after_its_result_keeps_it_and_says_the_trace_is_missing():
+    code = f"""
+        import os, signal
+        from tfdoctor.profile import protocol
+        protocol.Channel().emit(protocol.decode({protocol.encode(RESULT)!r}))
+        os.kill(os.getpid(), signal.SIGABRT)  # as TensorFlow's profiler does when its host tracer corrupts the heap
+    """
+    child = run_child(_child(code), lambda event: None, timeout_s=60)
+    raise_failure(child, Measured)  # the result stands
+    assert child.last(Measured) == RESULT
+    assert trace_of(child, requested=True) == (None, "the trace is missing: the process was killed by SIGABRT before "
+                                                     "it was written")
+    assert trace_of(child, requested=False) == (None, None)
+
+
+def test_a_trace_sent_after_the_result_is_the_reports():
+    trace = {"logdir": "/tmp/x", "xprof": {"step_ms": 41.5}}
+    code = f"""
+        from tfdoctor.profile import protocol
+        channel = protocol.Channel()
+        channel.emit(protocol.decode({protocol.encode(RESULT)!r}))
+        channel.emit(protocol.Traced({trace!r}))
+    """
+    child = run_child(_child(code), lambda event: None, timeout_s=60)
+    raise_failure(child, Measured)
+    assert trace_of(child, requested=True) == (trace, None)
 
 
 def test_gpus_on_the_machine_are_found_by_their_device_files(tmp_path):

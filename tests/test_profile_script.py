@@ -4,13 +4,15 @@ in tests/scripts/: each has a known bottleneck and known lint findings."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, children_running, run_cli
 from tfdoctor.profile.script.join import local_modules
 from tfdoctor.profile.script.parent import split_command
 
@@ -82,6 +84,29 @@ def test_large_model_in_a_graph_step_is_compute_bound(tmp_path):
     assert report["devices"]["names"] == ["/device:CPU:0", "/device:CPU:1"]
     assert report["trace"]["logdir"] and report["trace"]["xprof"]["steps"] >= 1
     assert all(not s["locations"] for s in report["suggestions"])  # the script is clean
+
+
+@pytest.mark.tf
+def test_a_script_killed_while_it_is_traced_keeps_its_window(tmp_path):
+    from tfdoctor.profile import protocol
+    from tfdoctor.profile.script.parent import ScriptOptions, profile_script
+    from tfdoctor.profile.script.recorder import UNREPLAYED
+
+    killed = []
+
+    def on_event(event):  # the window's result comes just before the trace starts
+        if isinstance(event, protocol.ScriptMeasured) and not killed:
+            killed.extend(children_running("tfdoctor.profile.script.launch"))
+            for pid in killed:
+                os.kill(pid, signal.SIGABRT)
+
+    options = ScriptOptions(("python", "tests/scripts/compute_bound.py"), steps=6, warmup=2, logdir=tmp_path)
+    report = profile_script(options, on_event)
+    assert len(killed) == 1
+    assert report.breakdown is not None and report.breakdown.step.median > 0
+    assert UNREPLAYED in report.notes
+    assert "the trace is missing: the process was killed by SIGABRT before it was written" in report.notes
+    assert report.trace == {"logdir": None, "xprof": None}
 
 
 @pytest.mark.tf

@@ -5,8 +5,9 @@ Results come back in the items' order, so a parallel run reports exactly what a 
 function must not raise (the engine's task function turns every error into a result). What it cannot turn
 into a result is caught here, for the one item that caused it:
 
-- a worker that dies (a native crash in libcst, a kill) gives `failed(item, reason)` for the item it was on;
-  the rest of its share goes to a fresh worker;
+- a worker that dies (a native crash in libcst, a kill from outside) is replaced by a fresh one, which runs the
+  item it was on once more (a kill or a fault of the machine's, not of the file, then costs nothing); a second
+  death gives `failed(item, reason)` for that item. The rest of its share goes to a fresh worker too;
 - a watchdog polls the run's memory (this process and its workers, proportional set sizes) and each item's
   CPU time: over MEMORY_LIMIT the largest worker is stopped and its item is tried again alone at the end, with
   the whole budget, then fails if it still needs more; an item running past SECONDS_PER_ITEM fails;
@@ -97,6 +98,7 @@ class _Pool(Generic[Item, Result]):
         self.results: list[Result | None] = [None] * len(items)
         self.pending: deque[int] = deque(range(len(items)))
         self.retry_alone: list[int] = []  # stopped for the run's memory while others ran
+        self.died_on: set[int] = set()  # items a worker died on once already
         self.workers: list[_Worker] = []
         self.polled = 0.0  # when the watchdog last read the memory
         self.chunk = max(1, len(items) // (workers * 8))  # small shares: one big file must not hold up others
@@ -163,12 +165,17 @@ class _Pool(Generic[Item, Result]):
             self._lost(worker)
 
     def _lost(self, worker: _Worker) -> None:
-        """The worker is gone: its current item fails (or waits to run alone), the rest of its share goes back."""
+        """The worker is gone: its current item runs again once, waits to run alone, or fails; the rest of its
+        share goes back."""
         current, *rest = worker.share
         worker.share.clear()
         self.pending.extendleft(reversed(rest))
         if worker.retry_alone:
             self.retry_alone.append(current)
+        elif worker.stopped_for is None and current not in self.died_on:
+            self.died_on.add(current)
+            self.pending.appendleft(current)
+            worker.process.join(timeout=1)
         else:
             reason = worker.stopped_for or _death(worker.process)
             self.results[current] = self.failed(self.items[current], reason)

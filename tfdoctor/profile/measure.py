@@ -13,7 +13,7 @@ from tfdoctor.profile import protocol
 from tfdoctor.profile.breakdown import breakdown
 from tfdoctor.profile.protocol import Event, WorkerConfig
 from tfdoctor.profile.report import Report, device_notes
-from tfdoctor.profile.runner import OutOfMemory, run_worker
+from tfdoctor.profile.runner import OutOfMemory, run_worker, trace_of
 from tfdoctor.profile.suggest import Cause, suggest
 from tfdoctor.profile.verdict import judge, out_of_memory
 
@@ -59,6 +59,7 @@ def profile(options: Options, on_event: OnEvent) -> Report:
     devices, work, measured = child.last(protocol.Devices), child.last(protocol.WorkloadReady), \
         child.last(protocol.Measured)
     assert devices and work and measured  # run_worker returns only a child that sent its result
+    trace, lost = trace_of(child, options.logdir is not None)
     times = measured.times
     result = breakdown(times.full, times.on_device, times.looped, times.gradients, times.reduced, paired=True,
                        waits=times.input_wait, stored=times.stored)
@@ -73,8 +74,9 @@ def profile(options: Options, on_event: OnEvent) -> Report:
         workload=_workload(options, work), breakdown=result, verdict=judge(result),
         suggestions=suggest(result, causes, options.gpus), examples_per_s=examples_per_s,
         one_replica_examples_per_s=throughputs.get(1) if options.gpus > 1 else None,
-        trace=measured.trace or {"logdir": None, "xprof": None}, notes=device_notes(devices.kind, work.notes),
-        clock=measured.clock,
+        trace=trace or {"logdir": None, "xprof": None},
+        notes=device_notes(devices.kind, [*work.notes, *([lost] if lost else [])]),
+        clock=measured.clock.with_trace(trace) if measured.clock else None,
     )
     if options.scaling:
         one = throughputs.get(1, examples_per_s)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-from dataclasses import replace
 from functools import partial
 from typing import Any, Callable, Iterator
 
@@ -178,8 +177,3 @@ def check_clock(work: StepFunctions, batches: Iterator[Any], progress: Progress,
     return ClockCheck(CLOCK_STEPS, statistics.median(waited), statistics.median(synced) if synced else None,
                       "tf.test.experimental.sync_devices" if sync is not None else None)
 
-
-def with_trace_clock(clock: ClockCheck, trace: dict[str, Any] | None) -> ClockCheck:
-    """The clock check with the trace's own average step time, when xprof found the steps."""
-    step_ms = ((trace or {}).get("xprof") or {}).get("step_ms")
-    return replace(clock, trace_ms=step_ms) if step_ms else clock

@@ -137,15 +137,19 @@ class ClockCheck:
     clock: str | None = None       # which independent clock `synced` is
     trace_ms: float | None = None  # xprof's average step time over the traced steps
 
+    def with_trace(self, trace: dict[str, Any] | None) -> ClockCheck:
+        """This check with the trace's own average step time, when xprof found the steps."""
+        step_ms = ((trace or {}).get("xprof") or {}).get("step_ms")
+        return dataclasses.replace(self, trace_ms=step_ms) if step_ms else self
+
 
 @dataclass(frozen=True)
 class Measured(Event):
-    """Reference mode's result."""
+    """Reference mode's result (its trace follows in a Traced event)."""
 
     NAME: ClassVar[str] = "result"
     times: PhaseTimes
     elapsed_s: float
-    trace: dict[str, Any] | None = None
     fewer_replicas: list[FewerReplicas] = field(default_factory=list)
     clock: ClockCheck | None = None
 
@@ -165,8 +169,17 @@ class ScriptMeasured(Event):
     global_batch: int = 0
     replicas: int = 0
     replayed: bool = True                  # False: nothing could be replayed, host and sync not separated
-    trace: dict[str, Any] | None = None
     replay_steps: list[float] = field(default_factory=list)  # B itself: the replayed step, per window step
+
+
+@dataclass(frozen=True)
+class Traced(Event):
+    """The trace of a few more steps, sent after the result: TensorFlow's profiler can crash the process
+    while it collects a multi-worker trace (a heap corruption in its host tracer), and the result must not go
+    with it. `trace` holds the log folder and xprof's summary."""
+
+    NAME: ClassVar[str] = "trace"
+    trace: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -203,7 +216,8 @@ class Failed(Event):
 
 
 EVENTS: dict[str, type[Event]] = {cls.NAME: cls for cls in (Devices, WorkloadReady, Progress, Measured,
-                                                             ScriptMeasured, NoStep, Crash, OutOfMemory, Failed)}
+                                                             ScriptMeasured, Traced, NoStep, Crash, OutOfMemory,
+                                                             Failed)}
 
 
 # -- encoding ---------------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from tfdoctor.profile import protocol
 from tfdoctor.profile.protocol import Event, WorkerConfig
@@ -201,17 +201,38 @@ def run_worker(config: WorkerConfig, on_event: OnEvent, timeout_s: float) -> Chi
 
 
 def raise_failure(child: Child, result: type[Event]) -> None:
-    """OutOfMemory or ProfileError unless `child` exited 0 with a `result` event."""
+    """OutOfMemory or ProfileError unless `child` sent a `result` event. How it ended after that does not
+    matter: all that follows a result is its trace (`trace_of`)."""
+    if child.last(result) is not None:
+        return
     code = child.process.returncode
     oom = child.last(protocol.OutOfMemory)
     if oom:
         raise OutOfMemory(oom.message)
-    if child.last(result) is not None and code == 0:
-        return
     if code in (-signal.SIGKILL, 137):
         raise OutOfMemory("the measuring process was killed (the system ran out of memory)")
     failed = child.last(protocol.Failed)
     if failed:
         raise ProfileError(f"the measurement failed: {failed.message}")
-    last = child.tail[-1] if child.tail else "no output"
-    raise ProfileError(f"the measurement failed with exit code {code}: {last[:300]}")
+    raise ProfileError(f"the measurement {_ending(code)}: {child.tail[-1][:300] if child.tail else 'no output'}")
+
+
+def trace_of(child: Child, requested: bool) -> tuple[dict[str, Any] | None, str | None]:
+    """The trace `child` sent after its result and, where one was asked for and none came, a note saying why."""
+    traced = child.last(protocol.Traced)
+    if traced is not None or not requested:
+        return (traced.trace if traced else None), None
+    error = child.last(protocol.Failed) or child.last(protocol.Crash)
+    why = ("ran out of memory" if child.last(protocol.OutOfMemory) else f"failed ({error.message})" if error
+           else _ending(child.process.returncode))
+    return None, f"the trace is missing: the process {why} before it was written"
+
+
+def _ending(code: int | None) -> str:
+    """How a process ended, in words: "was killed by SIGABRT", "exited with code 3"."""
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"

@@ -65,14 +65,12 @@ def run(config: WorkerConfig) -> None:
         times = phases.measure(work, batches, config.steps, config.warmup, progress,
                                kind == "cpu" and not config.multi_worker)
         clock = phases.check_clock(work, batches, progress, synchronise=not config.multi_worker)
-        summary = None
-        if config.trace_dir:
-            progress("trace", 0, 1)
-            summary = trace.capture(work, batches, Path(config.trace_dir), config.trace_steps)
-            progress("trace", 1, 1)
-            clock = phases.with_trace_clock(clock, summary)
         throughput = [_fewer_replicas(build, names[:count], config) for count in config.fewer_replicas]
-        CHANNEL.emit(protocol.Measured(times, time.perf_counter() - started, summary, throughput, clock))
+        CHANNEL.emit(protocol.Measured(times, time.perf_counter() - started, throughput, clock))
+        if config.trace_dir:  # last: TensorFlow's profiler may crash the process (protocol.Traced)
+            progress("trace", 0, 1)
+            CHANNEL.emit(protocol.Traced(trace.capture(work, batches, Path(config.trace_dir), config.trace_steps)))
+            progress("trace", 1, 1)
     except tf.errors.ResourceExhaustedError as error:
         CHANNEL.emit(protocol.OutOfMemory(str(error.message).strip().splitlines()[0][:300]))
 

@@ -33,7 +33,7 @@ def job_report(parts: list[WorkerPart]) -> Report:
         *([f"{missing} of the job's {first.job_tasks} workers wrote no part: their rows are missing"] if missing > 0 else []),
         *([f"All workers ran on one host ({hosts[0]}) and shared its cores: times are not those of a cluster"]
           if len(hosts) == 1 and len(parts) > 1 else []),
-        *first.notes,
+        *dict.fromkeys([*first.notes, *(note for part in parts for note in part.notes)]),  # a worker's own too
         *([CPU_WORKER_NOTE] if first.device_kind == "cpu" else filter(None, [DEVICE_NOTES.get(first.device_kind)])),
     ]
     result = pacing.breakdown
@@ -46,8 +46,6 @@ def job_report(parts: list[WorkerPart]) -> Report:
         workers=[worker.to_json() for worker in workers],
         straggler=straggler.to_json() if straggler else None,
     )
-
-
 
 
 def with_scaling(report: Report, one_worker: Report) -> Report:

@@ -14,7 +14,7 @@ from tfdoctor.profile.cluster.tf_config import ClusterConfig
 from tfdoctor.profile.measure import Options
 from tfdoctor.profile.protocol import Event
 from tfdoctor.profile.protocol import PhaseTimes
-from tfdoctor.profile.runner import OutOfMemory, ProfileError, run_worker
+from tfdoctor.profile.runner import OutOfMemory, ProfileError, run_worker, trace_of
 from tfdoctor.profile.script.parent import ScriptOptions, run_script
 
 
@@ -27,6 +27,11 @@ def job_id(cluster: ClusterConfig) -> str:
 def _failed(base: dict, error: str) -> WorkerPart:
     return WorkerPart(**base, replicas=0, device_kind="unknown", device_names=[], collective="", workload={},
                       phases=None, error=error)
+
+
+def _named(cluster: ClusterConfig, note: str | None) -> list[str]:
+    """A note of this task's, for the merged report: its task name first."""
+    return [f"{cluster.task.name}: {note}"] if note else []
 
 
 def _base(cluster: ClusterConfig) -> dict:
@@ -47,11 +52,12 @@ def measure_task(cluster: ClusterConfig, options: Options, on_event: Callable[[E
     devices, work, measured = (child.last(protocol.Devices), child.last(protocol.WorkloadReady),
                                child.last(protocol.Measured))
     assert devices and work and measured  # run_worker returns only a child that sent its result
+    _, lost = trace_of(child, options.logdir is not None)
     return WorkerPart(**base, replicas=devices.replicas or len(devices.names), device_kind=devices.kind,
                       device_names=devices.names, collective=devices.collective or "",
                       workload={"name": work.name, "global_batch": work.global_batch,
                                 "per_replica_batch": work.per_replica_batch},
-                      phases=measured.times, notes=work.notes, causes=work.causes)
+                      phases=measured.times, notes=[*work.notes, *_named(cluster, lost)], causes=work.causes)
 
 
 def measure_script_task(cluster: ClusterConfig, options: ScriptOptions,
@@ -71,7 +77,8 @@ def measure_script_task(cluster: ClusterConfig, options: ScriptOptions,
     devices, result = child.last(protocol.Devices), child.last(protocol.ScriptMeasured)
     assert result is not None  # run_script returns only a child that sent its result
     times = result.times
-    notes = list(result.notes)
+    _, lost = trace_of(child, options.logdir is not None and options.trace_steps > 0)
+    notes = [*result.notes, *_named(cluster, lost)]
     if not result.replay_steps:
         notes.append(f"{cluster.task.name}: the step was not replayed, so waiting for other workers is not "
                      "separated from compute")

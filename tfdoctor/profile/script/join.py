@@ -7,6 +7,7 @@ import ast
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from tfdoctor.config import Overrides
 from tfdoctor.lint.engine import lint_paths
@@ -50,7 +51,7 @@ def lint_findings(script: Path, package: Path | None = None) -> list[Finding]:
 
 
 def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind: str, names: list[str],
-          script: str, notes: list[str]) -> Report:
+          script: str, notes: list[str], trace: dict[str, Any] | None = None) -> Report:
     """The report of one script-mode (or API) measurement. The window's steps and their replays are paired
     (the i-th interval and the i-th step call; each turn's replays), so the breakdown takes paired
     differences."""
@@ -81,6 +82,6 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
                   "steps": len(times.full), "step_source": result.source},
         breakdown=measured, verdict=verdict, suggestions=suggest(measured, causes, requested),
         examples_per_s=global_batch / measured.step.median if global_batch else None,
-        trace=result.trace or {"logdir": None, "xprof": None},
+        trace=trace or {"logdir": None, "xprof": None},
         notes=device_notes(kind, [*extra, *result.notes, *notes]),
     )

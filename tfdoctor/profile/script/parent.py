@@ -14,7 +14,7 @@ import tfdoctor
 from tfdoctor.profile import protocol
 from tfdoctor.profile.protocol import Event, ScriptConfig
 from tfdoctor.profile.report import Report
-from tfdoctor.profile.runner import Child, OutOfMemory, ProfileError, raise_failure, run_child
+from tfdoctor.profile.runner import Child, OutOfMemory, ProfileError, raise_failure, run_child, trace_of
 from tfdoctor.profile.script import join
 from tfdoctor.profile.script.target import Target, module_target
 from tfdoctor.profile.verdict import Verdict
@@ -90,8 +90,10 @@ def profile_script(options: ScriptOptions, on_event: OnEvent) -> Report:
     devices = child.last(protocol.Devices)
     result = child.last(protocol.ScriptMeasured)
     assert result is not None
+    trace, lost = trace_of(child, options.logdir is not None and options.trace_steps > 0)
     return join.build(result, join.lint_findings(script, target.package), options.gpus,
-                      devices.kind if devices else "unknown", devices.names if devices else [], target.name, [])
+                      devices.kind if devices else "unknown", devices.names if devices else [], target.name,
+                      [lost] if lost else [], trace)
 
 
 def _explain(child: Child, script: Path, error: ProfileError) -> ProfileError:

@@ -1,5 +1,9 @@
 """The step window of a running script: W warm-up steps, K measured step-to-step intervals, an optional
-trace of a few more steps, then the replays and one result (protocol.ScriptMeasured, or NoStep)."""
+trace of a few more steps, then the replays and one result (protocol.ScriptMeasured, or NoStep).
+
+TensorFlow's profiler can crash the process while it collects a multi-worker trace (protocol.Traced), so a
+trace is preceded by the window's result without the replays, and followed by the trace itself: a crash
+then costs the trace and the replays, not the window."""
 
 from __future__ import annotations
 
@@ -8,19 +12,24 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from tfdoctor.profile.protocol import NoStep, PhaseTimes, ScriptMeasured
+from tfdoctor.profile.protocol import NoStep, PhaseTimes, ScriptMeasured, Traced
 from tfdoctor.profile.script.replay import Replay, measure
 
 Progress = Callable[[str, int, int], None]
+UNREPLAYED = ("the process ended while the trace after the window was taken, before the step was replayed: host "
+              "overhead and all-reduce are not separated")
 
 
 class Recorder:
     """Collects step boundaries from whichever hook reports first (one source only, so nothing is counted
-    twice) and, once the window is complete, measures the replays and hands the result to `on_done`."""
+    twice) and, once the window is complete, measures the replays and hands the result to `on_done`. What
+    comes before it with a trace (the window's result unreplayed, then the trace) goes to `on_partial`."""
 
     def __init__(self, steps: int, warmup: int, on_done: Callable[[ScriptMeasured | NoStep], None], progress: Progress,
-                 trace_dir: str | None = None, trace_steps: int = 3, across_workers: bool = False) -> None:
-        self.steps, self.warmup, self.on_done, self.progress = steps, warmup, on_done, progress
+                 trace_dir: str | None = None, trace_steps: int = 3, across_workers: bool = False,
+                 on_partial: Callable[[ScriptMeasured | Traced], None] = lambda event: None) -> None:
+        self.steps, self.warmup, self.on_done, self.on_partial, self.progress = (steps, warmup, on_done, on_partial,
+                                                                                progress)
         self.across_workers = across_workers  # a worker of a multi-worker job (replay.measure)
         self.trace_dir, self.trace_steps = trace_dir, trace_steps
         self.source: str | None = None
@@ -72,6 +81,7 @@ class Recorder:
         self.progress("measured steps", len(self.starts) - 1, self.steps)
         if len(self.starts) > self.steps or (time.perf_counter() > self.deadline and len(self.starts) > 1):
             if self.trace_dir and self.trace_steps:
+                self.on_partial(self._result(None, replay=False))
                 self._start_trace()
             else:
                 self.finish()
@@ -81,11 +91,15 @@ class Recorder:
         if self.done:
             return
         self.done = self.busy = True
-        trace = self._stop_trace()
+        if self._traced >= 0:
+            self.on_partial(Traced(self._stop_trace()))
+        self.on_done(self._result(ended))
+
+    def _result(self, ended: str | None, replay: bool = True) -> ScriptMeasured | NoStep:
+        """The window's result, its step replayed unless `replay` is False (sent ahead of a trace)."""
         intervals = [b - a for a, b in zip(self.starts, self.starts[1:])]
         if not intervals:
-            self.on_done(NoStep(self.seen, sorted(self.hooked), ended))
-            return
+            return NoStep(self.seen, sorted(self.hooked), ended)
         waits = self.waits[:len(intervals)]
         calls = ([a - w for a, w in zip(intervals, waits)] if self.source == "marker"  # a marker has no duration
                  else self.calls[:len(intervals)])
@@ -93,11 +107,12 @@ class Recorder:
         if ended and len(intervals) < self.steps:
             notes.append(f"the script {ended} after {self.seen} steps: {len(intervals)} of {self.steps} measured")
         replayed = (measure(self.replay, intervals, calls, self.progress, notes, self.across_workers)
-                    if self.replay else None)
+                    if self.replay and replay else None)
         if replayed is None:
-            notes.append("no step could be replayed on a captured batch (steps seen through "
-                         f"{self.source}): input is the time between step calls and the hooked input waits, the "
-                         "rest compute; host overhead and all-reduce are not separated")
+            notes.append(UNREPLAYED if not replay else (
+                f"no step could be replayed on a captured batch (steps seen through {self.source}): input is the "
+                "time between step calls and the hooked input waits, the rest compute; host overhead and all-reduce "
+                "are not separated"))
             on_device = [min(c, a - w) for a, c, w in zip(intervals, calls, waits)]
             times = PhaseTimes(intervals, waits, on_device, [statistics.median(on_device)], [0.0], [0.0])
             global_batch, replicas = 0, 0
@@ -105,9 +120,8 @@ class Recorder:
             times = PhaseTimes(intervals, waits, replayed.on_device, replayed.looped, replayed.gradients,
                                replayed.reduced)
             global_batch, replicas = replayed.global_batch, replayed.replicas
-        self.on_done(ScriptMeasured(times, calls, self.source or "", sorted(self.hooked), self.seen, notes,
-                                    global_batch, replicas, replayed is not None, trace,
-                                    replayed.replay_steps if replayed else []))
+        return ScriptMeasured(times, calls, self.source or "", sorted(self.hooked), self.seen, notes, global_batch,
+                              replicas, replayed is not None, replayed.replay_steps if replayed else [])
 
     def _start_trace(self) -> None:
         import tensorflow as tf
@@ -128,9 +142,7 @@ class Recorder:
             self._step_mark = tf.profiler.experimental.Trace("train", step_num=self._traced, _r=1)
             self._step_mark.__enter__()
 
-    def _stop_trace(self) -> dict[str, Any] | None:
-        if self._traced < 0:
-            return None
+    def _stop_trace(self) -> dict[str, Any]:
         import tensorflow as tf
 
         from tfdoctor.profile.trace import summarise
