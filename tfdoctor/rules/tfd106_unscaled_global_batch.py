@@ -92,6 +92,17 @@ with strategy.scope():
     model.compile(loss="mse")
     model.fit(train, epochs=1)
 """,
+        # a dataset handed in by the caller, batched from a config object, distributed by hand
+        """import tensorflow as tf
+class Trainer:
+    def __init__(self, config):
+        self.config = config
+        self.strategy = tf.distribute.MirroredStrategy()
+    def setup(self, dataset):
+        dataset = dataset.shuffle(1000)
+        dataset = dataset.batch(self.config.batch_size)  # TFD106
+        self.train_ds = self.strategy.experimental_distribute_dataset(dataset)
+""",
     )
     VALID = (
         # per-replica size from the input context
@@ -129,8 +140,8 @@ model.fit(ds)
         if only_multi_worker(facts):
             return
         seen: set[int] = set()
-        for use in self._strategy_feeds(facts):
-            chain = facts.dataset_chain(use.expr, use.scope, use.order)
+        for use in self._strategy_feeds(facts):  # a strategy splits datasets only: any source has `batch`
+            chain = facts.dataset_chain(use.expr, use.scope, use.order, any_source=True)
             if chain is None:
                 continue
             batching = chain.batch_size()

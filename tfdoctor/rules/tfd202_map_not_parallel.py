@@ -68,6 +68,12 @@ ds = tf.data.Dataset.from_tensor_slices(paths).map(load).batch(4)  # TFD202
 for x in ds:
     step(x)
 """,
+        # a pipeline on a dataset the caller hands in
+        """import tensorflow as tf
+def train(model, files_ds):
+    ds = files_ds.map(decode_jpeg).shuffle(512).batch(32)  # TFD202
+    model.fit(ds, epochs=3)
+""",
     )
     VALID = (
         """import tensorflow as tf
@@ -79,6 +85,11 @@ model.fit(ds)
 val = tf.data.Dataset.from_tensor_slices(paths).map(load).batch(4)
 model.evaluate(val)
 model.fit(train, validation_data=val)
+""",
+        # `map` on what need not be a dataset (a pandas Series has one): nothing only tf.data has
+        """import tensorflow as tf
+def train(model, features, labels):
+    model.fit(features.map(normalise), labels, epochs=3)
 """,
     )
 

@@ -12,6 +12,7 @@ from tfdoctor.lint.rule import Context, Rule
 
 _RANDOM_OP = re.compile(r"^(tensorflow\.(image\.(stateless_)?random_\w+|random\.\w+)|keras\.layers\.Random\w+)$")
 _ALWAYS_RANDOM = frozenset({"shuffle", "prefetch", "repeat"})
+_SHARED = frozenset({"repeat", "cache"})  # method names other libraries' objects have too
 
 
 class CacheAfterRandom(Rule):
@@ -63,10 +64,24 @@ ds = ds.cache()  # TFD204
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(x).map(lambda v: v + tf.random.normal([3])).cache()  # TFD204
 """,
+        # a dataset handed in by the caller, cached only when asked to
+        """import tensorflow as tf
+class Pipeline:
+    def build(self, dataset, cache):
+        dataset = dataset.shuffle(1000).batch(32)
+        if cache:
+            dataset = dataset.cache()  # TFD204
+        return dataset.repeat()
+""",
     )
     VALID = (
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(x).map(decode).cache().shuffle(100).batch(8).prefetch(1)
+""",
+        # `repeat` on something that need not be a dataset (a numpy array has one)
+        """import tensorflow as tf
+def tile(values):
+    return values.repeat(4).cache()
 """,
         """import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
@@ -91,9 +106,11 @@ ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
 
     @staticmethod
     def _chains(facts: ModuleFacts) -> Iterator[DatasetChain]:
+        """Pipelines ending in `cache()`; also on a dataset the code does not show (a parameter, another
+        module's), when a method only `tf.data` has says it is one (numpy and torch have `repeat` too)."""
         for call in facts.method_calls("cache"):
-            chain = facts.dataset_chain(call.node, call.scope, call.order + 1)
-            if chain is not None:
+            chain = facts.dataset_chain(call.node, call.scope, call.order + 1, any_source=True)
+            if chain is not None and (chain.source or any(op.method not in _SHARED for op in chain.ops)):
                 yield chain
 
     @staticmethod

@@ -104,6 +104,18 @@ for x in dist:
     if loss < best:  # TFD301
         best = loss
 """,
+        # the step function reaches the loop as a parameter, bound where the loop is called
+        """import tensorflow as tf
+@tf.function
+def distributed_step(strategy, batch):
+    return strategy.run(replica, args=(batch,))
+def run_loop(strategy, dataset, optimizer, step_fn):
+    for batch in dataset:
+        iterations = optimizer.iterations.numpy()  # TFD301
+        step_fn(strategy, batch)
+def main(strategy, dataset, optimizer):
+    run_loop(strategy, dataset, optimizer, step_fn=distributed_step)
+""",
     )
     VALID = (
         """import tensorflow as tf

@@ -216,14 +216,22 @@ def _unwrap(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: 
     return expr
 
 
+# Methods of tf.data's Dataset that numpy arrays, pandas objects and Spark frames do not have: on a source the
+# code does not show (a parameter, an attribute set elsewhere), one of them says the chain is a pipeline.
+DATASET_ONLY_METHODS = frozenset({"batch", "padded_batch", "ragged_batch", "shuffle", "prefetch", "interleave",
+                                  "flat_map", "unbatch", "rebatch", "shard", "with_options", "parallel_interleave"})
+
+
 def training_chains(facts: ModuleFacts) -> list[tuple[DatasetChain, TrainingInput]]:
-    """`tf.data` pipelines that feed training (evaluation and prediction pipelines are not among them)."""
+    """`tf.data` pipelines that feed training (evaluation and prediction pipelines are not among them), also
+    those on a source the code does not show (`def setup(self, dataset): ... dataset.shuffle(n).batch(b)`),
+    whose chain then has source "" and holds a method only datasets have."""
     cached = facts.__dict__.get("_training_chains")
     if cached is None:
         cached = []
         for use in training_inputs(facts):
-            chain = facts.dataset_chain(use.expr, use.scope, use.order)
-            if chain is not None:
+            chain = facts.dataset_chain(use.expr, use.scope, use.order, any_source=True)
+            if chain is not None and (chain.source or DATASET_ONLY_METHODS.intersection(chain.methods())):
                 cached.append((chain, use))
         facts.__dict__["_training_chains"] = cached
     return cached

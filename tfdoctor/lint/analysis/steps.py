@@ -62,10 +62,16 @@ def training_step_scopes(facts: ModuleFacts) -> list[Scope]:
 
 
 def calls_training_step(facts: ModuleFacts, call: CallFact) -> bool:
+    """A step call: `strategy.run`, an update, or a call of a step function, also one that the caller passes
+    in as a parameter (`def train(step_fn): ... step_fn(batch)`, called as `train(step_fn=_train_step)`)."""
     if _applies_gradients(call) or any(call is run for run in facts.run_calls):
         return True
     steps = {id(s) for s in training_step_scopes(facts)}
-    return any(id(target) in steps for target in facts.callees(call))
+    if any(id(target) in steps for target in facts.callees(call)):
+        return True
+    func = call.node.func
+    return (isinstance(func, cst.Name) and func.value in call.scope.params
+            and any(id(target) in steps for target in facts.callables_of(func, call.scope, before=call.order)))
 
 
 def returns_host_values(facts: ModuleFacts, call: CallFact) -> bool:
