@@ -2,7 +2,8 @@
 
 For every repository a manifest names, writes the project's `.py`, `.ipynb`, `pyproject.toml`, `setup.py`,
 `setup.cfg` and `requirements*.txt` files at the manifest's commit into DEST/owner__name/ (the whole
-project, since the linter reads the modules a file imports). Files come from a local bare mirror when one
+project, since the linter reads the modules a file imports), and an empty `.git` folder where a clone has
+its own, so that the project root is found as in a real checkout. Files come from a local bare mirror when one
 exists (MIRRORS/owner+name/repo or repo/.git, as the `fetch` tool leaves them), else from a blob-less, sparse clone of
 GitHub. A repository already present at its commit is left alone; one that cannot be had gets one line on
 stderr and the others go on. Usage:
@@ -28,6 +29,7 @@ DEFAULT_MIRRORS = Path("/work/.mirror")
 GITHUB_URL = "https://github.com/{repo}.git"
 KEPT = ("*.py", "*.ipynb", "pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt")
 STAMP = ".corpus_commit"
+CHECKOUT_MARKER = ".git"  # an empty folder: the linter finds the project root where a real clone has it
 REGULAR_FILE_MODES = {"100644", "100755"}
 
 
@@ -151,6 +153,7 @@ def rebuild_one(pin: RepoPin, dest: Path, mirrors: Path, url_template: str) -> s
     final = dest / pin.folder
     stamp = final / STAMP
     if stamp.is_file() and stamp.read_text().strip() == pin.commit:
+        (final / CHECKOUT_MARKER).mkdir(exist_ok=True)
         return "up to date"
     dest.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{pin.folder}.", dir=dest))
@@ -159,6 +162,7 @@ def rebuild_one(pin: RepoPin, dest: Path, mirrors: Path, url_template: str) -> s
         count = (export_from_git(mirror, pin.commit, staging) if mirror is not None
                  else export_from_github(pin, staging, url_template))
         (staging / STAMP).write_text(pin.commit + "\n")
+        (staging / CHECKOUT_MARKER).mkdir()
         if final.exists():
             shutil.rmtree(final)
         staging.rename(final)

@@ -26,7 +26,7 @@ def test_finding_says_where_its_evidence_lies(loss_project: Path):
     assert (finding["code"], finding["path"], finding["line"]) == ("TFD104", "train.py", 13)
     assert finding["message"].endswith("(loss from `compute_loss` at losses.py:8)")
     assert finding["related"] == [{"path": "losses.py", "line": 8, "column": 12, "end_line": 8, "end_column": 39,
-                                   "message": "loss from `compute_loss`"}]
+                                   "message": "loss from `compute_loss`", "subject": False}]
     text = run_cli("lint", "--no-cache", "train.py", cwd=loss_project).stdout
     assert "loss from `compute_loss` at losses.py:8" in text
 

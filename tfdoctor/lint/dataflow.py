@@ -5,8 +5,10 @@ worker of a multi-worker or Horovod job. They live in `analysis/`."""
 from __future__ import annotations
 
 from tfdoctor.lint.analysis.inputs import (
+    FedElsewhere,
     Provenance,
     TrainingInput,
+    fed_elsewhere,
     is_python_iterator_class,
     iterable_provenance,
     training_chains,
@@ -65,9 +67,9 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 
 
 __all__ = [
-    "GUARD_WORDS", "TRAINING_ATTRS", "Loss", "LossKind", "Provenance", "TrainingInput", "callback_is", "calls_any",
+    "GUARD_WORDS", "TRAINING_ATTRS", "FedElsewhere", "Loss", "LossKind", "Provenance", "TrainingInput", "callback_is", "calls_any",
     "calls_training_step", "definitions", "derived_names", "differentiated_losses", "expression_names",
-    "fit_callbacks", "gated_by_step_modulo", "gated_if", "horovod_calls", "horovod_init", "horovod_member",
+    "fed_elsewhere", "fit_callbacks", "gated_by_step_modulo", "gated_if", "horovod_calls", "horovod_init", "horovod_member",
     "horovod_module", "horovod_scope", "is_global_batch", "is_python_iterator_class", "iterable_provenance",
     "keras3_callback", "keras3_file_name", "keras_loss_reduction", "loop_ifs", "loss_kind",
     "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored", "only_multi_worker",

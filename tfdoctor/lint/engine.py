@@ -432,8 +432,17 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
             file_cache.put(key, outcome.findings, outcome.used)
     report.warnings.extend(sorted({c.warning for _, c, _ in tasks if c is not None and c.warning}))
     report.notes.extend(_one_note(notes))
-    report.findings.sort(key=Finding.sort_key)
+    report.findings = sorted(_one_per_smell(report.findings), key=Finding.sort_key)
     return report
+
+
+def _one_per_smell(findings: list[Finding]) -> list[Finding]:
+    """Without the findings that stand on a call bringing in what they are about from another file, where
+    that file was linted too and has the same finding on it (a loader's `map` is reported in data.py, not
+    again in train.py)."""
+    at = {(os.path.abspath(f.path), f.line, f.column, f.code) for f in findings}
+    return [f for f in findings
+            if not any(r.subject and (os.path.abspath(r.path), r.line, r.column, f.code) in at for r in f.related)]
 
 
 def _oversize(report: LintReport, display: str, size: int, settings: Settings) -> bool:

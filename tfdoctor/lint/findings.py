@@ -42,16 +42,18 @@ class Positions(Protocol):
 
 @dataclass(frozen=True)
 class Evidence:
-    """What a finding relies on in another file: "loss from `compute_loss`" and the node there."""
+    """What a finding relies on in another file: "loss from `compute_loss`" and the node there. `subject`:
+    the node is what the finding is about, and the finding stands on a call that brings it in."""
 
     what: str
     path: str
     module: Positions
     node: cst.CSTNode
+    subject: bool = False
 
     def related(self) -> Related:
         line, column, end_line, end_column = self.module.position(self.node)
-        return Related(self.path, line, column, end_line, end_column, self.what)
+        return Related(self.path, line, column, end_line, end_column, self.what, self.subject)
 
 
 @dataclass(frozen=True)
@@ -77,10 +79,11 @@ class Related:
     end_line: int
     end_column: int
     message: str
+    subject: bool = False  # what the finding is about lies here (see Evidence)
 
     def to_json(self) -> dict[str, object]:
         return {"path": self.path, "line": self.line, "column": self.column, "end_line": self.end_line,
-                "end_column": self.end_column, "message": self.message}
+                "end_column": self.end_column, "message": self.message, "subject": self.subject}
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ It is parsed and analysed only when a rule's question reaches it (a helper's ret
 bases, a decorator), once per process; a module that cannot be read or parsed is simply not known.
 
 When a question reaches a parameter of a module-level function that its own module never calls, the
-project's other files that name the function and its module are searched for the calls (`callers`; not
-in a project of more than `listing.MAX_FILES` files). A cached result that rests on such a search lists the
+project's other files that name the function and its module are searched for the calls (`callers`); when it
+is what other modules do with this one's values (a pipeline a loader returns and train.py fits on), those
+that import it are (`consumers`). Neither runs in a project of more than `listing.MAX_FILES` files. A cached result that rests on such a search lists the
 project's file listing too (`listing.py`): a call added to any file invalidates it.
 
 Every module a linted file used is recorded with the digest of its bytes (`begin`/`used`), so a cached
@@ -83,20 +84,33 @@ class Project:
                 or not isinstance(function.node, cst.FunctionDef):
             return []
         home = model.file.resolve()
-        module = home.parent.name if home.name == "__init__.py" else home.stem
         found: list[CallFact] = []
-        self._used[listing_key(self.root)] = listing_digest(self.root)
-        for path in python_files(self.root):
-            if path == home or not self._mentions(path, (function.name.encode(), module.encode())):
-                continue
-            other = self._model(path, model.path)
-            if other is None:
-                continue
+        for other in self._naming(model, (function.name.encode(), _module_name(home).encode())):
             for call in other.calls:
                 name = dotted(call.node.func)
                 if name is not None and function.name in name and any(
                         _same(target, function, home) for target in other._named_callable(name, call.scope, True)):
                     found.append(call)
+        return found
+
+    def consumers(self, model: SemanticModel) -> list[SemanticModel]:
+        """The project's other modules that may use this one: those whose text names its module in an import."""
+        if model.file is None:
+            return []
+        return self._naming(model, (_module_name(model.file.resolve()).encode(), b"import"))
+
+    def _naming(self, model: SemanticModel, words: tuple[bytes, ...]) -> list[ModuleFacts]:
+        """The project's modules other than `model`'s whose text holds every word, analysed. The cached
+        result of the file asking rests on the project's listing from then on."""
+        assert model.file is not None
+        home = model.file.resolve()
+        self._used[listing_key(self.root)] = listing_digest(self.root)
+        found = []
+        for path in python_files(self.root):
+            if path != home and self._mentions(path, words):
+                other = self._model(path, model.path)
+                if other is not None:
+                    found.append(other)
         return found
 
     def _mentions(self, path: Path, words: tuple[bytes, ...]) -> bool:
@@ -158,6 +172,11 @@ class Project:
             return ModuleFacts(module, display, lines, loader=self, file=path)
         except (cst.ParserSyntaxError, UnicodeDecodeError, LookupError, SyntaxError, RecursionError, ValueError):
             return None  # a module that cannot be read gives no evidence; linting it says why
+
+
+def _module_name(home: Path) -> str:
+    """The name other modules import a file by (its last part): `data` for data.py, `pkg` for pkg/__init__.py."""
+    return home.parent.name if home.name == "__init__.py" else home.stem
 
 
 def _same(target: Scope, function: Scope, home: Path) -> bool:

@@ -7,14 +7,15 @@ import libcst as cst
 from tfdoctor.lint.dataflow import (
     TrainingInput,
     definitions,
+    fed_elsewhere,
     is_global_batch,
     mentions_replica_count,
     only_multi_worker,
     training_inputs,
 )
-from tfdoctor.lint.facts import DatasetChain, ModuleFacts, reads
+from tfdoctor.lint.facts import ModuleFacts, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import dotted, literal_int
+from tfdoctor.lint.names import call_arg, dotted, literal_int
 from tfdoctor.lint.rule import Context, Rule
 
 
@@ -22,7 +23,8 @@ class UnscaledGlobalBatch(Rule):
     """
     ## What it does
     Finds `Dataset.batch(B)` in a pipeline that feeds a strategy (through
-    `strategy.experimental_distribute_dataset`, or `model.fit` on a model built in `strategy.scope()`)
+    `strategy.experimental_distribute_dataset`, or `model.fit` on a model built in `strategy.scope()`, here
+    or in a module that imports this one and trains on the pipeline)
     where `B` is not derived from `strategy.num_replicas_in_sync` (or `get_per_replica_batch_size`). It
     stays silent when the code derives a per-replica size from `B`, which shows a deliberate fixed global
     batch, and when every strategy the file makes is a multi-worker one (`MultiWorkerMirroredStrategy`,
@@ -149,7 +151,7 @@ model.fit(ds)
                 continue
             batch_call, size = batching
             seen.add(id(batch_call))
-            if size is not None and self._unscaled(facts, size, chain):
+            if size is not None and self._unscaled(facts, size, chain.scope):
                 text = dotted(size) or str(literal_int(size))
                 op = next((o for o in reversed(chain.ops) if o.call is batch_call), None)
                 target = batch_call.func.attr if isinstance(batch_call.func, cst.Attribute) else batch_call.func
@@ -157,6 +159,20 @@ model.fit(ds)
                 statement = facts.call_fact(node if evidence else batch_call)
                 yield self.report(node, statement=statement.statement if statement else None, size=text,
                                   evidence=evidence)
+        if not any(id(c.node) not in seen for c in facts.method_calls("batch", "padded_batch")):
+            return  # asking the importers costs their analysis: only for a batch it has not reported
+        for feed in fed_elsewhere(facts):  # a loader's pipeline that another module's strategy splits
+            batch = feed.final_batch
+            consumer: ModuleFacts = feed.use.scope.owner  # type: ignore[assignment]
+            if (batch is None or batch.scope is None or id(batch.call) in seen or not feed.use.distributed
+                    or feed.use.via not in ("distribute", "fit") or only_multi_worker(consumer)):
+                continue
+            seen.add(id(batch.call))
+            size = call_arg(batch.call, 0, "batch_size")
+            if size is not None and self._unscaled(facts, size, batch.scope):
+                call = facts.call_fact(batch.call)
+                yield self.report(batch.call.func.attr, statement=call.statement if call else None,  # type: ignore[attr-defined]
+                                  size=dotted(size) or str(literal_int(size)), evidence=(feed.evidence,))
 
     @staticmethod
     def _strategy_feeds(facts: ModuleFacts) -> Iterator[TrainingInput]:
@@ -165,15 +181,15 @@ model.fit(ds)
         return (use for use in training_inputs(facts) if use.distributed and use.via in ("distribute", "fit"))
 
     @staticmethod
-    def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, chain: DatasetChain) -> bool:
+    def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope) -> bool:
         if literal_int(size) is not None:
             return True
         name = dotted(size)
         if name is None:
             return False  # an expression: cannot decide
-        if is_global_batch(facts, frozenset({name}), chain.scope):
+        if is_global_batch(facts, frozenset({name}), scope):
             return False  # named global, or computed from the replica count
-        found = definitions(facts, name, chain.scope)
+        found = definitions(facts, name, scope)
         if not found and "." not in name:
             return False  # a parameter or an unknown global
         if any(isinstance(a.value, cst.BinaryOperation) and isinstance(a.value.operator, cst.Multiply) for a in found):

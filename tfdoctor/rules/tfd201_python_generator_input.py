@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import definitions, iterable_provenance, training_inputs
+from tfdoctor.lint.dataflow import definitions, fed_elsewhere, iterable_provenance, training_inputs
 from tfdoctor.lint.facts import ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import dotted
@@ -20,7 +20,8 @@ class PythonGeneratorInput(Rule):
     Finds training fed by Python code: `Dataset.from_generator`, a `keras.utils.Sequence`/`PyDataset`,
     `ImageDataGenerator.flow*`, `fit_generator`, `fit(generator)`, or a class with `__next__` (or a
     generator function) whose batches reach a training step: `model.fit`, a distributed dataset, or a loop
-    that runs a training step.
+    that runs a training step (a `from_generator` pipeline also when a module importing this one trains on
+    it).
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -150,6 +151,14 @@ model.fit(train_ds, validation_data=val)
             if id(node) not in seen:
                 seen.add(id(node))
                 yield self.report(node, statement=statement, what=what)
+        if not any(c.attr == "from_generator" and id(c.node) not in seen for c in facts.calls):
+            return  # asking the importers costs their analysis: only for a generator source it has not reported
+        for feed in fed_elsewhere(facts):  # a loader's `from_generator` pipeline, trained on in another module
+            if feed.source_call is not None and feed.source.endswith(".from_generator") and id(feed.source_call) not in seen:
+                seen.add(id(feed.source_call))
+                call = facts.call_fact(feed.source_call)
+                yield self.report(feed.source_call, statement=call.statement if call else None,
+                                  what="`Dataset.from_generator`", evidence=(feed.evidence,))
 
     def _python_feeds(self, facts: ModuleFacts) -> Iterator[tuple[cst.CSTNode, cst.CSTNode, str]]:
         for call in facts.method_calls("fit_generator"):

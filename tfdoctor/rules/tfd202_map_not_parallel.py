@@ -2,20 +2,26 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import training_chains
+import libcst as cst
+
+from tfdoctor.lint.dataflow import fed_elsewhere, training_chains
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Fix, Severity, Violation
-from tfdoctor.lint.names import has_keyword
+from tfdoctor.lint.names import call_arg
 from tfdoctor.lint.rule import Context, Rule
 from tfdoctor.lint.spelling import autotune, autotune_text, with_keyword
+
+
+_PARALLEL_CALLS_AT = {"map": 1, "interleave": 3}  # num_parallel_calls' position
 
 
 class MapNotParallel(Rule):
     """
     ## What it does
     Finds `Dataset.map` and `Dataset.interleave` without `num_parallel_calls` in a pipeline that feeds
-    training (`model.fit`, a distributed dataset, or a loop that runs a training step). Evaluation and
-    prediction pipelines are left alone.
+    training (`model.fit`, a distributed dataset, or a loop that runs a training step), in this module or
+    in one that imports it and trains on the pipeline (a loader's `return ds`). Evaluation and prediction
+    pipelines are left alone.
 
     ## Why it is bad
     Without `num_parallel_calls` the transformation runs on one core, one element at a time. Decoding and
@@ -86,6 +92,11 @@ val = tf.data.Dataset.from_tensor_slices(paths).map(load).batch(4)
 model.evaluate(val)
 model.fit(train, validation_data=val)
 """,
+        # the parallelism given in its place, not by keyword
+        """import tensorflow as tf
+ds = tf.data.Dataset.list_files(pattern).map(load, tf.data.AUTOTUNE).batch(8)
+model.fit(ds)
+""",
         # `map` on what need not be a dataset (a pandas Series has one): nothing only tf.data has
         """import tensorflow as tf
 def train(model, features, labels):
@@ -98,7 +109,7 @@ def train(model, features, labels):
         value = autotune(facts, context.targets)
         for chain, _use in training_chains(facts):
             for op in chain.ops:
-                if op.method not in ("map", "interleave") or has_keyword(op.call, "num_parallel_calls"):
+                if not self._serial(op.call):
                     continue
                 if id(op.call) in seen:
                     continue
@@ -109,3 +120,22 @@ def train(model, features, labels):
                           "add num_parallel_calls=AUTOTUNE") if value is not None and not evidence else None
                 yield self.report(node, statement=call.statement if call else None, fix=fix, evidence=evidence,
                                   method=op.method, autotune=autotune_text(value, context.targets))
+        if not any(self._serial(c.node) and id(c.node) not in seen for c in facts.method_calls("map", "interleave")):
+            return  # asking the importers costs their analysis: only for a map it has not reported
+        for feed in fed_elsewhere(facts):  # a loader's pipeline, trained on in another module
+            for op in feed.ops:
+                if self._serial(op.call) and id(op.call) not in seen:
+                    seen.add(id(op.call))
+                    call = facts.call_fact(op.call)
+                    yield self.report(op.call.func.attr, statement=call.statement if call else None,
+                                      evidence=(feed.evidence,), method=op.method,
+                                      autotune=autotune_text(value, context.targets))
+
+    @staticmethod
+    def _serial(call: cst.Call) -> bool:
+        """`map`/`interleave` without `num_parallel_calls`, by keyword or in its place
+        (`map(f, AUTOTUNE)`, `interleave(f, cycle, block, AUTOTUNE)`)."""
+        if not isinstance(call.func, cst.Attribute) or call.func.attr.value not in _PARALLEL_CALLS_AT:
+            return False
+        return call_arg(call, _PARALLEL_CALLS_AT[call.func.attr.value], "num_parallel_calls") is None and not any(
+            arg.star for arg in call.args)

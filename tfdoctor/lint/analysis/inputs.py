@@ -6,23 +6,25 @@ plain `tf.data.Dataset`, numpy, a Python iterator class (`__next__`, a generator
 the value with the semantic model's lookup: `for` targets, `next(it)`, unpacking, parameters bound at every
 call site, and return values. `training_inputs` lists the expressions whose batches reach training (`fit`,
 `experimental_distribute_dataset`, the loop that runs a step, `next(it)` in it) and `training_chains` the
-`tf.data` pipelines among them.
+`tf.data` pipelines among them; `fed_elsewhere`, the pipelines built here that another project module trains
+on (a loader's `return ds`, fitted in train.py).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Literal
+from pathlib import Path
+from typing import Iterator, Literal
 
 import libcst as cst
 
 from tfdoctor.lint.analysis.steps import training_loops
-from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, ModuleFacts
+from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, DatasetOp, ModuleFacts
 from tfdoctor.lint.findings import Evidence
 from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, Scope
-from tfdoctor.lint.semantic.model import Origin, Step
+from tfdoctor.lint.semantic.model import Origin, SemanticModel, Step
 
 _MAX_DEPTH = 8
 _PYTHON_BASES = ("utils.Sequence", "utils.PyDataset", "utils.data_utils.Sequence")
@@ -235,3 +237,57 @@ def training_chains(facts: ModuleFacts) -> list[tuple[DatasetChain, TrainingInpu
                 cached.append((chain, use))
         facts.__dict__["_training_chains"] = cached
     return cached
+
+
+@dataclass(frozen=True)
+class FedElsewhere:
+    """A pipeline built in this module that another project module trains on: its steps and its source
+    call that lie in this module (as this module's nodes), and where it is trained on."""
+
+    ops: tuple[DatasetOp, ...]
+    source: str                   # the chain's source ("" where not shown)
+    source_call: cst.Call | None  # None: the source is not in this module
+    evidence: Evidence
+    use: TrainingInput            # how the other module trains on it (its scope and nodes are that module's)
+    final_batch: DatasetOp | None = None  # the chain's last `batch`/`padded_batch`, when it is one of `ops`
+
+
+def fed_elsewhere(facts: ModuleFacts) -> list[FedElsewhere]:
+    """The pipelines of this module that the project's modules importing it train on (their own training
+    inputs, followed back into this module)."""
+    cached = facts.__dict__.get("_fed_elsewhere")
+    if cached is None:
+        cached = facts.__dict__["_fed_elsewhere"] = list(_fed_elsewhere(facts))
+    return cached
+
+
+def _fed_elsewhere(facts: ModuleFacts) -> Iterator[FedElsewhere]:
+    if facts.loader is None or facts.file is None:
+        return
+    home = facts.file.resolve()
+    for other in facts.loader.consumers(facts):
+        assert isinstance(other, ModuleFacts)
+        for chain, use in training_chains(other):
+            here = [op for op in chain.ops if _in_file(op.scope, home)]
+            source_here = _in_file(chain.source_scope, home)
+            copy = here[0].scope.owner if here else chain.source_scope.owner if source_here else None
+            # The importer sees this module as parsed from disk: its nodes are this module's only if the
+            # text is the same (an editor's unsaved buffer is not), and then the n-th call is the n-th call.
+            if not isinstance(copy, SemanticModel) or copy.source_lines != facts.source_lines:
+                continue
+            index = {id(call.node): number for number, call in enumerate(copy.calls)}
+            mine = [facts.calls[index[id(op.call)]] for op in here if id(op.call) in index]
+            if len(mine) < len(here) or (source_here and id(chain.source_call) not in index):
+                continue
+            ops = tuple(DatasetOp(op.method, call.node, call.scope) for op, call in zip(here, mine))
+            source_call = facts.calls[index[id(chain.source_call)]].node if source_here else None
+            where = f"`{use.scope.name}`" if use.scope.is_function else other.path
+            last = chain.last("batch") or chain.last("padded_batch")
+            final = next((mapped for op, mapped in zip(here, ops) if op is last), None)
+            yield FedElsewhere(ops, chain.source, source_call,
+                               Evidence(f"trained on in {where}", other.path, other, use.expr), use, final)
+
+
+def _in_file(scope: Scope | None, home: Path) -> bool:
+    owner = scope.owner if scope is not None else None
+    return isinstance(owner, SemanticModel) and owner.file is not None and owner.file.resolve() == home

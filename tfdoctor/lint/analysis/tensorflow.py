@@ -107,7 +107,8 @@ class DatasetChain:
             return node, ()
         model = where.owner
         what = f"`{op.method}`" if op is not None else "the pipeline's source"
-        return self.via[0].call, (Evidence(f"{what} in `{self.via[-1].callee.name}`", model.path, model, node),)
+        return self.via[0].call, (Evidence(f"{what} in `{self.via[-1].callee.name}`", model.path, model, node,
+                                           subject=True),)
 
 
 class ModuleFacts(SemanticModel):

@@ -43,11 +43,14 @@ _FUNCTION_WRAPPERS = frozenset({"functools.partial", "tensorflow.function", "fun
 
 class ModuleLoader(Protocol):
     """The other modules of the same project: the model of one an import names (None: not in the project,
-    unreadable), and the calls of a module-level function made from other modules."""
+    unreadable), the calls of a module-level function made from other modules, and the modules that may
+    use a module (they import it)."""
 
     def load(self, importer: SemanticModel, module: str, level: int) -> SemanticModel | None: ...
 
     def callers(self, function: Scope) -> list[CallFact]: ...
+
+    def consumers(self, model: SemanticModel) -> list[SemanticModel]: ...
 
 
 @dataclass(frozen=True)
@@ -321,7 +324,22 @@ class SemanticModel:
         for origin in self.values_of(expr, seen_from, before, parameters=parameters):
             for scope in origin.model._callables_at(origin, depth, parameters):
                 found[id(scope)] = scope
+        if not found and isinstance(expr, cst.Attribute) and not (dotted(expr) or "").startswith("self."):
+            found = {id(scope): scope for scope in self._instance_methods(expr, seen_from, before)}
         return list(found.values())
+
+    def _instance_methods(self, expr: cst.Attribute, seen_from: Scope, before: int) -> list[Scope]:
+        """`x.m` where `x` holds an instance of a class this module or another project module defines
+        (`x = Loader(path)`): that class's own method `m`."""
+        found = []
+        for origin in self.values_of(expr.value, seen_from, before, parameters=False):
+            value = origin.expr
+            if origin.kind != "value" or origin.path or not isinstance(value, cst.Call):
+                continue
+            known = origin.model.class_and_module(dotted(value.func))
+            if known is not None and expr.attr.value in known[0].methods:
+                found.append(known[0].methods[expr.attr.value])
+        return found
 
     def _callables_at(self, origin: Origin, depth: int, parameters: bool = True) -> list[Scope]:
         node = origin.expr
@@ -596,7 +614,11 @@ class _Lookup:
         name = dotted(call.func)
         if name is None or model.resolve(name) is not None and model.foreign(name) is None:
             return False
+        fact = model.call_fact(call)
+        order = fact.order if fact is not None else END_OF_SCOPE
         targets = model._named_callable(name, scope, cross_module=True)
+        if not targets and isinstance(call.func, cst.Attribute) and not name.startswith("self."):
+            targets = model._instance_methods(call.func, scope, order)  # `loader.batches()`, loader = Loader()
         if len(targets) != 1:
             return False
         function = targets[0]
@@ -610,8 +632,6 @@ class _Lookup:
         active = active | {key}
         if function.owner is not model:
             via = (*via, Step(call, function, scope))
-        fact = model.call_fact(call)
-        order = fact.order if fact is not None else END_OF_SCOPE
         bind = dict(bound)
         for index, param in enumerate(function.value_params()):
             value = call_arg(call, index, param)
