@@ -68,3 +68,52 @@ def test_unparsable_or_missing_imported_modules_are_not_evidence(loss_project: P
     assert report.findings == [] and not report.errors
     (loss_project / "losses.py").unlink()
     assert lint_paths(["train.py"]).findings == []
+
+
+LOADER = '''import tensorflow as tf
+
+
+def make_dataset(files):
+    return tf.data.TFRecordDataset(files).map(decode).batch(64)
+'''
+TRAIN = '''import tensorflow as tf
+from loader import make_dataset
+
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+model.fit(make_dataset(["a.tfrecord"]).prefetch(1), epochs=2)
+'''
+
+
+def _loader_project(tmp_path: Path, importers: int = 1) -> Path:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "loader.py").write_text(LOADER)
+    for number in range(importers):
+        (tmp_path / f"train{number}.py").write_text(TRAIN)
+    return tmp_path
+
+
+def test_a_loader_is_linted_against_the_module_that_trains_on_it(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(_loader_project(tmp_path))
+    alone = lint_paths(["loader.py"])
+    assert [(f.line, f.column, f.code) for f in alone.findings] == [(5, 43, "TFD202"), (5, 55, "TFD106")]
+    assert all(f.message.endswith("(trained on in train0.py at train0.py:8)") for f in alone.findings)
+    # train0.py alone reports them on its call of the loader; the whole project once each, on the loader
+    assert {(f.path, f.line, f.code) for f in lint_paths(["train0.py"]).findings} == {
+        ("train0.py", 8, "TFD202"), ("train0.py", 8, "TFD106")}
+    assert {(f.path, f.line, f.code) for f in lint_paths(["."]).findings} == {
+        ("loader.py", 5, "TFD202"), ("loader.py", 5, "TFD106")}
+
+
+def test_a_loader_whose_text_differs_from_the_file_or_that_every_module_imports_stays_silent(tmp_path: Path,
+                                                                                              monkeypatch):
+    from tfdoctor.config import settings_for
+    from tfdoctor.lint.engine import lint_source
+
+    monkeypatch.chdir(_loader_project(tmp_path))
+    edited = (LOADER + "# not saved yet\n").encode()  # an editor's buffer: the importer sees the file on disk
+    assert lint_source(edited, "loader.py", settings_for(tmp_path / "loader.py"), tmp_path / "loader.py") == []
+    monkeypatch.chdir(_loader_project(tmp_path, importers=17))  # more importers than MAX_CONSUMERS
+    assert lint_paths(["loader.py"]).findings == []

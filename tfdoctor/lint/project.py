@@ -8,9 +8,10 @@ bases, a decorator), once per process; a module that cannot be read or parsed is
 
 When a question reaches a parameter of a module-level function that its own module never calls, the
 project's other files that name the function and its module are searched for the calls (`callers`); when it
-is what other modules do with this one's values (a pipeline a loader returns and train.py fits on), those
-that import it are (`consumers`). Neither runs in a project of more than `listing.MAX_FILES` files. A cached result that rests on such a search lists the
-project's file listing too (`listing.py`): a call added to any file invalidates it.
+is what other modules do with this one's values (a pipeline a loader returns and train.py fits on), the
+files that import it are (`consumers`, at most MAX_CONSUMERS). Neither runs in a project of more than
+`listing.MAX_FILES` files. A cached result that rests on such a search lists the project's file listing too
+(`listing.py`): a call added to any file invalidates it.
 
 Every module a linted file used is recorded with the digest of its bytes (`begin`/`used`), so a cached
 finding is reused only while those files are unchanged.
@@ -20,8 +21,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 import libcst as cst
 
@@ -36,6 +39,7 @@ from tfdoctor.lint.semantic.model import SemanticModel
 
 MAX_MODULE_BYTES = 1 << 20  # a larger module is not read for evidence (generated code, vendored data)
 MAX_TEXT_BYTES = 256 * 1024  # files searched for callers are kept in memory when at most this large
+MAX_CONSUMERS = 16  # more modules importing one than this: none is read for what it does with its values
 _MEMO = 64  # analysed modules kept per process
 
 
@@ -84,9 +88,11 @@ class Project:
                 or not isinstance(function.node, cst.FunctionDef):
             return []
         home = model.file.resolve()
+        words = (function.name.encode(), _module_name(home).encode())
         found: list[CallFact] = []
-        for other in self._naming(model, (function.name.encode(), _module_name(home).encode())):
-            for call in other.calls:
+        for path in self._naming(model, lambda text: all(word in text for word in words)):
+            other = self._model(path, model.path)
+            for call in other.calls if other is not None else ():
                 name = dotted(call.node.func)
                 if name is not None and function.name in name and any(
                         _same(target, function, home) for target in other._named_callable(name, call.scope, True)):
@@ -94,27 +100,29 @@ class Project:
         return found
 
     def consumers(self, model: SemanticModel) -> list[SemanticModel]:
-        """The project's other modules that may use this one: those whose text names its module in an import."""
+        """The project's other modules that import this one (an `import` line names its module), analysed;
+        none when more than MAX_CONSUMERS do (a `utils` every file imports: reading them all per question
+        costs more than it finds)."""
         if model.file is None:
             return []
-        return self._naming(model, (_module_name(model.file.resolve()).encode(), b"import"))
+        name = re.escape(_module_name(model.file.resolve()).encode())
+        statement = re.compile(rb"^[ \t]*(?:from[ \t]+[\w.]*\b" + name + rb"\b[\w.]*[ \t]+import\b"  # from .data import
+                               rb"|from[ \t]+[\w.]+[ \t]+import[ \t][^\n#]*\b" + name + rb"\b"  # from . import data
+                               rb"|import[ \t][^\n#]*\b" + name + rb"\b)", re.MULTILINE)  # import pkg.data
+        paths = self._naming(model, lambda text: statement.search(text) is not None)
+        if len(paths) > MAX_CONSUMERS:
+            return []
+        return [other for other in (self._model(path, model.path) for path in paths) if other is not None]
 
-    def _naming(self, model: SemanticModel, words: tuple[bytes, ...]) -> list[ModuleFacts]:
-        """The project's modules other than `model`'s whose text holds every word, analysed. The cached
-        result of the file asking rests on the project's listing from then on."""
+    def _naming(self, model: SemanticModel, wanted: Callable[[bytes], bool]) -> list[Path]:
+        """The project's files other than `model`'s whose text is `wanted` (texts are read once per process).
+        The cached result of the file asking rests on the project's listing from then on."""
         assert model.file is not None
         home = model.file.resolve()
         self._used[listing_key(self.root)] = listing_digest(self.root)
-        found = []
-        for path in python_files(self.root):
-            if path != home and self._mentions(path, words):
-                other = self._model(path, model.path)
-                if other is not None:
-                    found.append(other)
-        return found
+        return [path for path in python_files(self.root) if path != home and wanted(self._text(path))]
 
-    def _mentions(self, path: Path, words: tuple[bytes, ...]) -> bool:
-        """Whether a file's text holds every word (texts are read once per process)."""
+    def _text(self, path: Path) -> bytes:
         text = self._texts.get(path)
         if text is None:
             try:
@@ -122,7 +130,7 @@ class Project:
             except OSError:
                 text = b""
             self._texts[path] = text
-        return all(word in text for word in words)
+        return text
 
     def _candidates(self, importer: Path, module: str, level: int) -> list[Path]:
         parts = [p for p in module.split(".") if p]
