@@ -41,6 +41,8 @@ EXPECTED = [
     ('TFD108', 1, 8, 12, '`ReduceOp.MEAN` over losses already scaled by the global batch reports a loss N times too small'),
     ('TFD109', 0, 5, 14, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy`'),
     ('TFD109', 1, 3, 10, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy`'),
+    ('TFD109', 2, 4, 10, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy`'),
+    ('TFD109', 3, 7, 10, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy`'),
     ('TFD110', 0, 6, 14, "`tf.device('/device:GPU:0')` in replica function `train_step` puts every replica on one device"),
     ('TFD110', 1, 4, 10, "`tf.device('GPU:1')` in replica function `fwd` puts every replica on one device"),
     ('TFD111', 0, 7, 12, '`MirroredStrategy` over logical GPUs of one GPU keeps the default all-reduce, which NCCL cannot do'),

@@ -5,21 +5,25 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.facts import ModuleFacts, reads
+from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg
+from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
 
 _GPU_TEXT = re.compile(r"gpu", re.IGNORECASE)
+_DEVICES = re.compile(r"(gpus|devices)$", re.IGNORECASE)  # a list of device names, by its name
+# A string literal that is a GPU device name ('/gpu:%d', "/device:GPU:{}", '/job:worker/task:0/gpu:0').
+_GPU_DEVICE = re.compile(r"^[a-z]*['\"]/(job:\w+/)?(replica:\d+/)?(task:\d+/)?(device:)?gpu:", re.IGNORECASE)
 _SCOPING = frozenset({"tensorflow.device", "tensorflow.name_scope", "tensorflow.variable_scope"})
 
 
 class ManualTowerReplication(Rule):
     """
     ## What it does
-    Finds a loop over GPU indices that opens `tf.device('/gpu:%d' % i)` (or an f-string or `.format`)
-    and builds something under it: the TF1 "tower" pattern of one model copy per GPU with gradients
-    averaged by hand.
+    Finds a loop over GPU indices that opens `tf.device('/gpu:%d' % i)` (or an f-string or `.format`, or
+    a helper given the index whose code names a GPU device, or `devices[i]` from a list named `gpus` or
+    `devices`) and builds something under it: the TF1 "tower" pattern of one model copy per GPU with
+    gradients averaged by hand.
 
     ## Why it is bad
     Hand-written towers copy variables and gradients through the host, average them with Python-built ops,
@@ -66,6 +70,23 @@ for k in range(len(gpus)):
     with device("/gpu:{}".format(k)):  # TFD109
         logits = net(batch[k])
 """,
+        # the device is picked from a list of them by the loop's index
+        """import tensorflow.compat.v1 as tf
+for i in range(len(Config.available_devices)):
+    device = Config.available_devices[i]
+    with tf.device(device):  # TFD109
+        logits = create_model(batch[i])
+""",
+        # the device string comes from a helper, given the loop index
+        """import tensorflow.compat.v1 as tf
+def assign_to_gpu(gpu=0, ps_dev="/device:CPU:0"):
+    def _assign(op):
+        return ps_dev if op.type == "VarHandleOp" else "/gpu:%d" % gpu
+    return _assign
+for i in range(num_core_per_host):
+    with tf.device(assign_to_gpu(i, ps_device)):  # TFD109
+        loss_i, grads_i = single_core_graph(inputs[i])
+""",
     )
     VALID = (
         # a fixed CPU placement for the input pipeline
@@ -79,6 +100,15 @@ for i in range(10):
 for i in range(2):
     with tf.device("/gpu:%d" % i):
         pass
+""",
+        # a helper that only logs about GPUs
+        """import tensorflow as tf
+def pick(i):
+    print("GPU: none, using the CPU")
+    return "/cpu:0"
+for i in range(4):
+    with tf.device(pick(i)):
+        x = load(i)
 """,
         # a loop over GPUs that only configures memory growth
         """import tensorflow as tf
@@ -97,18 +127,63 @@ for gpu in tf.config.list_physical_devices("GPU"):
                 names = device.names_of(spec)
                 loop_vars = {t for loop in device.loops for t in loop.targets}
                 builds = [c for c in block.calls if facts.resolve(c.func) not in _SCOPING]
-                if _mentions_gpu(spec) and any(reads(names, v) for v in loop_vars) and builds:
+                per_gpu = ((_mentions_gpu(facts, spec, device.scope) and any(reads(names, v) for v in loop_vars))
+                           or _picked_from_devices(facts, spec, device, loop_vars))
+                if per_gpu and builds:
                     yield self.report(device)
 
 
-def _mentions_gpu(spec: cst.BaseExpression | None) -> bool:
-    """Whether a device string expression (`'/gpu:%d' % i`, an f-string, `'/gpu:{}'.format(i)`) names a GPU."""
+def _picked_from_devices(facts: ModuleFacts, spec: cst.BaseExpression | None, device: CallFact,
+                         loop_vars: set[str]) -> bool:
+    """A device taken from a list of them by the loop: `for d in gpus: with tf.device(d)`, or
+    `devices[i]` (directly, or through a name bound to it in the loop) with `i` the loop's index."""
+    name = dotted(spec) if spec is not None else None
+    if name in loop_vars:
+        return any(name in loop.targets and _DEVICES.search(dotted(loop.iter_expr) or "") for loop in device.loops)
+    if name is not None and "." not in name:
+        found = facts.definitions(name, device.scope, device.order)
+        spec = found[-1].value if found and found[-1].loops else spec
+    if not (isinstance(spec, cst.Subscript) and len(spec.slice) == 1 and isinstance(spec.slice[0].slice, cst.Index)):
+        return False
+    return bool(_DEVICES.search(dotted(spec.value) or "")) and dotted(spec.slice[0].slice.value) in loop_vars
+
+
+def _mentions_gpu(facts: ModuleFacts, spec: cst.BaseExpression | None, scope: Scope) -> bool:
+    """Whether a device string expression (`'/gpu:%d' % i`, an f-string, `'/gpu:{}'.format(i)`) names a GPU,
+    also through a helper: one given such a string (`assign_to_device('/gpu:{}'.format(i))`), or whose own
+    code names a GPU device (`assign_to_gpu(i)`, `return '/gpu:%d' % gpu`)."""
+    if isinstance(spec, cst.Call) and not _is_format(spec):
+        if any(_mentions_gpu(facts, arg.value, scope) for arg in spec.args):
+            return True
+        helpers = facts.callables_of(spec.func, scope)
+        return any(_GPU_DEVICE.search(string.value) for helper in helpers
+                   for string in _strings(helper.node))
+    return _names_gpu(spec)
+
+
+def _is_format(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "format"
+
+
+def _strings(node: cst.CSTNode) -> list[cst.SimpleString]:
+    found: list[cst.SimpleString] = []
+
+    class Strings(cst.CSTVisitor):
+        def visit_SimpleString(self, string: cst.SimpleString) -> None:
+            found.append(string)
+
+    node.visit(Strings())
+    return found
+
+
+def _names_gpu(spec: cst.BaseExpression | None) -> bool:
+    """Whether a device string expression names a GPU."""
     if isinstance(spec, cst.BinaryOperation):
-        return _mentions_gpu(spec.left)
+        return _names_gpu(spec.left)
     if isinstance(spec, cst.FormattedString):
         return any(isinstance(p, cst.FormattedStringText) and _GPU_TEXT.search(p.value) for p in spec.parts)
-    if isinstance(spec, cst.Call) and isinstance(spec.func, cst.Attribute) and spec.func.attr.value == "format":
-        return _mentions_gpu(spec.func.value)
+    if isinstance(spec, cst.Call) and _is_format(spec):
+        return _names_gpu(spec.func.value)  # type: ignore[attr-defined]
     if isinstance(spec, cst.SimpleString):
         return bool(_GPU_TEXT.search(spec.value))
     return False
