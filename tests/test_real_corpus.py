@@ -104,7 +104,8 @@ def test_rebuild_clones_when_there_is_no_mirror(tmp_path: Path):
     dest = tmp_path / "dest"
     done = rebuild.rebuild_one(pin, dest, tmp_path / "no-mirrors", f"file://{tmp_path}/remote/{{repo}}")
     assert done == "1 files from a clone"
-    assert sorted(p.name for p in (dest / "own__proj").iterdir()) == [".corpus_commit", "setup.cfg"]
+    assert sorted(p.name for p in (dest / "own__proj").iterdir()) == [".corpus_commit", ".git", "setup.cfg"]
+    assert not any((dest / "own__proj" / ".git").iterdir())  # a checkout's marker, empty: the root is found there
 
 
 def test_a_repository_pinned_to_two_commits_is_an_error(tmp_path: Path):
