@@ -16,8 +16,8 @@ from tfdoctor.profile.protocol import NoStep, PhaseTimes, ScriptMeasured, Traced
 from tfdoctor.profile.script.replay import Replay, measure
 
 Progress = Callable[[str, int, int], None]
-UNREPLAYED = ("the process ended while the trace after the window was taken, before the step was replayed: host "
-              "overhead and all-reduce are not separated")
+UNREPLAYED = ("the process ended after the window, before the step was replayed (during the trace, or in the "
+              "replays when another worker had died): host overhead and all-reduce are not separated")
 
 
 class Recorder:
