@@ -114,12 +114,17 @@ def _exit_on_b(source, display, settings, path=None):
 _lint_source = engine.lint_source
 
 
-def test_a_worker_that_dies_costs_only_its_own_file(monkeypatch, tmp_path):
+def _pooled(monkeypatch, tmp_path, lint):
+    """Four files linted by two workers, each file by `lint`."""
     for name in ("a.py", "b.py", "c.py", "d.py"):
         (tmp_path / name).write_text(BAD)
     monkeypatch.setattr(parallel, "MIN_POOL_BYTES", 0)
-    monkeypatch.setattr(engine, "lint_source", _exit_on_b)
-    report = lint_paths([str(tmp_path)], jobs=2)
+    monkeypatch.setattr(engine, "lint_source", lint)
+    return lint_paths([str(tmp_path)], jobs=2)
+
+
+def test_a_worker_that_dies_costs_only_its_own_file(monkeypatch, tmp_path):
+    report = _pooled(monkeypatch, tmp_path, _exit_on_b)
     assert sorted(Path(f.path).name for f in report.findings) == ["a.py", "c.py", "d.py"]
     assert report.errors == [f"{tmp_path / 'b.py'}: internal error: the process linting this file exited unexpectedly "
                              "(status 3); the other files were linted (please report)"]
@@ -135,11 +140,7 @@ def _killed_once_on_b(source, display, settings, path=None):
 
 
 def test_a_worker_killed_once_from_outside_costs_nothing(monkeypatch, tmp_path):
-    for name in ("a.py", "b.py", "c.py", "d.py"):
-        (tmp_path / name).write_text(BAD)
-    monkeypatch.setattr(parallel, "MIN_POOL_BYTES", 0)
-    monkeypatch.setattr(engine, "lint_source", _killed_once_on_b)
-    report = lint_paths([str(tmp_path)], jobs=2)
+    report = _pooled(monkeypatch, tmp_path, _killed_once_on_b)
     assert (tmp_path / "b.killed").exists()  # it was killed, and linted by the worker that replaced it
     assert sorted(Path(f.path).name for f in report.findings) == ["a.py", "b.py", "c.py", "d.py"]
     assert report.errors == []
