@@ -75,6 +75,7 @@ EXPECTED = [
     ('TFD301', 2, 7, 12, "`optimizer.iterations.numpy()` reads the optimizer's step counter on every iteration of the training loop"),
     ('TFD301', 2, 9, 8, '`if` compares a step output on every iteration of the training loop'),
     ('TFD301', 3, 7, 22, "`optimizer.iterations.numpy()` reads the optimizer's step counter on every iteration of the training loop"),
+    ('TFD301', 4, 9, 26, '`float()` reads a step output on every iteration of the training loop'),
     ('TFD302', 0, 3, 1, '`mixed_float16` with a custom training loop and no `LossScaleOptimizer`'),
     ('TFD302', 1, 3, 1, '`mixed_float16` with a custom training loop and no `LossScaleOptimizer`'),
     ('TFD303', 0, 9, 5, '`apply_gradients` in `micro_step` runs on every micro-batch of an accumulated step'),

@@ -96,6 +96,17 @@ def step(x, y):
 """,
     )
     VALID = (
+        # another function's variable of the same name: the optimizer compiled in the scope is made in it
+        """import tensorflow as tf
+def train(model, strategy):
+    with strategy.scope():
+        optimizer = tf.keras.optimizers.Adam()
+        model.compile(optimizer=optimizer, loss="mse")
+def evaluate(model):
+    optimizer = tf.keras.optimizers.Adam()
+    model.compile(optimizer=optimizer, loss="mse")
+    return model.evaluate(data)
+""",
         # built by a function that is called from inside the scope
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -153,7 +164,7 @@ with strategy.scope():
             var = assign.targets[0]
             if self._reassigned_in_scope(facts, var, assign) or self._made_by_a_factory(facts, assign, var):
                 continue
-            use = self._strategy_use(facts, var, replicas)
+            use = self._strategy_use(facts, var, assign, replicas)
             if use is not None:
                 yield self.report(assign.value, statement=assign.statement, var=var, kind=kind, use=use)
 
@@ -195,9 +206,16 @@ with strategy.scope():
         )
 
     @staticmethod
-    def _strategy_use(facts: ModuleFacts, var: str, replicas) -> str | None:
+    def _strategy_use(facts: ModuleFacts, var: str, assign: AssignFact, replicas) -> str | None:
+        """How the object `assign` makes is used under the strategy: by calls that see this binding of `var`
+        (not another function's variable of the same name)."""
+        def sees(call: CallFact) -> bool:
+            return any(found is assign for found in facts.definitions(var, call.scope, call.order))
+
         for block in facts.scope_blocks:
             for call in block.calls:
+                if not sees(call):
+                    continue
                 if call.func == f"{var}.compile":
                     return "is compiled inside `strategy.scope()`"
                 if call.attr == "compile" and any(reads(n, var) for n in call.arg_names):
@@ -206,7 +224,8 @@ with strategy.scope():
                     return f"is compiled inside `strategy.scope()` by `{call.func}`"
         for replica in replicas:
             for call in replica.calls:
-                if (call.func is not None and reads({call.func}, var)) or any(reads(n, var) for n in call.arg_names):
+                if ((call.func is not None and reads({call.func}, var)) or any(reads(n, var) for n in call.arg_names)) \
+                        and sees(call):
                     return f"is used in the replica function `{replica.name}`"
         return None
 

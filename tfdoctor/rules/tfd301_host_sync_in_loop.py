@@ -24,8 +24,8 @@ _ORDERINGS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanE
 class HostSyncInLoop(Rule):
     """
     ## What it does
-    Finds `.numpy()`, `float()`, `int()` or `print()` of a training step's outputs on every iteration of
-    the training loop, an `if` that compares one (`if loss < best:`), and `optimizer.iterations.numpy()`.
+    Finds `.numpy()`, `float()`, `int()` or `print()` of a training step's outputs (or of a value the loop
+    computes from them, such as a running total) on every iteration of the training loop, an `if` that compares one (`if loss < best:`), and `optimizer.iterations.numpy()`.
     Work under `if step % N == 0` (or under a flag computed so, `do_log = step % N == 0`) runs every N steps
     and is not flagged; nor are the results of `train_on_batch`, which are already on the host.
 
@@ -116,6 +116,17 @@ def run_loop(strategy, dataset, optimizer, step_fn):
 def main(strategy, dataset, optimizer):
     run_loop(strategy, dataset, optimizer, step_fn=distributed_step)
 """,
+        # a running total of the step's loss, read back every step for the progress bar
+        """import tensorflow as tf
+@tf.function
+def train_step(x):
+    return strategy.run(replica, args=(x,))
+total = 0
+for i, x in enumerate(dist):
+    loss = train_step(x)
+    total = total + loss
+    bar.set_postfix(loss=float(total) / (i + 1))  # TFD301
+""",
     )
     VALID = (
         """import tensorflow as tf
@@ -156,6 +167,18 @@ for step, x in enumerate(dist):
     do_log = (step + 1) % 100 == 0
     if do_log:
         print(step, float(loss))
+""",
+        # a value computed from one that is already on the host
+        """import tensorflow as tf
+@tf.function
+def train_step(x):
+    return strategy.run(replica, args=(x,))
+for step, x in enumerate(dist):
+    loss = train_step(x)
+    if step % 100 == 0:
+        host = float(loss)
+    scaled = host * 2
+    print(int(scaled))
 """,
         # train_on_batch returns numpy values: already on the host
         """import tensorflow as tf
@@ -226,6 +249,16 @@ for x, y in batches:
                 name = dotted(call.node.args[0].value)
                 if name is not None:
                     outputs.add(name)
+        # Values computed from them in the loop are device values too (`total = total + loss`), unless a
+        # read already brought them to the host (`value = float(loss)`).
+        derived = [a for a in facts.assigns if a.loops and a.loops[-1] is loop and not _host_value(a.value)]
+        grew = bool(outputs)
+        while grew:
+            grew = False
+            for assign in derived:
+                if not outputs.issuperset(assign.targets) and any(reads(assign.names, out) for out in outputs):
+                    outputs.update(assign.targets)
+                    grew = True
         return outputs
 
     @staticmethod
@@ -236,6 +269,15 @@ for x, y in batches:
         if call.func in _CONVERTERS:
             return any(reads(names, out) for names in call.arg_names for out in outputs)
         return False
+
+
+def _host_value(value: cst.BaseExpression | None) -> bool:
+    """`float(x)`, `int(x)`, `x.numpy()`, `x.item()`: a value already on the host."""
+    if not isinstance(value, cst.Call):
+        return False
+    if isinstance(value.func, cst.Attribute):
+        return value.func.attr.value in ("numpy", "item", "tolist")
+    return dotted(value.func) in _CONVERTERS
 
 
 def _name_reads(expr: cst.BaseExpression, outputs: set[str]) -> bool:
