@@ -30,6 +30,7 @@ EXPECTED = [
     ('TFD105', 0, 5, 7, '`opt` (a Keras optimizer) is created outside `strategy.scope()` but is used in the replica function `replica`'),
     ('TFD105', 1, 6, 22, '`self.model` (a Keras model) is created outside `strategy.scope()` but is used in the replica function `train_step`'),
     ('TFD105', 2, 4, 7, '`acc` (a Keras metric) is created outside `strategy.scope()` but is used in the replica function `replica`'),
+    ('TFD105', 3, 3, 13, '`optimizer` (a Keras optimizer) is created outside `strategy.scope()` but is given to `compile` inside `strategy.scope()`'),
     ('TFD106', 0, 5, 9, '`batch(64)` feeds a strategy but does not scale with `num_replicas_in_sync`'),
     ('TFD106', 1, 6, 15, '`batch(BATCH)` feeds a strategy but does not scale with `num_replicas_in_sync`'),
     ('TFD106', 2, 4, 52, '`batch(batch_size)` feeds a strategy but does not scale with `num_replicas_in_sync`'),

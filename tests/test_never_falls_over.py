@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -191,3 +192,16 @@ def test_guard_bounds_depth_cheaply_and_asks_python_only_past_the_bound():
         1, 6, f"{guard.MAX_BOOLEAN_OPERANDS + 1} `and`/`or` operands in one expression: more than tfdoctor's parser "
               f"handles ({guard.MAX_BOOLEAN_OPERANDS})")
     assert guard.screen(CRASHES_LIBCST.encode()) == guard.Screen(suspicious=True)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="the kernel's thread count is read on Linux")
+def test_no_thread_is_still_exiting_when_a_worker_is_forked():
+    from tfdoctor.lint.deep_stack import run_deep
+
+    def recurse(depth: int) -> int:
+        return depth if depth == 0 else recurse(depth - 1)
+
+    for _ in range(5):  # a deep-stack thread that touched megabytes of stack takes a moment to go
+        run_deep(lambda: recurse(5000))
+        parallel._settle_threads()
+        assert parallel._os_threads() == threading.active_count()

@@ -13,6 +13,8 @@ into a result is caught here, for the one item that caused it:
   the whole budget, then fails if it still needs more; an item running past SECONDS_PER_ITEM fails;
 - in a serial run, the items flagged `isolate` (the guard could not bound their depth, or they are large
   enough to need a lot of memory) run in a worker of their own, so this process never parses them.
+
+Workers are forked only once no thread of this process is still exiting (`_settle_threads`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -146,6 +149,7 @@ class _Pool(Generic[Item, Result]):
                 worker.started = cpu_seconds(worker.process.pid)
 
     def _start(self) -> _Worker:
+        _settle_threads()
         ours, theirs = _context().Pipe()
         process = _context().Process(target=_serve, args=(self.function, theirs), daemon=True)
         process.start()
@@ -256,6 +260,28 @@ def _death(process: multiprocessing.process.BaseProcess) -> str:
             name = f"signal {-code}"
         return f"the process linting this file crashed ({name})"
     return f"the process linting this file exited unexpectedly (status {code})"
+
+
+def _settle_threads(limit_s: float = 1.0) -> None:
+    """Wait (at most `limit_s`) until no thread of this process is still exiting before forking. A deep-stack
+    thread that Python has joined (`deep_stack.py`) goes on for about a millisecond in the C library, freeing
+    its stack; a child forked meanwhile starts from a process with a thread half gone (Python 3.12 warns of
+    it). Linux only: elsewhere the count cannot be read and nothing waits."""
+    give_up = time.monotonic() + limit_s
+    while _os_threads() > threading.active_count() and time.monotonic() < give_up:
+        time.sleep(0.0002)
+
+
+def _os_threads() -> int:
+    """The threads the kernel counts in this process (0 where it cannot be read)."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Threads:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _kill(worker: _Worker) -> None:

@@ -18,8 +18,9 @@ _METRIC = re.compile(r"^keras\.metrics\.[A-Z]\w*$")
 class OutsideScope(Rule):
     """
     ## What it does
-    Finds a Keras model, optimizer or metric created outside `strategy.scope()` (by its constructor, or by a
-    helper of this or another project module that returns one) that is then used with the strategy:
+    Finds a Keras model, optimizer or metric created outside `strategy.scope()` (by its constructor, picked
+    from a dict of constructors, or by a helper of this or another project module that returns one) that is
+    then used with the strategy, through that same variable:
     compiled inside the scope (also with it as `compile`'s argument, or by a function it is passed to), or
     used in a replica function. Code in a function that is called from inside the scope counts as inside. A
     factory that returns what it creates and that the module never calls, and a class that asks for the
@@ -93,6 +94,17 @@ def replica(x, y):
 @tf.function
 def step(x, y):
     strategy.run(replica, args=(x, y))
+""",
+        # picked from a dict of optimizers outside the scope, compiled inside it
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+optimizer = {  # TFD105
+    "adam": tf.keras.optimizers.Adam(1e-3),
+    "sgd": tf.keras.optimizers.SGD(1e-2, momentum=0.9),
+}[optimizer_type]
+with strategy.scope():
+    model = build_model()
+    model.compile(optimizer=optimizer, loss="mse")
 """,
     )
     VALID = (
@@ -170,8 +182,13 @@ with strategy.scope():
 
     @staticmethod
     def _created(facts: ModuleFacts, assign: AssignFact) -> str | None:
-        """What a Keras constructor makes: called here, or returned by a helper (of this or another module)
-        whose every return is the same kind of constructor."""
+        """What a Keras constructor makes: called here, picked from a dict of them (`{"adam": Adam(),
+        "sgd": SGD()}[name]`), or returned by a helper (of this or another module) whose every return is the
+        same kind of constructor."""
+        if assign.operator == "=" and isinstance(assign.value, cst.Subscript) and isinstance(assign.value.value, cst.Dict):
+            kinds = {_kind(facts, element.value) if isinstance(element, cst.DictElement) else None
+                     for element in assign.value.value.elements}
+            return kinds.pop() if len(kinds) == 1 else None
         if not isinstance(assign.value, cst.Call) or assign.operator != "=":
             return None
         kind = _kind(facts, assign.value)
