@@ -12,8 +12,6 @@ from tfdoctor.lint.rule import Context, Rule
 
 _GPU_TEXT = re.compile(r"gpu", re.IGNORECASE)
 _DEVICES = re.compile(r"(gpus|devices)$", re.IGNORECASE)  # a list of device names, by its name
-# A string literal that is a GPU device name ('/gpu:%d', "/device:GPU:{}", '/job:worker/task:0/gpu:0').
-_GPU_DEVICE = re.compile(r"^[a-z]*['\"]/(job:\w+/)?(replica:\d+/)?(task:\d+/)?(device:)?gpu:", re.IGNORECASE)
 _SCOPING = frozenset({"tensorflow.device", "tensorflow.name_scope", "tensorflow.variable_scope"})
 
 
@@ -150,30 +148,31 @@ def _picked_from_devices(facts: ModuleFacts, spec: cst.BaseExpression | None, de
 
 def _mentions_gpu(facts: ModuleFacts, spec: cst.BaseExpression | None, scope: Scope) -> bool:
     """Whether a device string expression (`'/gpu:%d' % i`, an f-string, `'/gpu:{}'.format(i)`) names a GPU,
-    also through a helper: one given such a string (`assign_to_device('/gpu:{}'.format(i))`), or whose own
-    code names a GPU device (`assign_to_gpu(i)`, `return '/gpu:%d' % gpu`)."""
+    also through a helper: one given such a string (`assign_to_device('/gpu:{}'.format(i))`), or one that
+    returns one (`assign_to_gpu(i)`, `return '/gpu:%d' % gpu`)."""
     if isinstance(spec, cst.Call) and not _is_format(spec):
         if any(_mentions_gpu(facts, arg.value, scope) for arg in spec.args):
             return True
-        helpers = facts.callables_of(spec.func, scope)
-        return any(_GPU_DEVICE.search(string.value) for helper in helpers
-                   for string in _strings(helper.node))
+        return any(_returns_gpu(helper) for helper in facts.callables_of(spec.func, scope))
     return _names_gpu(spec)
+
+
+def _returns_gpu(helper: Scope, depth: int = 0) -> bool:
+    """Whether a helper (or a function it defines, as `assign_to_gpu` returns its placement function)
+    returns a GPU device string: `return "/gpu:%d" % gpu`, also as one branch of an `if`-`else`."""
+    if any(_names_gpu(value) for ret in helper.returns for value in _branches(ret.value)):
+        return True
+    return depth < 2 and any(_returns_gpu(child, depth + 1) for child in helper.children)
+
+
+def _branches(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(value, cst.IfExp):
+        return [*_branches(value.body), *_branches(value.orelse)]
+    return [value]
 
 
 def _is_format(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value == "format"
-
-
-def _strings(node: cst.CSTNode) -> list[cst.SimpleString]:
-    found: list[cst.SimpleString] = []
-
-    class Strings(cst.CSTVisitor):
-        def visit_SimpleString(self, string: cst.SimpleString) -> None:
-            found.append(string)
-
-    node.visit(Strings())
-    return found
 
 
 def _names_gpu(spec: cst.BaseExpression | None) -> bool:
