@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 import time
 from pathlib import Path
 
@@ -195,13 +194,25 @@ def test_guard_bounds_depth_cheaply_and_asks_python_only_past_the_bound():
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="the kernel's thread count is read on Linux")
-def test_no_thread_is_still_exiting_when_a_worker_is_forked():
-    from tfdoctor.lint.deep_stack import run_deep
+def test_a_deep_stack_thread_is_gone_when_its_call_returns():
+    from tfdoctor.lint.deep_stack import os_threads, run_deep
 
     def recurse(depth: int) -> int:
         return depth if depth == 0 else recurse(depth - 1)
 
-    for _ in range(5):  # a deep-stack thread that touched megabytes of stack takes a moment to go
+    before = os_threads()  # TensorFlow's own threads, when an earlier test imported it
+    for _ in range(5):  # a thread that touched megabytes of stack takes a moment to go: a fork must not see it
         run_deep(lambda: recurse(5000))
-        parallel._settle_threads()
-        assert parallel._os_threads() == threading.active_count()
+        assert os_threads() <= before
+
+
+def _slow_square(item: int) -> int:
+    time.sleep(0.5)  # busy long enough for the watchdog to look
+    return item * item
+
+
+def test_the_memory_limit_counts_what_the_run_adds_not_what_the_caller_holds():
+    held = bytearray(600 * MB)  # a caller that already holds much (TensorFlow imported: about a gigabyte)
+    held[::4096] = b"x" * len(held[::4096])  # touched, so it is resident
+    results = map_ordered(_slow_square, [1, 2, 3, 4], 2, [MB] * 4, _failed, limits=Limits(memory_bytes=400 * MB))
+    assert results == [1, 4, 9, 16] and len(held) == 600 * MB

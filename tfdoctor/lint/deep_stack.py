@@ -14,12 +14,35 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import time
 from typing import Callable, TypeVar
 
 STACK_BYTES = 32 * 1024 * 1024
 RECURSION_LIMIT = 15_000
 _NAME = "tfdoctor-deep-stack"
 Value = TypeVar("Value")
+
+
+def _gone(before: int, limit_s: float = 0.1) -> None:
+    """Wait (at most `limit_s`) until the kernel counts no more threads than `before`. A thread Python has
+    joined goes on for about a millisecond in the C library, freeing the stack it touched; a worker forked
+    meanwhile (`parallel.py`) would start from a process with a thread half gone (Python 3.12 warns of it).
+    Linux only: elsewhere the count reads 0 and nothing waits."""
+    give_up = time.monotonic() + limit_s
+    while os_threads() > before and time.monotonic() < give_up:
+        time.sleep(0.0002)
+
+
+def os_threads() -> int:
+    """The threads the kernel counts in this process (0 where it cannot be read)."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Threads:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def deep_stack(function: Callable[..., Value]) -> Callable[..., Value]:
@@ -46,6 +69,7 @@ def run_deep(call: Callable[[], Value]) -> Value:
             failure.append(error)
 
     previous_limit = sys.getrecursionlimit()
+    before = os_threads()
     try:
         previous_stack = threading.stack_size(STACK_BYTES)
     except (ValueError, RuntimeError):  # a platform without settable thread stacks: the default, as before
@@ -61,6 +85,7 @@ def run_deep(call: Callable[[], Value]) -> Value:
         threading.stack_size(previous_stack)
     try:
         thread.join()
+        _gone(before)
     finally:
         sys.setrecursionlimit(previous_limit)
     if failure:

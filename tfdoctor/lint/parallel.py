@@ -8,13 +8,13 @@ into a result is caught here, for the one item that caused it:
 - a worker that dies (a native crash in libcst, a kill from outside) is replaced by a fresh one, which runs the
   item it was on once more (a kill or a fault of the machine's, not of the file, then costs nothing); a second
   death gives `failed(item, reason)` for that item. The rest of its share goes to a fresh worker too;
-- a watchdog polls the run's memory (this process and its workers, proportional set sizes) and each item's
-  CPU time: over MEMORY_LIMIT the largest worker is stopped and its item is tried again alone at the end, with
+- a watchdog polls the memory the run adds (this process and its workers, proportional set sizes, beyond
+  what this process held when the pool started: a caller that has imported TensorFlow already holds a
+  gigabyte, which forked workers share) and each item's CPU time: over MEMORY_LIMIT the largest worker is
+  stopped and its item is tried again alone at the end, with
   the whole budget, then fails if it still needs more; an item running past SECONDS_PER_ITEM fails;
 - in a serial run, the items flagged `isolate` (the guard could not bound their depth, or they are large
   enough to need a lot of memory) run in a worker of their own, so this process never parses them.
-
-Workers are forked only once no thread of this process is still exiting (`_settle_threads`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import multiprocessing
 import os
 import signal
 import sys
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ Result = TypeVar("Result")
 # per core, so below this much source a single process finishes first.
 MIN_POOL_BYTES = 256 * 1024
 MB = 1024 * 1024
-# The whole run stays under 2 GB: libcst needs 300-1,000 bytes of memory per byte of source, so one file
+# What a run adds stays under 2 GB: libcst needs 300-1,000 bytes of memory per byte of source, so one file
 # at the default max-file-bytes (1 MiB) fits when it runs alone.
 MEMORY_LIMIT = 1800 * MB
 # CPU seconds (a loaded machine stretches wall time, not CPU time): a 760 KB file takes 5-40 s; nothing
@@ -104,6 +103,7 @@ class _Pool(Generic[Item, Result]):
         self.died_on: set[int] = set()  # items a worker died on once already
         self.workers: list[_Worker] = []
         self.polled = 0.0  # when the watchdog last read the memory
+        self.baseline = process_memory(os.getpid())  # what this process held before the run
         self.chunk = max(1, len(items) // (workers * 8))  # small shares: one big file must not hold up others
 
     def run(self) -> list[Result]:
@@ -149,7 +149,6 @@ class _Pool(Generic[Item, Result]):
                 worker.started = cpu_seconds(worker.process.pid)
 
     def _start(self) -> _Worker:
-        _settle_threads()
         ours, theirs = _context().Pipe()
         process = _context().Process(target=_serve, args=(self.function, theirs), daemon=True)
         process.start()
@@ -197,7 +196,7 @@ class _Pool(Generic[Item, Result]):
                 _kill(worker)
         sizes = {worker: process_memory(worker.process.pid) for worker in self.workers
                  if worker.share and worker.process.is_alive()}
-        if not sizes or process_memory(os.getpid()) + sum(sizes.values()) <= self.limits.memory_bytes:
+        if not sizes or process_memory(os.getpid()) + sum(sizes.values()) - self.baseline <= self.limits.memory_bytes:
             return
         largest = max(sizes, key=sizes.__getitem__)
         if len(sizes) > 1 and not last_chance:
@@ -260,28 +259,6 @@ def _death(process: multiprocessing.process.BaseProcess) -> str:
             name = f"signal {-code}"
         return f"the process linting this file crashed ({name})"
     return f"the process linting this file exited unexpectedly (status {code})"
-
-
-def _settle_threads(limit_s: float = 1.0) -> None:
-    """Wait (at most `limit_s`) until no thread of this process is still exiting before forking. A deep-stack
-    thread that Python has joined (`deep_stack.py`) goes on for about a millisecond in the C library, freeing
-    its stack; a child forked meanwhile starts from a process with a thread half gone (Python 3.12 warns of
-    it). Linux only: elsewhere the count cannot be read and nothing waits."""
-    give_up = time.monotonic() + limit_s
-    while _os_threads() > threading.active_count() and time.monotonic() < give_up:
-        time.sleep(0.0002)
-
-
-def _os_threads() -> int:
-    """The threads the kernel counts in this process (0 where it cannot be read)."""
-    try:
-        with open("/proc/self/status", "rb") as status:
-            for line in status:
-                if line.startswith(b"Threads:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def _kill(worker: _Worker) -> None:
