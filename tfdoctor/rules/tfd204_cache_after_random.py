@@ -5,6 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from tfdoctor.lint.dataflow import DATASET_ONLY_METHODS
 from tfdoctor.lint.facts import DatasetChain, DatasetOp, ModuleFacts
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import call_arg
@@ -12,7 +13,6 @@ from tfdoctor.lint.rule import Context, Rule
 
 _RANDOM_OP = re.compile(r"^(tensorflow\.(image\.(stateless_)?random_\w+|random\.\w+)|keras\.layers\.Random\w+)$")
 _ALWAYS_RANDOM = frozenset({"shuffle", "prefetch", "repeat"})
-_SHARED = frozenset({"repeat", "cache"})  # method names other libraries' objects have too
 
 
 class CacheAfterRandom(Rule):
@@ -107,10 +107,10 @@ ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
     @staticmethod
     def _chains(facts: ModuleFacts) -> Iterator[DatasetChain]:
         """Pipelines ending in `cache()`; also on a dataset the code does not show (a parameter, another
-        module's), when a method only `tf.data` has says it is one (numpy and torch have `repeat` too)."""
+        module's), when a method only `tf.data` has says it is one (as `training_chains` decides)."""
         for call in facts.method_calls("cache"):
             chain = facts.dataset_chain(call.node, call.scope, call.order + 1, any_source=True)
-            if chain is not None and (chain.source or any(op.method not in _SHARED for op in chain.ops)):
+            if chain is not None and (chain.source or DATASET_ONLY_METHODS.intersection(chain.methods())):
                 yield chain
 
     @staticmethod
