@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import definitions, fed_elsewhere, iterable_provenance, training_inputs
+from tfdoctor.lint.dataflow import definitions, fed_elsewhere, iterable_provenance, session_feeds, training_inputs
 from tfdoctor.lint.facts import ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import dotted
@@ -21,7 +21,8 @@ class PythonGeneratorInput(Rule):
     `ImageDataGenerator.flow*`, `fit_generator`, `fit(generator)`, or a class with `__next__` (or a
     generator function) whose batches reach a training step: `model.fit`, a distributed dataset, or a loop
     that runs a training step (a `from_generator` pipeline also when a module importing this one trains on
-    it).
+    it). In TF1 code, a loop that runs a training op with `session.run(..., feed_dict=...)` and feeds it the
+    batches it iterates over, or that a `next(...)`/`next_batch(...)` call in the loop returns.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -72,7 +73,7 @@ class PythonGeneratorInput(Rule):
     OUTRANKS = ("TFD201",)  # a `fit_generator(...)` call and its generator argument: the argument says more
     MESSAGES = {"default": "training is fed by {what}, one Python thread under the GIL; use a `tf.data` pipeline"}
     triggers = ("from_generator", "fit", "__next__", "yield", "Sequence", "PyDataset", "flow", "run", "train_on_batch",
-                "apply_gradients")
+                "apply_gradients", "feed_dict")
     INVALID = (
         # from_generator feeding a distributed dataset
         """import tensorflow as tf
@@ -118,6 +119,16 @@ class Trainer:
     def step(self, batch):
         self.optimizer.apply_gradients(grads(batch))
 """,
+        # TF1: a session runs the train op on batches a Python generator yields, through feed_dict
+        """import tensorflow as tf
+train_op = tf.compat.v1.train.AdamOptimizer().minimize(loss)
+with tf.compat.v1.Session() as sess:
+    for images, labels in batches(files):  # TFD201
+        sess.run(train_op, feed_dict={x: images, y: labels})
+    while True:
+        bx, by = mnist.train.next_batch(128)  # TFD201
+        sess.run([train_op, loss], feed_dict={x: bx, y: by})
+""",
     )
     VALID = (
         # a generator used only for evaluation
@@ -142,6 +153,16 @@ for line in Lines():
         """import tensorflow as tf
 val = tf.data.Dataset.from_generator(gen, output_signature=SIG).batch(8)
 model.fit(train_ds, validation_data=val)
+""",
+        # TF1: the data comes from a tf.data iterator; feed_dict carries a learning rate and a recurrent state
+        """import tensorflow as tf
+train_op = optimizer.minimize(loss)
+state = initial
+for step in range(num_steps):
+    lr = schedule(step)
+    _, state = sess.run([train_op, final_state], feed_dict={lr_ph: lr, state_ph: state})
+for images, labels in batches(files):
+    sess.run(accuracy, feed_dict={x: images, y: labels})
 """,
     )
 
@@ -177,6 +198,8 @@ model.fit(train_ds, validation_data=val)
             origin = iterable_provenance(facts, expr, scope, order)
             if origin is not None and origin.kind == "undistributed" and "Python" in origin.reason:
                 yield expr, statement, origin.reason
+        for feed in session_feeds(facts):
+            yield feed.source, feed.statement, "`feed_dict` batches from Python"
 
     @staticmethod
     def _is_flow(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope) -> bool:
