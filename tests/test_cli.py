@@ -22,10 +22,10 @@ def test_json_report_has_the_documented_shape(tmp_path):
     assert set(report) == {"version", "findings", "summary"} and report["version"] == 1
     (finding,) = report["findings"]
     assert set(finding) == {"path", "line", "column", "end_line", "end_column", "code", "name", "severity",
-                            "message", "fixable"}
+                            "message", "fixable", "statement_line"}
     assert (finding["line"], finding["column"], finding["end_line"], finding["end_column"]) == (3, 12, 3, 42)
     assert (finding["code"], finding["name"], finding["severity"]) == ("TFD101", "multi-gpu-model", "error")
-    assert finding["fixable"] is False
+    assert finding["fixable"] is False and finding["statement_line"] == 3
     assert report["summary"] == {"files": 1, "findings": 1, "by_code": {"TFD101": 1}}
 
 

@@ -33,6 +33,8 @@ from tfdoctor.lint.version_evidence import KERAS, TENSORFLOW, decide, scan
     ("ds = ds.prefetch(tf.data.AUTOTUNE)\n", [("tf.data.AUTOTUNE", 1)]),
     ("d = s.experimental_distribute_datasets_from_function(fn)\n",
      [("experimental_distribute_datasets_from_function", 1)]),
+    ("lstm.reset_states()\nfor m in metrics:\n    m.reset_states()\n", []),  # RNN layers keep it in Keras 3
+    ("model.reset_states()\ntrain_accuracy.reset_states()\n", [("metric.reset_states()", 2)]),
 ])
 def test_scan_finds_the_first_use_of_each_api_outside_comments_and_docstrings(source, expected):
     assert [(s.api.name, s.line) for s in scan(source.encode(), "t.py")] == expected

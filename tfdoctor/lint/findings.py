@@ -125,6 +125,7 @@ class Finding:
             "severity": self.severity.value,
             "message": self.message,
             "fixable": self.fixable,
+            "statement_line": self.statement_line or self.line,
             **({"cell": self.cell} if self.cell is not None else {}),
             **({"related": [place.to_json() for place in self.related]} if self.related else {}),
         }

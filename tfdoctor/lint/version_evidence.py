@@ -86,6 +86,9 @@ APIS: tuple[Api, ...] = (
                 rb"\b(?:workers|use_multiprocessing|max_queue_size)\s*=", **_KERAS2),
     Api("keras.optimizers.legacy", literal=b"optimizers.legacy", pattern=rb"\boptimizers\.legacy\b", **_KERAS2),
     Api("keras.layers.experimental", literal=b"layers.experimental", pattern=rb"\blayers\.experimental\b", **_KERAS2),
+    # A metric's `reset_states()` (Keras 3 kept it on RNN layers only): told by the receiver's name.
+    Api("metric.reset_states()", literal=b"reset_states", pattern=rb"\b\w*(?i:metric|loss|acc|auc|mean|meter|precision|"
+        rb"recall)\w*\.reset_states\s*\(\s*\)", **_KERAS2),
     # Keras 3 only.
     Api("keras.ops", literal=(b"keras.ops", b"keras import"),
         pattern=rb"\bkeras\.ops\b|" + _IMPORT + rb"keras[ \t]+import[^\n]*\bops\b", **_KERAS3),

@@ -108,6 +108,21 @@ with strategy.scope():
 """,
     )
     VALID = (
+        # an override that the base class (another module) calls, perhaps inside the scope
+        """import tensorflow as tf
+import training
+class Supervised(training.Experiment):
+    def create_model(self):
+        self.model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        self.optimizer = tf.keras.optimizers.SGD(0.1)
+    def train_step(self, x):
+        def step_fn(x):
+            with tf.GradientTape() as tape:
+                loss = self.model(x)
+            grads = tape.gradient(loss, self.model.trainable_variables)
+            self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        self.strategy.run(step_fn, args=(x,))
+""",
         # another function's variable of the same name: the optimizer compiled in the scope is made in it
         """import tensorflow as tf
 def train(model, strategy):
@@ -202,11 +217,15 @@ with strategy.scope():
 
     @staticmethod
     def _made_by_a_factory(facts: ModuleFacts, assign: AssignFact, var: str) -> bool:
-        """Created in a function that returns it and that this module never calls, or in a class that asks
+        """Created in a function that returns it and that this module never calls, in a method of a subclass
+        that this module never calls (an override its base class calls, perhaps inside the scope), or in a class that asks
         for the current strategy (`tf.distribute.get_strategy()`, which only makes sense inside a scope): its
         callers, elsewhere, decide whether it runs inside `strategy.scope()`."""
         scope = assign.scope
         class_name = facts.enclosing_class(scope)
+        if (class_name is not None and scope.is_function and scope.name != "__init__"
+                and not facts.callers_of(scope) and _subclass(facts, class_name)):
+            return True
         if class_name is not None and any(
                 facts.resolve(c.func) == "tensorflow.distribute.get_strategy"
                 for s in facts.scopes if facts.enclosing_class(s) == class_name for c in s.calls):
@@ -245,6 +264,12 @@ with strategy.scope():
                         and sees(call):
                     return f"is used in the replica function `{replica.name}`"
         return None
+
+
+def _subclass(facts: ModuleFacts, class_name: str) -> bool:
+    """A class with a base other than `object`: its base may call its methods."""
+    found = facts.class_named(class_name)
+    return found is not None and any(base != "object" for base in found.bases)
 
 
 def _kind(facts: ModuleFacts, value: cst.CSTNode) -> str | None:

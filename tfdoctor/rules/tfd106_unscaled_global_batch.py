@@ -151,9 +151,9 @@ model.fit(ds)
                 continue
             batch_call, size = batching
             seen.add(id(batch_call))
-            if size is not None and self._unscaled(facts, size, chain.scope):
+            op = next((o for o in reversed(chain.ops) if o.call is batch_call), None)
+            if size is not None and self._unscaled(facts, size, op.scope if op and op.scope else chain.scope):
                 text = dotted(size) or str(literal_int(size))
-                op = next((o for o in reversed(chain.ops) if o.call is batch_call), None)
                 target = batch_call.func.attr if isinstance(batch_call.func, cst.Attribute) else batch_call.func
                 node, evidence = chain.place(target, op)
                 statement = facts.call_fact(node if evidence else batch_call)
@@ -182,6 +182,7 @@ model.fit(ds)
 
     @staticmethod
     def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope) -> bool:
+        facts = scope.owner  # type: ignore[assignment]  # the batch's module, which may be another
         if literal_int(size) is not None:
             return True
         name = dotted(size)

@@ -20,7 +20,7 @@ class ManualTowerReplication(Rule):
     ## What it does
     Finds a loop over GPU indices that opens `tf.device('/gpu:%d' % i)` (or an f-string or `.format`, or
     a helper given the index whose code names a GPU device, or `devices[i]` from a list named `gpus` or
-    `devices`) and builds something under it: the TF1 "tower" pattern of one model copy per GPU with
+    `devices`, also as the `worker_device` of `tf.train.replica_device_setter`) and builds something under it: the TF1 "tower" pattern of one model copy per GPU with
     gradients averaged by hand.
 
     ## Why it is bad
@@ -55,6 +55,13 @@ class ManualTowerReplication(Rule):
                             "`MirroredStrategy`")}
     triggers = ("device",)
     INVALID = (
+        # a tower per GPU, each under a device setter that keeps the variables on the CPU
+        """import tensorflow.compat.v1 as tf
+gpus = ["/gpu:{}".format(i) for i in range(num_gpus)]
+for i in range(num_gpus):
+    with tf.device(tf.train.replica_device_setter(ps_tasks=1, ps_device="/cpu:0", worker_device=gpus[i])):  # TFD109
+        towers.append(model_fn(inputs[i]))
+""",
         """import tensorflow.compat.v1 as tf
 def build_towers(n):
     outs = []
@@ -123,6 +130,8 @@ for gpu in tf.config.list_physical_devices("GPU"):
                     continue
                 spec = call_arg(device.node, 0, "device_name")
                 names = device.names_of(spec)
+                if isinstance(spec, cst.Call) and (facts.resolve(spec.func) or "").endswith(".replica_device_setter"):
+                    spec = call_arg(spec, None, "worker_device")  # TF1 towers: the GPU is the worker device
                 loop_vars = {t for loop in device.loops for t in loop.targets}
                 builds = [c for c in block.calls if facts.resolve(c.func) not in _SCOPING]
                 per_gpu = ((_mentions_gpu(facts, spec, device.scope) and any(reads(names, v) for v in loop_vars))

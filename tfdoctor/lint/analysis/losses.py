@@ -46,9 +46,16 @@ def mentions_replica_count(facts: ModuleFacts, names: frozenset[str], scope: Sco
     ))
 
 
-def is_global_batch(facts: ModuleFacts, names: frozenset[str], scope: Scope) -> bool:
-    """Whether a divisor is the global batch: named so, or computed from the replica count."""
-    return any(_GLOBAL_WORD.search(name) for name in names) or mentions_replica_count(facts, names, scope)
+def is_global_batch(facts: ModuleFacts, names: frozenset[str], scope: Scope, depth: int = 0) -> bool:
+    """Whether a divisor is the global batch: named so, or computed from the replica count, directly or
+    through its assignments (`self.batch_size = global_batch_size`)."""
+    if any(_GLOBAL_WORD.search(name) for name in names) or mentions_replica_count(facts, names, scope):
+        return True
+    return depth < 2 and any(
+        is_global_batch(facts, a.names, a.scope, depth + 1)
+        for name in names if "." not in name or name.startswith("self.")
+        for a in facts.definitions(name, scope)
+    )
 
 
 @dataclass(frozen=True)
