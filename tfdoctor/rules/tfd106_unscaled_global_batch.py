@@ -61,7 +61,7 @@ class UnscaledGlobalBatch(Rule):
     severity = Severity.WARNING
     summary = "`batch(B)` feeds a strategy but B does not scale with `num_replicas_in_sync`."
     OUTRANKS = ("TFD203",)  # on the `batch()` a pipeline ends with: the batch size first
-    MESSAGES = {"default": "`batch({size})` feeds a strategy but does not scale with `num_replicas_in_sync`"}
+    MESSAGES = {"default": "`{method}({size})` feeds a strategy but does not scale with `num_replicas_in_sync`"}
     triggers = ("batch",)
     INVALID = (
         # Keras fit on a model compiled in the scope, literal batch size, chain across assignments
@@ -151,15 +151,15 @@ model.fit(ds)
                 continue
             batch_call, size = batching
             seen.add(id(batch_call))
-            op = next((o for o in reversed(chain.ops) if o.call is batch_call), None)
+            op = next((o for o in reversed(chain.ops) if o.batching_call is batch_call), None)
             if size is not None and self._unscaled(facts, size, op.scope if op and op.scope else chain.scope):
                 text = dotted(size) or str(literal_int(size))
                 target = batch_call.func.attr if isinstance(batch_call.func, cst.Attribute) else batch_call.func
                 node, evidence = chain.place(target, op)
                 statement = facts.call_fact(node if evidence else batch_call)
                 yield self.report(node, statement=statement.statement if statement else None, size=text,
-                                  evidence=evidence)
-        if not any(id(c.node) not in seen for c in facts.method_calls("batch", "padded_batch")):
+                                  method=_method(batch_call), evidence=evidence)
+        if not any(id(c.node) not in seen for c in facts.method_calls("batch", "padded_batch", "ragged_batch", "apply")):
             return  # asking the importers costs their analysis: only for a batch it has not reported
         for feed in fed_elsewhere(facts):  # a loader's pipeline that another module's strategy splits
             batch = feed.final_batch
@@ -168,10 +168,12 @@ model.fit(ds)
                     or feed.use.via not in ("distribute", "fit") or only_multi_worker(consumer)):
                 continue
             seen.add(id(batch.call))
-            size = call_arg(batch.call, 0, "batch_size")
+            batching: cst.Call = batch.batching_call  # type: ignore[assignment]
+            size = call_arg(batching, 0, "batch_size")
             if size is not None and self._unscaled(facts, size, batch.scope):
-                call = facts.call_fact(batch.call)
-                yield self.report(batch.call.func.attr, statement=call.statement if call else None,  # type: ignore[attr-defined]
+                call = facts.call_fact(batching)
+                target = batching.func.attr if isinstance(batching.func, cst.Attribute) else batching.func
+                yield self.report(target, statement=call.statement if call else None, method=_method(batching),
                                   size=dotted(size) or str(literal_int(size)), evidence=(feed.evidence,))
 
     @staticmethod
@@ -195,10 +197,26 @@ model.fit(ds)
             return False  # a parameter or an unknown global
         if any(isinstance(a.value, cst.BinaryOperation) and isinstance(a.value.operator, cst.Multiply) for a in found):
             return False  # `PER_GPU * WORKERS`: deliberately made global
+        if any(is_global_batch(facts, a.names, a.scope) for a in found):
+            return False  # reassigned the global size (`FLAGS.batch_size = GLOBAL_BATCH`)
         if any(reads(names, name) for c in facts.calls for arg, names in zip(c.node.args, c.arg_names)
                if arg.keyword is not None and arg.keyword.value == "global_batch_size"):
             return False  # the code itself treats it as the global batch
-        # A per-replica size derived from it shows the global batch is deliberate.
+        # A per-replica size derived from it shows the global batch is deliberate; a global one made by
+        # multiplying it (`GLOBAL = BATCH * strategy.num_replicas_in_sync`) shows it is the per-replica size.
         return not any(
-            reads(a.names, name) and mentions_replica_count(facts, a.names, a.scope) for a in facts.assigns
+            reads(a.names, name) and mentions_replica_count(facts, a.names, a.scope) and not _scales_up(a.value, name)
+            for a in facts.assigns
         )
+
+
+def _scales_up(value: cst.BaseExpression, name: str) -> bool:
+    """`name * something` (either way round)."""
+    return (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply)
+            and name in (dotted(value.left), dotted(value.right)))
+
+
+def _method(batching: cst.Call) -> str:
+    """`batch`, `padded_batch`, `dense_to_ragged_batch`: as the message names the call."""
+    func = batching.func
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else "batch"

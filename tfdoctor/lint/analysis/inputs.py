@@ -282,7 +282,7 @@ def _fed_elsewhere(facts: ModuleFacts) -> Iterator[FedElsewhere]:
             ops = tuple(DatasetOp(op.method, call.node, call.scope) for op, call in zip(here, mine))
             source_call = facts.calls[index[id(chain.source_call)]].node if source_here else None
             where = f"`{use.scope.name}`" if use.scope.is_function else other.path
-            last = chain.last("batch") or chain.last("padded_batch")
+            last = chain.last_batch()
             final = next((mapped for op, mapped in zip(here, ops) if op is last), None)
             yield FedElsewhere(ops, chain.source, source_call,
                                Evidence(f"trained on in {where}", other.path, other, use.expr), use, final)

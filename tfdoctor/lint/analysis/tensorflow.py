@@ -49,11 +49,26 @@ _TFDS_SOURCES = frozenset({"tensorflow_datasets.load", "tensorflow_datasets.data
 _KERAS_MODEL_BASES = re.compile(r"^keras\.(models\.)?Model$|^keras\.Model$")
 
 
+_BATCHING_METHODS = frozenset({"batch", "padded_batch", "ragged_batch"})
+_BATCHING_FUNCTIONS = frozenset({"dense_to_ragged_batch", "dense_to_sparse_batch"})  # given to `apply`
+
+
 @dataclass(frozen=True)
 class DatasetOp:
     method: str
     call: cst.Call
     scope: Scope | None = None  # where the call is (None: where the chain is used)
+
+    @property
+    def batching_call(self) -> cst.Call | None:
+        """The call that batches here: `batch(n)` itself, or the function `apply` is given
+        (`apply(tf.data.experimental.dense_to_ragged_batch(n))`)."""
+        if self.method in _BATCHING_METHODS:
+            return self.call
+        inner = call_arg(self.call, 0, "transformation_func") if self.method == "apply" else None
+        if isinstance(inner, cst.Call) and (dotted(inner.func) or "").rsplit(".", 1)[-1] in _BATCHING_FUNCTIONS:
+            return inner
+        return None
 
 
 @dataclass(eq=False)
@@ -88,11 +103,16 @@ class DatasetChain:
         """Keras' dataset utilities end in `prefetch(AUTOTUNE)` themselves."""
         return bool(_KERAS_SOURCES.match(self.source))
 
+    def last_batch(self) -> DatasetOp | None:
+        """The step that batches last."""
+        return next((op for op in reversed(self.ops) if op.batching_call is not None), None)
+
     def batch_size(self) -> tuple[cst.Call, cst.BaseExpression | None] | None:
         """The call that batches last and its size expression (None: Keras' default of 32)."""
-        batch = self.last("batch") or self.last("padded_batch")
+        batch = self.last_batch()
         if batch is not None:
-            return batch.call, call_arg(batch.call, 0, "batch_size")
+            call = batch.batching_call
+            return call, call_arg(call, 0, "batch_size")  # type: ignore[arg-type]
         if self.batches_at_source:
             return self.source_call, call_arg(self.source_call, None, "batch_size")
         return None
