@@ -81,20 +81,22 @@ class Project:
         return None
 
     def callers(self, function: Scope) -> list[CallFact]:
-        """The calls of a module-level function from the project's other files: those whose text names
-        both the function and its module are analysed, and their calls resolved through their imports."""
+        """The calls of a module-level function (or of a module-level class, for its `__init__`) from the
+        project's other files: those whose text names both the function and its module are analysed, and
+        their calls resolved through their imports."""
         model = function.owner
         if not isinstance(model, SemanticModel) or model.file is None or function.parent is not model.module_scope \
                 or not isinstance(function.node, cst.FunctionDef):
             return []
         home = model.file.resolve()
-        words = (function.name.encode(), _module_name(home).encode())
+        called = function.class_name if function.name == "__init__" and function.class_name else function.name
+        words = (called.encode(), _module_name(home).encode())
         found: list[CallFact] = []
         for path in self._naming(model, lambda text: all(word in text for word in words)):
             other = self._model(path, model.path)
             for call in other.calls if other is not None else ():
                 name = dotted(call.node.func)
-                if name is not None and function.name in name and any(
+                if name is not None and called in name and any(
                         _same(target, function, home) for target in other._named_callable(name, call.scope, True)):
                     found.append(call)
         return found

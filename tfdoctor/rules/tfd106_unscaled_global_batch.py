@@ -13,7 +13,7 @@ from tfdoctor.lint.dataflow import (
     only_multi_worker,
     training_inputs,
 )
-from tfdoctor.lint.facts import ModuleFacts, Scope, reads
+from tfdoctor.lint.facts import AssignFact, DatasetChain, ModuleFacts, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted, literal_int
 from tfdoctor.lint.rule import Context, Rule
@@ -152,7 +152,8 @@ model.fit(ds)
             batch_call, size = batching
             seen.add(id(batch_call))
             op = next((o for o in reversed(chain.ops) if o.batching_call is batch_call), None)
-            if size is not None and self._unscaled(facts, size, op.scope if op and op.scope else chain.scope):
+            if (size is not None and _unscaled(facts, size, op.scope if op and op.scope else chain.scope)
+                    and all(_batches_unscaled(alternative) for alternative in chain.alternatives)):
                 text = dotted(size) or str(literal_int(size))
                 target = batch_call.func.attr if isinstance(batch_call.func, cst.Attribute) else batch_call.func
                 node, evidence = chain.place(target, op)
@@ -170,7 +171,7 @@ model.fit(ds)
             seen.add(id(batch.call))
             batching: cst.Call = batch.batching_call  # type: ignore[assignment]
             size = call_arg(batching, 0, "batch_size")
-            if size is not None and self._unscaled(facts, size, batch.scope):
+            if size is not None and _unscaled(facts, size, batch.scope):
                 call = facts.call_fact(batching)
                 target = batching.func.attr if isinstance(batching.func, cst.Attribute) else batching.func
                 yield self.report(target, statement=call.statement if call else None, method=_method(batching),
@@ -182,38 +183,68 @@ model.fit(ds)
         evaluation or inference) or to `fit` under a strategy."""
         return (use for use in training_inputs(facts) if use.distributed and use.via in ("distribute", "fit"))
 
-    @staticmethod
-    def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope) -> bool:
-        facts = scope.owner  # type: ignore[assignment]  # the batch's module, which may be another
-        if literal_int(size) is not None:
+
+def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> bool:
+    """Whether a batch size is surely per-replica: a literal or a configured value that nothing scales."""
+    facts = scope.owner  # type: ignore[assignment]  # the batch's module, which may be another
+    if literal_int(size) is not None:
+        return True
+    name = dotted(size)
+    if name is None:
+        return False  # an expression: cannot decide
+    if is_global_batch(facts, frozenset({name}), scope):
+        return False  # named global, or computed from the replica count
+    found = definitions(facts, name, scope)
+    if not found and "." not in name:
+        return False  # a parameter or an unknown global
+    if found and all(isinstance(a.value, cst.Name) and a.value.value in a.scope.params for a in found):
+        return _given_unscaled(found, depth)  # `self.batch_size = batch_size`: what the callers give
+    if any(isinstance(a.value, cst.BinaryOperation) and isinstance(a.value.operator, cst.Multiply) for a in found):
+        return False  # `PER_GPU * WORKERS`: deliberately made global
+    if any(is_global_batch(facts, a.names, a.scope) for a in found):
+        return False  # reassigned the global size (`FLAGS.batch_size = GLOBAL_BATCH`)
+    if any(reads(names, name) for c in facts.calls for arg, names in zip(c.node.args, c.arg_names)
+           if arg.keyword is not None and arg.keyword.value == "global_batch_size"):
+        return False  # the code itself treats it as the global batch
+    # A per-replica size derived from it shows the global batch is deliberate; a global one made by
+    # multiplying it (`GLOBAL = BATCH * strategy.num_replicas_in_sync`) shows it is the per-replica size.
+    return not any(
+        reads(a.names, name) and mentions_replica_count(facts, a.names, a.scope) and not _scales_up(a.value, name)
+        for a in facts.assigns
+    )
+
+
+def _batches_unscaled(chain: DatasetChain) -> bool:
+    """Whether a pipeline the code may build instead (`if train: ... else: ...`) batches unscaled too."""
+    batching = chain.batch_size()
+    if batching is None or batching[1] is None:
+        return False
+    op = next((o for o in reversed(chain.ops) if o.batching_call is batching[0]), None)
+    scope = op.scope if op is not None and op.scope is not None else chain.scope
+    return _unscaled(scope.owner, batching[1], scope)  # type: ignore[arg-type]
+
+
+def _given_unscaled(found: list[AssignFact], depth: int) -> bool:
+    """A size stored from a parameter (`self.batch_size = batch_size`) is what every caller gives, also one in
+    another module (`DataLoader(path, config.batch_size)`): unscaled only when each of them is."""
+    origins = [o for a in found for o in a.scope.owner.values_of(a.value, a.scope, a.order)]
+    return depth < 3 and bool(origins) and all(
+        o.kind == "value" and not o.path and isinstance(o.expr, cst.BaseExpression)
+        and _unscaled(o.model, o.expr, o.scope, depth + 1) for o in origins  # type: ignore[arg-type]
+    )
+
+
+def _scales_up(value: cst.BaseExpression, name: str, depth: int = 0) -> bool:
+    """`name * something` (either way round), also as an argument (`Loader(files, name * replicas)`)."""
+    if depth > 4:
+        return False
+    if isinstance(value, cst.BinaryOperation):
+        if isinstance(value.operator, cst.Multiply) and name in (dotted(value.left), dotted(value.right)):
             return True
-        name = dotted(size)
-        if name is None:
-            return False  # an expression: cannot decide
-        if is_global_batch(facts, frozenset({name}), scope):
-            return False  # named global, or computed from the replica count
-        found = definitions(facts, name, scope)
-        if not found and "." not in name:
-            return False  # a parameter or an unknown global
-        if any(isinstance(a.value, cst.BinaryOperation) and isinstance(a.value.operator, cst.Multiply) for a in found):
-            return False  # `PER_GPU * WORKERS`: deliberately made global
-        if any(is_global_batch(facts, a.names, a.scope) for a in found):
-            return False  # reassigned the global size (`FLAGS.batch_size = GLOBAL_BATCH`)
-        if any(reads(names, name) for c in facts.calls for arg, names in zip(c.node.args, c.arg_names)
-               if arg.keyword is not None and arg.keyword.value == "global_batch_size"):
-            return False  # the code itself treats it as the global batch
-        # A per-replica size derived from it shows the global batch is deliberate; a global one made by
-        # multiplying it (`GLOBAL = BATCH * strategy.num_replicas_in_sync`) shows it is the per-replica size.
-        return not any(
-            reads(a.names, name) and mentions_replica_count(facts, a.names, a.scope) and not _scales_up(a.value, name)
-            for a in facts.assigns
-        )
-
-
-def _scales_up(value: cst.BaseExpression, name: str) -> bool:
-    """`name * something` (either way round)."""
-    return (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply)
-            and name in (dotted(value.left), dotted(value.right)))
+        return _scales_up(value.left, name, depth + 1) or _scales_up(value.right, name, depth + 1)
+    if isinstance(value, cst.Call):
+        return any(_scales_up(arg.value, name, depth + 1) for arg in value.args)
+    return False
 
 
 def _method(batching: cst.Call) -> str:

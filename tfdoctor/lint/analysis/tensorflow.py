@@ -46,6 +46,7 @@ _KERAS_SOURCES = re.compile(
     r"(image|text|audio|timeseries)_dataset_from_(directory|array)$"
 )
 _TFDS_SOURCES = frozenset({"tensorflow_datasets.load", "tensorflow_datasets.data_source"})
+_JOINS = (".Dataset.zip", ".sample_from_datasets", ".choose_from_datasets")  # sources that take other pipelines
 _KERAS_MODEL_BASES = re.compile(r"^keras\.(models\.)?Model$|^keras\.Model$")
 
 
@@ -82,6 +83,7 @@ class DatasetChain:
     scope: Scope
     via: tuple[Step, ...] = ()
     source_scope: Scope | None = None  # where the source call is
+    alternatives: tuple[DatasetChain, ...] = ()  # the other pipelines it may be (`if train: ... else: ...`)
 
     def methods(self) -> list[str]:
         return [op.method for op in self.ops]
@@ -380,6 +382,31 @@ class ModuleFacts(SemanticModel):
         expected = (0,) if isinstance(with_info, cst.Name) and with_info.value == "True" else ()
         return load if origins[0].path == expected else None
 
+    def _instance_join(self, node: cst.BaseExpression, path: tuple[int, ...]) -> bool:
+        """`ds.zip((a, b))`: the static `Dataset.zip` called on an instance (the instance plays no part)."""
+        return (not path and isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "zip" and self.resolve(node.func) is None)
+
+    def _joined_ops(self, node: cst.Call, name: str, seen_from: Scope, before: int, depth: int,
+                    any_source: bool) -> tuple[DatasetOp, ...]:
+        """The steps of the pipelines a join (`Dataset.zip`, `sample_from_datasets`, `choose_from_datasets`)
+        takes in: each branch's `map` is the training pipeline's too. Branches the code does not show are
+        left out."""
+        if not name.endswith(_JOINS):
+            return ()
+        given = call_arg(node, 0, "datasets")
+        if isinstance(given, (cst.Tuple, cst.List)):
+            branches = [element.value for element in given.elements]
+        elif isinstance(given, cst.Dict):
+            branches = [element.value for element in given.elements if isinstance(element, cst.DictElement)]
+        else:
+            return ()
+        ops: list[DatasetOp] = []
+        for branch in branches:
+            chain = self.dataset_chain(branch, seen_from, before, depth + 1, any_source=any_source)
+            ops.extend(chain.ops if chain is not None else ())
+        return tuple(ops)
+
     def _source_name(self, node: cst.Call) -> str:
         name = self.resolve(node.func)
         if name is None and isinstance(node.func, cst.Attribute):
@@ -411,9 +438,11 @@ class ModuleFacts(SemanticModel):
         model: ModuleFacts = seen_from.owner  # type: ignore[assignment]
         base: DatasetChain | None = None
         split = model._split_of_all_splits(node, seen_from, before) if not path else None
-        if model.is_dataset_source(node, path):
+        if model.is_dataset_source(node, path) or model._instance_join(node, path):
             assert isinstance(node, cst.Call)
-            base = DatasetChain(model._source_name(node), node, (), seen_from, source_scope=seen_from)
+            name = model._source_name(node) if model.is_dataset_source(node, path) else "tensorflow.data.Dataset.zip"
+            joined = model._joined_ops(node, name, seen_from, before, depth, any_source)
+            base = DatasetChain(name, node, joined, seen_from, source_scope=seen_from)
         elif split is not None:
             base = DatasetChain("tensorflow_datasets.load", split, (), seen_from, source_scope=seen_from)
         else:
@@ -425,13 +454,17 @@ class ModuleFacts(SemanticModel):
                 found, origin = chains[0], origins[0]
                 assert found is not None
                 base = DatasetChain(found.source, found.source_call, found.ops, found.scope,
-                                    (*origin.via, *found.via), found.source_scope)
+                                    (*origin.via, *found.via), found.source_scope,
+                                    tuple(c for chain in chains for c in (chain, *chain.alternatives)  # type: ignore[union-attr]
+                                          if c is not found))
         if base is None and any_source and ops:
             base = DatasetChain("", ops[0].call, (), seen_from, source_scope=seen_from)
         if base is None:
             return None
+        alternatives = tuple(DatasetChain(a.source, a.source_call, a.ops + tuple(ops), seen_from, a.via, a.source_scope)
+                             for a in base.alternatives)
         return DatasetChain(base.source, base.source_call, base.ops + tuple(ops), seen_from, base.via,
-                            base.source_scope)
+                            base.source_scope, alternatives)
 
 
 def _alternatives(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
