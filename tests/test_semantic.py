@@ -89,3 +89,17 @@ def user():
     facts = ModuleFacts(cst.parse_module(code), "example.py", code.splitlines())
     compile_step = next(s for s in facts.scopes if s.name == "compile_step")
     assert [c.scope.name for c in facts.callers_of(compile_step)] == ["user"]
+
+
+def test_lookups_nested_through_instance_methods_of_functions_that_call_each_other_end():
+    """`head` returns a method of what `tail` returns, and `tail` of what `head` returns: each method is
+    looked up by a lookup of its receiver inside the first, and those nested lookups once recursed without
+    end (a RecursionError on TensorFlow's own tensor_util.py)."""
+    source = (
+        "def head():\n    tail_part = tail()\n    return tail_part.method()\n\n\n"
+        "def tail():\n    head_part = head()\n    return head_part.value()\n"
+    )
+    model = ModuleFacts(cst.parse_module(source), "loop.py", source.splitlines())
+    head = next(s for s in model.scopes if s.name == "head")
+    (origin,) = model.values_of(head.returns[0].value, head)
+    assert origin.kind == "value" and isinstance(origin.expr, cst.Call)

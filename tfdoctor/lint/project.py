@@ -81,23 +81,28 @@ class Project:
         return None
 
     def callers(self, function: Scope) -> list[CallFact]:
-        """The calls of a module-level function (or of a module-level class, for its `__init__`) from the
-        project's other files: those whose text names both the function and its module are analysed, and
-        their calls resolved through their imports."""
+        """The calls of a module-level function from the project's other files, also of a module-level class
+        (for its `__init__`) and of its methods on an instance (`trainer = Trainer(); trainer.train(ds)`):
+        those whose text names the function, its class and its module are analysed, and their calls
+        resolved through their imports."""
         model = function.owner
         if not isinstance(model, SemanticModel) or model.file is None or function.parent is not model.module_scope \
                 or not isinstance(function.node, cst.FunctionDef):
             return []
         home = model.file.resolve()
+        method = function.class_name is not None and function.name != "__init__"
         called = function.class_name if function.name == "__init__" and function.class_name else function.name
-        words = (called.encode(), _module_name(home).encode())
+        words = (called.encode(), _module_name(home).encode(), *((function.class_name.encode(),) if method else ()))
         found: list[CallFact] = []
         for path in self._naming(model, lambda text: all(word in text for word in words)):
             other = self._model(path, model.path)
             for call in other.calls if other is not None else ():
                 name = dotted(call.node.func)
-                if name is not None and called in name and any(
-                        _same(target, function, home) for target in other._named_callable(name, call.scope, True)):
+                if name is None or called not in name:
+                    continue
+                targets = (other._instance_methods(call.node.func, call.scope, call.order)  # type: ignore[arg-type]
+                           if method and call.attr == called else other._named_callable(name, call.scope, True))
+                if any(_same(target, function, home) for target in targets):
                     found.append(call)
         return found
 

@@ -4,20 +4,23 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import training_chains
-from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.dataflow import fed_elsewhere, training_chains
+from tfdoctor.lint.facts import END_OF_SCOPE, DatasetOp, ModuleFacts, Scope
 from tfdoctor.lint.findings import Fix, Severity, Violation
+from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
 from tfdoctor.lint.spelling import autotune, autotune_text
 
 _TRAILING_OK = frozenset({"with_options"})
+_PREFETCHES = frozenset({"prefetch_to_device", "copy_to_device"})  # given to `apply`, they prefetch too
 
 
 class NoPrefetch(Rule):
     """
     ## What it does
-    Finds a training pipeline that does not end in `prefetch`: one given to `model.fit` or iterated by the
-    training loop. A pipeline that a strategy distributes is not flagged: the iterators of
+    Finds a training pipeline that does not end in `prefetch` (or `apply(prefetch_to_device(...))`): one given
+    to `model.fit` or iterated by the training loop, also a loader's pipeline that another project module
+    trains on. A pipeline that a strategy distributes is not flagged: the iterators of
     `strategy.experimental_distribute_dataset` and `distribute_datasets_from_function`, and Keras' `fit` under
     a strategy, prefetch to the devices themselves. Nor is a bare `tfds.load` or Keras
     `image_dataset_from_directory` dataset (Keras' utilities end in `prefetch`).
@@ -67,6 +70,11 @@ model.fit(ds)
 """,
     )
     VALID = (
+        # prefetched to the GPU
+        """import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).batch(64).apply(tf.data.experimental.prefetch_to_device("/gpu:0"))
+model.fit(ds, epochs=5)
+""",
         # experimental_distribute_dataset prefetches itself
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(arr).batch(64)
@@ -102,7 +110,7 @@ model.predict(ds)
         for chain, use in training_chains(facts):
             if use.distributed:  # the distributed iterator prefetches to the devices itself
                 continue
-            methods = [m for m in chain.methods()]
+            methods = [_step(op) for op in chain.ops]
             while methods and methods[-1] in _TRAILING_OK:
                 methods.pop()
             if methods and methods[-1] == "prefetch":
@@ -122,6 +130,44 @@ model.predict(ds)
             call = facts.call_fact(last if not evidence else node)
             yield self.report(node, statement=call.statement if call else None, fix=fix, evidence=evidence,
                               autotune=autotune_text(value, context.targets))
+        if not any(_returns_unprefetched(facts, scope, seen) for scope in facts.scopes):
+            return  # asking the importers costs their analysis: only for a loader that returns such a pipeline
+        for feed in fed_elsewhere(facts):  # a loader's pipeline, trained on undistributed in another module
+            if feed.use.distributed or not feed.ends_here or not feed.ops or _prefetched(feed.steps):
+                continue
+            last = feed.ops[-1].call
+            if id(last) in seen:
+                continue
+            seen.add(id(last))
+            call = facts.call_fact(last)  # no fix: one that rests on another file is never applied
+            yield self.report(last.func.attr, statement=call.statement if call else None,  # type: ignore[attr-defined]
+                              evidence=(feed.evidence,), autotune=autotune_text(value, context.targets))
+
+
+def _returns_unprefetched(facts: ModuleFacts, scope: Scope, seen: set[int]) -> bool:
+    """Whether a function returns a pipeline it builds that does not end in `prefetch` (not yet reported)."""
+    for returned in scope.returns if scope.is_function else ():
+        chain = facts.dataset_chain(returned.value, scope, END_OF_SCOPE, any_source=True)
+        if chain is not None and chain.ops and chain.ops[-1].scope is scope and id(chain.ops[-1].call) not in seen \
+                and not _prefetched(chain.ops):
+            return True
+    return False
+
+
+def _step(op: DatasetOp) -> str:
+    """A step's method, with `apply(prefetch_to_device(...))` counted as the prefetch it is."""
+    inner = op.call.args[0].value if op.method == "apply" and op.call.args else None
+    if isinstance(inner, cst.Call) and (dotted(inner.func) or "").rsplit(".", 1)[-1] in _PREFETCHES:
+        return "prefetch"
+    return op.method
+
+
+def _prefetched(steps: tuple[DatasetOp, ...]) -> bool:
+    """Whether a pipeline ends in `prefetch`, after only steps that keep it (`with_options`)."""
+    kept = [_step(op) for op in steps]
+    while kept and kept[-1] in _TRAILING_OK:
+        kept.pop()
+    return bool(kept) and kept[-1] == "prefetch"
 
 
 def _append_prefetch(last: cst.Call, value: cst.BaseExpression) -> cst.Call:

@@ -250,6 +250,8 @@ class FedElsewhere:
     evidence: Evidence
     use: TrainingInput            # how the other module trains on it (its scope and nodes are that module's)
     final_batch: DatasetOp | None = None  # the chain's last `batch`/`padded_batch`, when it is one of `ops`
+    steps: tuple[DatasetOp, ...] = ()  # the whole pipeline's steps, here and in the other module (its nodes)
+    ends_here: bool = False        # its last step (or, with none, its source) is in this module
 
 
 def fed_elsewhere(facts: ModuleFacts) -> list[FedElsewhere]:
@@ -265,8 +267,7 @@ def _fed_elsewhere(facts: ModuleFacts) -> Iterator[FedElsewhere]:
     if facts.loader is None or facts.file is None:
         return
     home = facts.file.resolve()
-    for other in facts.loader.consumers(facts):
-        assert isinstance(other, ModuleFacts)
+    for other in _training_modules(facts, home):
         for chain, use in training_chains(other):
             here = [op for op in chain.ops if _in_file(op.scope, home)]
             source_here = _in_file(chain.source_scope, home)
@@ -284,8 +285,22 @@ def _fed_elsewhere(facts: ModuleFacts) -> Iterator[FedElsewhere]:
             where = f"`{use.scope.name}`" if use.scope.is_function else other.path
             last = chain.last_batch()
             final = next((mapped for op, mapped in zip(here, ops) if op is last), None)
+            ends_here = bool(here) and chain.ops[-1] is here[-1] or not chain.ops and source_here
             yield FedElsewhere(ops, chain.source, source_call,
-                               Evidence(f"trained on in {where}", other.path, other, use.expr), use, final)
+                               Evidence(f"trained on in {where}", other.path, other, use.expr), use, final,
+                               chain.ops, ends_here)
+
+
+def _training_modules(facts: ModuleFacts, home: Path) -> list[ModuleFacts]:
+    """The modules that may train on this one's pipelines: those importing it, and the project modules they
+    import (`trainer.train(loader.dataset())` in train.py runs the loop of trainer.py)."""
+    found: dict[Path, ModuleFacts] = {}
+    assert facts.loader is not None
+    for consumer in facts.loader.consumers(facts):
+        for module in (consumer, *consumer.imported_modules()):
+            if isinstance(module, ModuleFacts) and module.file is not None and module.file.resolve() != home:
+                found.setdefault(module.file.resolve(), module)
+    return list(found.values())
 
 
 def _in_file(scope: Scope | None, home: Path) -> bool:

@@ -169,6 +169,15 @@ class SemanticModel:
         found = self.loader.load(self, fact.module, 0)
         return (found, None) if found is not None else None
 
+    def imported_modules(self) -> list[SemanticModel]:
+        """The project modules this one imports, each once."""
+        found: dict[int, SemanticModel] = {}
+        for name in self._imports_by_name:
+            hit = self.imported(name)
+            if hit is not None and hit[0] is not self:
+                found.setdefault(id(hit[0]), hit[0])
+        return list(found.values())
+
     def foreign(self, name: str) -> tuple[SemanticModel, str] | None:
         """`f` imported from a project module, or `module.f` through an imported project module."""
         head, _, rest = name.partition(".")
@@ -284,13 +293,15 @@ class SemanticModel:
 
     # -- the one lookup: what an expression can hold ---------------------------------------------------
     def values_of(self, expr: cst.CSTNode | None, scope: Scope, before: int = END_OF_SCOPE,
-                  path: tuple[int, ...] = (), parameters: bool = True) -> list[Origin]:
+                  path: tuple[int, ...] = (), parameters: bool = True, depth: int = 0) -> list[Origin]:
         """Every origin of the value `expr` holds when evaluated in `scope` at visit order `before`. Without
-        `parameters`, a parameter is a leaf (the call graph is built so, since call sites need it)."""
+        `parameters`, a parameter is a leaf (the call graph is built so, since call sites need it). A lookup
+        made inside another one starts at that one's `depth`, so that lookups nested through each other
+        stay bounded."""
         if expr is None:
             return []
         found: list[Origin] = []
-        _Lookup(found, parameters).expand(expr, scope, before, path, (), {}, 0, frozenset())
+        _Lookup(found, parameters).expand(expr, scope, before, path, (), {}, depth, frozenset())
         return found
 
     def items_of(self, name: str, scope: Scope, before: int = END_OF_SCOPE) -> list[Origin]:
@@ -325,14 +336,14 @@ class SemanticModel:
             for scope in origin.model._callables_at(origin, depth, parameters):
                 found[id(scope)] = scope
         if not found and isinstance(expr, cst.Attribute) and not (dotted(expr) or "").startswith("self."):
-            found = {id(scope): scope for scope in self._instance_methods(expr, seen_from, before)}
+            found = {id(scope): scope for scope in self._instance_methods(expr, seen_from, before, depth)}
         return list(found.values())
 
-    def _instance_methods(self, expr: cst.Attribute, seen_from: Scope, before: int) -> list[Scope]:
+    def _instance_methods(self, expr: cst.Attribute, seen_from: Scope, before: int, depth: int = 0) -> list[Scope]:
         """`x.m` where `x` holds an instance of a class this module or another project module defines
         (`x = Loader(path)`): that class's own method `m`."""
         found = []
-        for origin in self.values_of(expr.value, seen_from, before, parameters=False):
+        for origin in self.values_of(expr.value, seen_from, before, parameters=False, depth=depth):
             value = origin.expr
             if origin.kind != "value" or origin.path or not isinstance(value, cst.Call):
                 continue
@@ -618,7 +629,7 @@ class _Lookup:
         order = fact.order if fact is not None else END_OF_SCOPE
         targets = model._named_callable(name, scope, cross_module=True)
         if not targets and isinstance(call.func, cst.Attribute) and not name.startswith("self."):
-            targets = model._instance_methods(call.func, scope, order)  # `loader.batches()`, loader = Loader()
+            targets = model._instance_methods(call.func, scope, order, depth + 1)  # `loader.batches()`, loader = Loader()
         if len(targets) != 1:
             return False
         function = targets[0]
