@@ -110,19 +110,20 @@ model.predict(ds)
         for chain, use in training_chains(facts):
             if use.distributed:  # the distributed iterator prefetches to the devices itself
                 continue
-            methods = [_step(op) for op in chain.ops]
+            steps = chain.own_ops  # after a `zip`, its own steps: the joined pipelines' do not end it
+            methods = [_step(op) for op in steps]
             while methods and methods[-1] in _TRAILING_OK:
                 methods.pop()
             if methods and methods[-1] == "prefetch":
                 continue
             if not methods and not chain.source.startswith("tensorflow.data."):
                 continue  # Keras' dataset utilities prefetch; what tfds returns is not shown here
-            last = chain.ops[-1].call if chain.ops else chain.source_call
+            last = steps[-1].call if steps else chain.source_call
             if id(last) in seen:
                 continue
             seen.add(id(last))
             node = last.func.attr if isinstance(last.func, cst.Attribute) else last
-            node, evidence = chain.place(node, chain.ops[-1] if chain.ops else None)
+            node, evidence = chain.place(node, steps[-1] if steps else None)
             fix = None
             if value is not None and "prefetch" not in methods and not evidence:  # a misplaced prefetch is TFD204's
                 prefetched = _append_prefetch(last, value)
@@ -133,7 +134,7 @@ model.predict(ds)
         if not any(_returns_unprefetched(facts, scope, seen) for scope in facts.scopes):
             return  # asking the importers costs their analysis: only for a loader that returns such a pipeline
         for feed in fed_elsewhere(facts):  # a loader's pipeline, trained on undistributed in another module
-            if feed.use.distributed or not feed.ends_here or not feed.ops or _prefetched(feed.steps):
+            if feed.use.distributed or not feed.ends_here or not feed.steps or _prefetched(feed.steps):
                 continue
             last = feed.ops[-1].call
             if id(last) in seen:
@@ -148,8 +149,8 @@ def _returns_unprefetched(facts: ModuleFacts, scope: Scope, seen: set[int]) -> b
     """Whether a function returns a pipeline it builds that does not end in `prefetch` (not yet reported)."""
     for returned in scope.returns if scope.is_function else ():
         chain = facts.dataset_chain(returned.value, scope, END_OF_SCOPE, any_source=True)
-        if chain is not None and chain.ops and chain.ops[-1].scope is scope and id(chain.ops[-1].call) not in seen \
-                and not _prefetched(chain.ops):
+        steps = chain.own_ops if chain is not None else ()
+        if steps and steps[-1].scope is scope and id(steps[-1].call) not in seen and not _prefetched(steps):
             return True
     return False
 

@@ -250,7 +250,7 @@ class FedElsewhere:
     evidence: Evidence
     use: TrainingInput            # how the other module trains on it (its scope and nodes are that module's)
     final_batch: DatasetOp | None = None  # the chain's last `batch`/`padded_batch`, when it is one of `ops`
-    steps: tuple[DatasetOp, ...] = ()  # the whole pipeline's steps, here and in the other module (its nodes)
+    steps: tuple[DatasetOp, ...] = ()  # the pipeline's steps after its source, here and in the other module
     ends_here: bool = False        # its last step (or, with none, its source) is in this module
 
 
@@ -285,10 +285,11 @@ def _fed_elsewhere(facts: ModuleFacts) -> Iterator[FedElsewhere]:
             where = f"`{use.scope.name}`" if use.scope.is_function else other.path
             last = chain.last_batch()
             final = next((mapped for op, mapped in zip(here, ops) if op is last), None)
-            ends_here = bool(here) and chain.ops[-1] is here[-1] or not chain.ops and source_here
+            own = chain.own_ops
+            ends_here = bool(here) and bool(own) and own[-1] is here[-1] or not own and source_here
             yield FedElsewhere(ops, chain.source, source_call,
                                Evidence(f"trained on in {where}", other.path, other, use.expr), use, final,
-                               chain.ops, ends_here)
+                               own, ends_here)
 
 
 def _training_modules(facts: ModuleFacts, home: Path) -> list[ModuleFacts]:

@@ -84,6 +84,12 @@ class DatasetChain:
     via: tuple[Step, ...] = ()
     source_scope: Scope | None = None  # where the source call is
     alternatives: tuple[DatasetChain, ...] = ()  # the other pipelines it may be (`if train: ... else: ...`)
+    joined: int = 0  # how many of `ops`, first, are the steps of the pipelines its source joins (`zip`)
+
+    @property
+    def own_ops(self) -> tuple[DatasetOp, ...]:
+        """The steps after the source: the joined pipelines' own steps left out."""
+        return self.ops[self.joined:]
 
     def methods(self) -> list[str]:
         return [op.method for op in self.ops]
@@ -442,7 +448,7 @@ class ModuleFacts(SemanticModel):
             assert isinstance(node, cst.Call)
             name = model._source_name(node) if model.is_dataset_source(node, path) else "tensorflow.data.Dataset.zip"
             joined = model._joined_ops(node, name, seen_from, before, depth, any_source)
-            base = DatasetChain(name, node, joined, seen_from, source_scope=seen_from)
+            base = DatasetChain(name, node, joined, seen_from, source_scope=seen_from, joined=len(joined))
         elif split is not None:
             base = DatasetChain("tensorflow_datasets.load", split, (), seen_from, source_scope=seen_from)
         else:
@@ -456,15 +462,15 @@ class ModuleFacts(SemanticModel):
                 base = DatasetChain(found.source, found.source_call, found.ops, found.scope,
                                     (*origin.via, *found.via), found.source_scope,
                                     tuple(c for chain in chains for c in (chain, *chain.alternatives)  # type: ignore[union-attr]
-                                          if c is not found))
+                                          if c is not found), found.joined)
         if base is None and any_source and ops:
             base = DatasetChain("", ops[0].call, (), seen_from, source_scope=seen_from)
         if base is None:
             return None
-        alternatives = tuple(DatasetChain(a.source, a.source_call, a.ops + tuple(ops), seen_from, a.via, a.source_scope)
-                             for a in base.alternatives)
+        alternatives = tuple(DatasetChain(a.source, a.source_call, a.ops + tuple(ops), seen_from, a.via, a.source_scope,
+                                          joined=a.joined) for a in base.alternatives)
         return DatasetChain(base.source, base.source_call, base.ops + tuple(ops), seen_from, base.via,
-                            base.source_scope, alternatives)
+                            base.source_scope, alternatives, base.joined)
 
 
 def _alternatives(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
