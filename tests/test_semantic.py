@@ -103,3 +103,23 @@ def test_lookups_nested_through_instance_methods_of_functions_that_call_each_oth
     head = next(s for s in model.scopes if s.name == "head")
     (origin,) = model.values_of(head.returns[0].value, head)
     assert origin.kind == "value" and isinstance(origin.expr, cst.Call)
+
+
+def test_a_call_of_an_instance_returns_what_its_class_call_method_returns():
+    source = (
+        "import tensorflow as tf\n\n\nclass Loader:\n    def __call__(self, n):\n"
+        "        return tf.data.Dataset.range(n)\n\n\nloader = Loader()\nds = loader(8)\n"
+    )
+    model = ModuleFacts(cst.parse_module(source), "loader.py", source.splitlines())
+    (origin,) = model.values_of(cst.parse_expression("ds"), model.module_scope)
+    assert origin.kind == "value" and model.resolve(origin.expr.func) == "tensorflow.data.Dataset.range"
+
+
+def test_a_method_called_on_an_instance_of_the_modules_class_is_in_its_call_graph():
+    source = (
+        "class Trainer:\n    def train(self, dataset):\n        return dataset\n\n\n"
+        "trainer = Trainer()\ntrainer.train([1, 2])\n"
+    )
+    model = ModuleFacts(cst.parse_module(source), "trainer.py", source.splitlines())
+    call = next(c for c in model.calls if c.func == "trainer.train")
+    assert [s.qualname for s in model.callees(call)] == ["Trainer.train"]

@@ -100,7 +100,7 @@ class Project:
                 name = dotted(call.node.func)
                 if name is None or called not in name:
                     continue
-                targets = (other._instance_methods(call.node.func, call.scope, call.order)  # type: ignore[arg-type]
+                targets = (other._instance_methods(call.receiver, called, call.scope, call.order)  # type: ignore[arg-type]
                            if method and call.attr == called else other._named_callable(name, call.scope, True))
                 if any(_same(target, function, home) for target in targets):
                     found.append(call)

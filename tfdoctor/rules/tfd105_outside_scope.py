@@ -218,9 +218,9 @@ with strategy.scope():
     @staticmethod
     def _made_by_a_factory(facts: ModuleFacts, assign: AssignFact, var: str) -> bool:
         """Created in a function that returns it and that this module never calls, in a method of a subclass
-        that this module never calls (an override its base class calls, perhaps inside the scope), or in a class that asks
-        for the current strategy (`tf.distribute.get_strategy()`, which only makes sense inside a scope): its
-        callers, elsewhere, decide whether it runs inside `strategy.scope()`."""
+        that this module never calls (an override its base class calls, perhaps inside the scope), or in a
+        class that asks for the current strategy (`tf.distribute.get_strategy()`, which only makes sense
+        inside a scope): its callers, elsewhere, decide whether it runs inside `strategy.scope()`."""
         scope = assign.scope
         class_name = facts.enclosing_class(scope)
         if (class_name is not None and scope.is_function and scope.name != "__init__"

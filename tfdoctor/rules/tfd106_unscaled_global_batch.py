@@ -160,7 +160,8 @@ model.fit(ds)
                 statement = facts.call_fact(node if evidence else batch_call)
                 yield self.report(node, statement=statement.statement if statement else None, size=text,
                                   method=_method(batch_call), evidence=evidence)
-        if not any(id(c.node) not in seen for c in facts.method_calls("batch", "padded_batch", "ragged_batch", "apply")):
+        batching_calls = facts.method_calls("batch", "padded_batch", "ragged_batch", "apply")
+        if not any(id(c.node) not in seen for c in batching_calls):
             return  # asking the importers costs their analysis: only for a batch it has not reported
         for feed in fed_elsewhere(facts):  # a loader's pipeline that another module's strategy splits
             batch = feed.final_batch

@@ -20,8 +20,8 @@ class ManualTowerReplication(Rule):
     ## What it does
     Finds a loop over GPU indices that opens `tf.device('/gpu:%d' % i)` (or an f-string or `.format`, or
     a helper given the index whose code names a GPU device, or `devices[i]` from a list named `gpus` or
-    `devices`, also as the `worker_device` of `tf.train.replica_device_setter`) and builds something under it: the TF1 "tower" pattern of one model copy per GPU with
-    gradients averaged by hand.
+    `devices`, also as the `worker_device` of `tf.train.replica_device_setter`) and builds something under
+    it: the TF1 "tower" pattern of one model copy per GPU with gradients averaged by hand.
 
     ## Why it is bad
     Hand-written towers copy variables and gradients through the host, average them with Python-built ops,

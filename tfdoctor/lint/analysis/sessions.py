@@ -29,7 +29,6 @@ _COUNTERS = frozenset({"range", "enumerate", "tqdm", "tqdm.tqdm", "trange", "ite
 class SessionFeed:
     """A training op run with a `feed_dict` of Python batches: where those batches come from."""
 
-    run: CallFact
     source: cst.BaseExpression  # the loop's iterable, or the call that returns the batch
     statement: cst.CSTNode
 
@@ -44,7 +43,7 @@ def session_feeds(facts: ModuleFacts) -> list[SessionFeed]:
         names = derived_names(facts, _fed_names(facts, feed, call), call.scope, strings=False)
         source = _batch_source(facts, call, names)
         if source is not None:
-            found.append(SessionFeed(call, *source))
+            found.append(SessionFeed(*source))
     return found
 
 

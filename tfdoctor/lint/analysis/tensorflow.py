@@ -459,10 +459,10 @@ class ModuleFacts(SemanticModel):
             if chains and all(chain is not None for chain in chains):
                 found, origin = chains[0], origins[0]
                 assert found is not None
+                others = tuple(c for chain in chains for c in (chain, *chain.alternatives)  # type: ignore[union-attr]
+                               if c is not found)
                 base = DatasetChain(found.source, found.source_call, found.ops, found.scope,
-                                    (*origin.via, *found.via), found.source_scope,
-                                    tuple(c for chain in chains for c in (chain, *chain.alternatives)  # type: ignore[union-attr]
-                                          if c is not found), found.joined)
+                                    (*origin.via, *found.via), found.source_scope, others, found.joined)
         if base is None and any_source and ops:
             base = DatasetChain("", ops[0].call, (), seen_from, source_scope=seen_from)
         if base is None:

@@ -336,20 +336,22 @@ class SemanticModel:
             for scope in origin.model._callables_at(origin, depth, parameters):
                 found[id(scope)] = scope
         if not found and isinstance(expr, cst.Attribute) and not (dotted(expr) or "").startswith("self."):
-            found = {id(scope): scope for scope in self._instance_methods(expr, seen_from, before, depth)}
+            found = {id(scope): scope
+                     for scope in self._instance_methods(expr.value, expr.attr.value, seen_from, before, depth)}
         return list(found.values())
 
-    def _instance_methods(self, expr: cst.Attribute, seen_from: Scope, before: int, depth: int = 0) -> list[Scope]:
+    def _instance_methods(self, receiver: cst.BaseExpression, method: str, seen_from: Scope, before: int,
+                          depth: int = 0) -> list[Scope]:
         """`x.m` where `x` holds an instance of a class this module or another project module defines
-        (`x = Loader(path)`): that class's own method `m`."""
+        (`x = Loader(path)`): that class's own method `m` (`__call__` for `x(...)`)."""
         found = []
-        for origin in self.values_of(expr.value, seen_from, before, parameters=False, depth=depth):
+        for origin in self.values_of(receiver, seen_from, before, parameters=False, depth=depth):
             value = origin.expr
             if origin.kind != "value" or origin.path or not isinstance(value, cst.Call):
                 continue
             known = origin.model.class_and_module(dotted(value.func))
-            if known is not None and expr.attr.value in known[0].methods:
-                found.append(known[0].methods[expr.attr.value])
+            if known is not None and method in known[0].methods:
+                found.append(known[0].methods[method])
         return found
 
     def _callables_at(self, origin: Origin, depth: int, parameters: bool = True) -> list[Scope]:
@@ -395,9 +397,10 @@ class SemanticModel:
         return found[0] if len(found) == 1 else None
 
     def callees(self, call: CallFact) -> list[Scope]:
-        """The functions of this module a call may invoke: a def, `self.method`, or a variable bound to one
-        (`f = a if c else b` gives both). Another module's functions are not looked up: this is the call
-        graph of the module."""
+        """The functions of this module a call may invoke: a def, `self.method`, a variable bound to one
+        (`f = a if c else b` gives both), or a method of an instance of this module's class
+        (`trainer = Trainer(); trainer.train(ds)`). Another module's functions are not looked up: this is
+        the call graph of the module."""
         cached = self._callees.get(id(call))
         if cached is not None:
             return cached
@@ -409,6 +412,9 @@ class SemanticModel:
             if not found and ("." not in name or name.startswith("self.")) and name not in self.aliases:
                 found = [s for o in self.values_of(func, call.scope, call.order, parameters=False) if o.model is self
                          for s in self._callables_at(o, 0, parameters=False) if s.owner is self]
+            if not found and isinstance(func, cst.Attribute) and name.count(".") == 1 and not name.startswith("self."):
+                found = [s for s in self._instance_methods(func.value, func.attr.value, call.scope, call.order)
+                         if s.owner is self]
         found = [s for s in dict.fromkeys(found) if isinstance(s.node, cst.FunctionDef)]
         self._callees[id(call)] = found
         return found
@@ -629,7 +635,10 @@ class _Lookup:
         order = fact.order if fact is not None else END_OF_SCOPE
         targets = model._named_callable(name, scope, cross_module=True)
         if not targets and isinstance(call.func, cst.Attribute) and not name.startswith("self."):
-            targets = model._instance_methods(call.func, scope, order, depth + 1)  # `loader.batches()`, loader = Loader()
+            # `loader.batches()` with `loader = Loader()`
+            targets = model._instance_methods(call.func.value, call.func.attr.value, scope, order, depth + 1)
+        elif not targets and isinstance(call.func, cst.Name):  # `loader(8)`: its class's `__call__`
+            targets = model._instance_methods(call.func, "__call__", scope, order, depth + 1)
         if len(targets) != 1:
             return False
         function = targets[0]
