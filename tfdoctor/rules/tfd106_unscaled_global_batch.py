@@ -13,7 +13,7 @@ from tfdoctor.lint.dataflow import (
     only_multi_worker,
     training_inputs,
 )
-from tfdoctor.lint.facts import AssignFact, DatasetChain, ModuleFacts, Scope, reads
+from tfdoctor.lint.facts import AssignFact, DatasetChain, DatasetOp, ModuleFacts, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted, literal_int
 from tfdoctor.lint.rule import Context, Rule
@@ -146,13 +146,12 @@ model.fit(ds)
             chain = facts.dataset_chain(use.expr, use.scope, use.order, any_source=True)
             if chain is None:
                 continue
-            batching = chain.batch_size()
-            if batching is None or id(batching[0]) in seen:
+            site = _batch_site(chain)
+            if site is None or id(site[0]) in seen:
                 continue
-            batch_call, size = batching
+            batch_call, size, op, scope = site
             seen.add(id(batch_call))
-            op = next((o for o in reversed(chain.ops) if o.batching_call is batch_call), None)
-            if (size is not None and _unscaled(facts, size, op.scope if op and op.scope else chain.scope)
+            if (size is not None and _unscaled(facts, size, scope)
                     and all(_batches_unscaled(alternative) for alternative in chain.alternatives)):
                 text = dotted(size) or str(literal_int(size))
                 target = batch_call.func.attr if isinstance(batch_call.func, cst.Attribute) else batch_call.func
@@ -215,14 +214,19 @@ def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope,
     )
 
 
+def _batch_site(chain: DatasetChain) -> tuple[cst.Call, cst.BaseExpression | None, DatasetOp | None, Scope] | None:
+    """The call that batches a pipeline last, its size, its step (None: the source batches) and its scope."""
+    batching = chain.batch_size()
+    if batching is None:
+        return None
+    op = next((o for o in reversed(chain.ops) if o.batching_call is batching[0]), None)
+    return (*batching, op, op.scope if op is not None and op.scope is not None else chain.scope)
+
+
 def _batches_unscaled(chain: DatasetChain) -> bool:
     """Whether a pipeline the code may build instead (`if train: ... else: ...`) batches unscaled too."""
-    batching = chain.batch_size()
-    if batching is None or batching[1] is None:
-        return False
-    op = next((o for o in reversed(chain.ops) if o.batching_call is batching[0]), None)
-    scope = op.scope if op is not None and op.scope is not None else chain.scope
-    return _unscaled(scope.owner, batching[1], scope)  # type: ignore[arg-type]
+    site = _batch_site(chain)
+    return site is not None and site[1] is not None and _unscaled(site[3].owner, site[1], site[3])  # type: ignore[arg-type]
 
 
 def _given_unscaled(found: list[AssignFact], depth: int) -> bool:

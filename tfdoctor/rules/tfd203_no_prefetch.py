@@ -5,9 +5,8 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import fed_elsewhere, training_chains
-from tfdoctor.lint.facts import END_OF_SCOPE, DatasetOp, ModuleFacts, Scope
+from tfdoctor.lint.facts import DATASET_METHODS, END_OF_SCOPE, DatasetOp, ModuleFacts, Scope
 from tfdoctor.lint.findings import Fix, Severity, Violation
-from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
 from tfdoctor.lint.spelling import autotune, autotune_text
 
@@ -147,7 +146,9 @@ model.predict(ds)
 
 def _returns_unprefetched(facts: ModuleFacts, scope: Scope, seen: set[int]) -> bool:
     """Whether a function returns a pipeline it builds that does not end in `prefetch` (not yet reported)."""
-    for returned in scope.returns if scope.is_function else ():
+    if not scope.is_function or not any(c.attr in DATASET_METHODS for c in scope.calls):
+        return False  # the last step must be called here: a function calling no dataset method cannot end one
+    for returned in scope.returns:
         chain = facts.dataset_chain(returned.value, scope, END_OF_SCOPE, any_source=True)
         steps = chain.own_ops if chain is not None else ()
         if steps and steps[-1].scope is scope and id(steps[-1].call) not in seen and not _prefetched(steps):
@@ -157,10 +158,8 @@ def _returns_unprefetched(facts: ModuleFacts, scope: Scope, seen: set[int]) -> b
 
 def _step(op: DatasetOp) -> str:
     """A step's method, with `apply(prefetch_to_device(...))` counted as the prefetch it is."""
-    inner = op.call.args[0].value if op.method == "apply" and op.call.args else None
-    if isinstance(inner, cst.Call) and (dotted(inner.func) or "").rsplit(".", 1)[-1] in _PREFETCHES:
-        return "prefetch"
-    return op.method
+    applied = op.applied
+    return "prefetch" if applied is not None and applied[0] in _PREFETCHES else op.method
 
 
 def _prefetched(steps: tuple[DatasetOp, ...]) -> bool:

@@ -61,15 +61,19 @@ class DatasetOp:
     scope: Scope | None = None  # where the call is (None: where the chain is used)
 
     @property
+    def applied(self) -> tuple[str, cst.Call] | None:
+        """For `apply(tf.data.experimental.f(...))`: the transformation's name (`f`) and its call."""
+        inner = call_arg(self.call, 0, "transformation_func") if self.method == "apply" else None
+        return ((dotted(inner.func) or "").rsplit(".", 1)[-1], inner) if isinstance(inner, cst.Call) else None
+
+    @property
     def batching_call(self) -> cst.Call | None:
         """The call that batches here: `batch(n)` itself, or the function `apply` is given
         (`apply(tf.data.experimental.dense_to_ragged_batch(n))`)."""
         if self.method in _BATCHING_METHODS:
             return self.call
-        inner = call_arg(self.call, 0, "transformation_func") if self.method == "apply" else None
-        if isinstance(inner, cst.Call) and (dotted(inner.func) or "").rsplit(".", 1)[-1] in _BATCHING_FUNCTIONS:
-            return inner
-        return None
+        applied = self.applied
+        return applied[1] if applied is not None and applied[0] in _BATCHING_FUNCTIONS else None
 
 
 @dataclass(eq=False)

@@ -412,7 +412,8 @@ class SemanticModel:
             if not found and ("." not in name or name.startswith("self.")) and name not in self.aliases:
                 found = [s for o in self.values_of(func, call.scope, call.order, parameters=False) if o.model is self
                          for s in self._callables_at(o, 0, parameters=False) if s.owner is self]
-            if not found and isinstance(func, cst.Attribute) and name.count(".") == 1 and not name.startswith("self."):
+            if (not found and isinstance(func, cst.Attribute) and name.count(".") == 1
+                    and not name.startswith("self.") and dotted(func.value) not in self.aliases):
                 found = [s for s in self._instance_methods(func.value, func.attr.value, call.scope, call.order)
                          if s.owner is self]
         found = [s for s in dict.fromkeys(found) if isinstance(s.node, cst.FunctionDef)]
