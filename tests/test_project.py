@@ -117,3 +117,19 @@ def test_a_loader_whose_text_differs_from_the_file_or_that_every_module_imports_
     assert lint_source(edited, "loader.py", settings_for(tmp_path / "loader.py"), tmp_path / "loader.py") == []
     monkeypatch.chdir(_loader_project(tmp_path, importers=17))  # more importers than MAX_CONSUMERS
     assert lint_paths(["loader.py"]).findings == []
+
+
+def test_names_a_star_import_brings_resolve_and_a_cached_result_rests_on_that_module(tmp_path: Path, monkeypatch):
+    """`from common import *` brings `tf` and the loss helper: the loss of a base-class method is seen, and
+    reported where the replica function calls it; editing common.py invalidates the cached result."""
+    project = tmp_path / "proj"
+    shutil.copytree(FIXTURES / "projects" / "star_imports", project)
+    monkeypatch.chdir(project)
+    cold = lint_paths(["train.py"], cache=True)
+    assert [(f.code, f.line, f.column) for f in cold.findings] == [("TFD104", 21, 25)]
+    assert lint_paths(["train.py"], cache=True).cached == 1
+    common = project / "common.py"
+    common.write_text(common.read_text().replace(
+        "return tf.reduce_mean(", "return tf.nn.compute_average_loss(global_batch_size=64, per_example_loss="))
+    edited = lint_paths(["train.py"], cache=True)
+    assert edited.cached == 0 and edited.findings == []

@@ -123,3 +123,26 @@ def test_a_method_called_on_an_instance_of_the_modules_class_is_in_its_call_grap
     model = ModuleFacts(cst.parse_module(source), "trainer.py", source.splitlines())
     call = next(c for c in model.calls if c.func == "trainer.train")
     assert [s.qualname for s in model.callees(call)] == ["Trainer.train"]
+
+
+def test_a_method_wrapped_in_place_by_tf_function_is_still_the_method():
+    """`self.step = tf.function(self.step)` in one method: `self.step` elsewhere is the wrapped method (the
+    lookup of the attribute inside its own assignment once found nothing)."""
+    source = (
+        "import tensorflow as tf\n\n\nclass Trainer:\n    def step(self, x):\n        return x\n\n"
+        "    def run(self, strategy, x):\n        return strategy.run(self.step, args=(x,))\n\n"
+        "    def fit(self, strategy, x):\n        self.step = tf.function(self.step)\n        self.run(strategy, x)\n"
+    )
+    model = ModuleFacts(cst.parse_module(source), "trainer.py", source.splitlines())
+    run = next(s for s in model.scopes if s.name == "run")
+    assert [s.qualname for s in model.callables_of(cst.parse_expression("self.step"), run)] == ["Trainer.step"]
+
+
+def test_a_method_a_class_inherits_from_a_base_class_of_the_module():
+    source = (
+        "class Base:\n    def loss(self, x):\n        return x\n\n\nclass Child(Base):\n"
+        "    def step(self, x):\n        return self.loss(x)\n"
+    )
+    model = ModuleFacts(cst.parse_module(source), "child.py", source.splitlines())
+    call = next(c for c in model.calls if c.func == "self.loss")
+    assert [s.qualname for s in model.callees(call)] == ["Base.loss"]

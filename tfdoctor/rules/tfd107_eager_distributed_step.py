@@ -12,7 +12,8 @@ class EagerDistributedStep(Rule):
     ## What it does
     Finds `strategy.run` called from Python code that is not a `tf.function`: a function neither decorated
     with nor wrapped by `tf.function` (and not only called from one) that the module calls or that loops
-    over steps itself, or module-level code.
+    over steps itself, or module-level code. A replica function that is itself a `tf.function` (decorated,
+    or wrapped as `self.step = tf.function(self.step)`) is not flagged: each replica then runs a graph.
 
     ## Why it is bad
     Outside a `tf.function`, every step dispatches each replica's operations one by one from Python, in

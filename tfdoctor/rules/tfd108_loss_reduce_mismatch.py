@@ -86,6 +86,19 @@ def replica(x):
 def step(x):
     return strategy.reduce(ReduceOp.MEAN, strategy.run(replica, args=(x,)), axis=None)  # TFD108
 """,
+        # SUM over one of the per-replica means a replica function returns as a tuple
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def replica(x):
+    d_loss = tf.reduce_mean(disc(x))
+    g_loss = -tf.reduce_mean(disc(gen(x)))
+    return d_loss, g_loss
+@tf.function
+def step(x):
+    d_loss, g_loss = strategy.run(replica, args=(x,))
+    total_g = strategy.reduce(tf.distribute.ReduceOp.SUM, g_loss, axis=None)  # TFD108
+    return strategy.reduce(tf.distribute.ReduceOp.MEAN, d_loss, axis=None), total_g
+""",
     )
     VALID = (
         # MEAN over per-replica means is consistent
@@ -96,6 +109,15 @@ def replica(x):
 def step(x):
     out = strategy.run(replica, args=(x,))
     return strategy.reduce(tf.distribute.ReduceOp.MEAN, out, axis=None)
+""",
+        # a tuple element whose scaling is unknown: the replica function's result is not a tuple written out
+        """import tensorflow as tf
+def replica(x):
+    return losses(x)
+@tf.function
+def step(x):
+    d_loss, g_loss = strategy.run(replica, args=(x,))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, g_loss, axis=None)
 """,
         # a value whose scaling is unknown
         """import tensorflow as tf
@@ -127,20 +149,31 @@ def _reduce_op(node: cst.BaseExpression | None) -> str | None:
 
 def _returned_loss_kinds(facts: ModuleFacts, value: cst.BaseExpression | None, call: CallFact) -> set[str]:
     """How the replica functions behind a per-replica value scale the loss they return."""
-    run_node = value
+    run_node, path = value, ()
     name = dotted(value)
     if name is not None:
         found = definitions(facts, name, call.scope, call.order)
         run_node = found[-1].value if found else None
+        path = found[-1].path_of(name) if found else ()
     run = facts.call_fact(run_node) if isinstance(run_node, cst.Call) else None
-    if run is None or not any(run is r for r in facts.run_calls):
+    if run is None or not any(run is r for r in facts.run_calls) or len(path) > 1:
         return set()
     kinds: set[str] = set()
     for replica in facts.callables_of(facts.replica_fn_expr(run), run.scope):
         for returned in replica.returns:
-            loss = loss_kind(facts, returned.value, replica, END_OF_SCOPE)
+            loss = loss_kind(facts, _element(returned.value, path), replica, END_OF_SCOPE)
             if loss is None:
                 return set()
             kinds.add(loss.kind)
     return kinds
 
+
+def _element(returned: cst.BaseExpression | None, path: tuple[int, ...]) -> cst.BaseExpression | None:
+    """What a replica function returns at the position `losses, _ = strategy.run(...)` unpacks (None when
+    it is not a tuple written out)."""
+    if not path:
+        return returned
+    if not isinstance(returned, (cst.Tuple, cst.List)) or path[0] >= len(returned.elements):
+        return None
+    element = returned.elements[path[0]]
+    return None if isinstance(element, cst.StarredElement) else element.value

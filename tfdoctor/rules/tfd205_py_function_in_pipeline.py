@@ -14,7 +14,8 @@ class PyFunctionInPipeline(Rule):
     """
     ## What it does
     Finds `tf.py_function`, `tf.numpy_function` (or TF1's `tf.py_func`) in a function given to
-    `Dataset.map`, `flat_map`, `interleave` or `filter`.
+    `Dataset.map`, `flat_map`, `interleave` or `filter`. It reports the first one of each such function: a
+    second (`lambda t: (tf.py_func(decode_image, ...), tf.py_func(decode_mask, ...))`) is the same smell.
 
     ## Why it is bad
     The wrapped Python runs under the GIL, so `num_parallel_calls` cannot parallelise it, and the pipeline
@@ -54,6 +55,10 @@ class Pipeline:
     def build(self):
         return tf.data.TextLineDataset(self.path).map(self.parse)
 """,
+        """import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).map(
+    lambda t: (tf.py_func(decode_image, [t], tf.uint8), tf.py_func(decode_mask, [t], tf.uint8)))  # TFD205
+""",
     )
     VALID = (
         """import tensorflow as tf
@@ -68,8 +73,7 @@ ds = tf.data.Dataset.list_files(pattern).map(tf.io.read_file).map(tf.io.decode_p
         seen: set[int] = set()
         for call in facts.method_calls("map", "flat_map", "interleave", "filter"):
             for fn in facts.callables_of(call_arg(call.node, 0, None), call.scope):
-                for inner in fn.calls:
-                    name = facts.resolve(inner.func)
-                    if name in _PY_FUNCTIONS and id(inner.node) not in seen:
-                        seen.add(id(inner.node))
-                        yield self.report(inner, func=inner.func)
+                inner = next((c for c in fn.calls if facts.resolve(c.func) in _PY_FUNCTIONS), None)
+                if inner is not None and id(fn) not in seen:
+                    seen.add(id(fn))
+                    yield self.report(inner, func=inner.func)

@@ -16,9 +16,13 @@ class HvdEveryRankWrites(Rule):
     tape or callbacks), finds writes that run on every rank: `model.save`,
     `save_weights`, `checkpoint.save`, `tf.saved_model.save`, a `ModelCheckpoint` or `TensorBoard` callback,
     or `tf.summary.create_file_writer`, with no guard on the rank. Anything that may decide by rank keeps it
-    silent: an `if` (or conditional expression) in the statement or the function that tests a rank or the
-    chief, a path built from the rank or a temporary directory, or a function only called under such a test.
-    A callback bound to a name that nothing reads again writes nothing and is not reported.
+    silent: an `if` (or conditional expression) around the statement, or in it, that tests a rank or the
+    chief; an earlier `if` on the rank that returns (`if hvd.rank() != 0: return`), while one that only
+    restores a checkpoint leaves what follows it to every rank; a path built from the rank or a temporary
+    directory, or kept in memory (`io.BytesIO`); a function only called under such a test. A callback
+    bound to a name that nothing reads again, or made on every rank but added to `fit` only on rank 0,
+    writes nothing there. In a Horovod-on-Spark driver (`horovod.spark`), only the functions given to
+    `horovod.spark.run` run on every rank. One statement that opens several writers is one finding.
 
     Multi-worker strategies have their own rule (TFD503); a Horovod program is reported by this one.
 
@@ -132,7 +136,10 @@ writer = tf.summary.create_file_writer(f"logs/rank{hvd.rank()}")
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         if not horovod_module(facts):
             return
+        reported: set[int] = set()
         for call in facts.calls:
             kind = write_kind(facts, call)
-            if kind is not None and horovod_scope(facts, call.scope) and not runs_on_one_worker(facts, call):
+            if (kind is not None and id(call.statement) not in reported and horovod_scope(facts, call.scope)
+                    and not runs_on_one_worker(facts, call)):
+                reported.add(id(call.statement))
                 yield self.report(call, kind)

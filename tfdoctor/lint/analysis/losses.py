@@ -87,6 +87,8 @@ def loss_kind(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope,
             parts = [loss_kind(facts, side, scope, before, depth + 1) for side in (expr.left, expr.right)]
             return _combine(parts)
         return None
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+        return loss_kind(facts, expr.expression, scope, before, depth + 1)  # a GAN's `-tf.reduce_mean(fake)`
     name = dotted(expr)
     if name is None:
         return None
@@ -94,17 +96,24 @@ def loss_kind(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope,
     if not found:
         return _through_lookup(facts, expr, scope, before, depth)
     state: Loss | None = None
+    zero = False  # `loss = 0.` before `loss += ...` in a loop: the first term is the whole loss
     for assign in found:
         if assign.operator == "=":
-            inner = _assigned_loss(facts, assign.value, name, assign, depth)
+            zero = _is_zero(assign.value)
+            inner = None if zero else _assigned_loss(facts, assign.value, name, assign, depth)
             state = replace(inner, statement=inner.statement or assign.statement) if inner else None
         elif assign.operator in ("DivideAssign", "MultiplyAssign") and is_global_batch(facts, assign.names, scope):
-            state = Loss(_scaled(state), assign.node, assign.statement)
+            state, zero = Loss(_scaled(state), assign.node, assign.statement), False
         elif assign.operator in ("AddAssign", "SubtractAssign"):
-            state = _combine([state, loss_kind(facts, assign.value, scope, assign.order, depth + 1)])
+            term = loss_kind(facts, assign.value, scope, assign.order, depth + 1)
+            state, zero = (term if zero else _combine([state, term])), False
         else:
-            state = None
+            state, zero = None, False
     return state
+
+
+def _is_zero(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, (cst.Integer, cst.Float)) and float(expr.value.replace("_", "")) == 0
 
 
 def _assigned_loss(facts: ModuleFacts, value: cst.BaseExpression, name: str, assign, depth: int) -> Loss | None:
@@ -156,14 +165,16 @@ def _from_origins(facts: ModuleFacts, origins: list[Origin], anchor: cst.CSTNode
         return None
     loss, origin = losses[0], origins[0]
     assert loss is not None
-    if origin.via and origin.model is not facts:
-        step = origin.via[0]
-        call = facts.call_fact(step.call)
-        return Loss(loss.kind, step.call, call.statement if call else None,
-                    (*evidence_for(origin.via, "loss", origin.model, loss.node), *loss.evidence))
+    elsewhere = bool(origin.via) and origin.model is not facts
+    evidence = (*evidence_for(origin.via, "loss", origin.model, loss.node), *loss.evidence) if elsewhere \
+        else loss.evidence
     if isinstance(anchor, cst.Call) and origin.scope is not _scope_of_call(facts, anchor):
         call = facts.call_fact(anchor)  # a helper's return value: reported where the replica function calls it
-        return Loss(loss.kind, anchor, call.statement if call else None, loss.evidence)
+        return Loss(loss.kind, anchor, call.statement if call else None, evidence)
+    if elsewhere:
+        step = origin.via[0]
+        call = facts.call_fact(step.call)
+        return Loss(loss.kind, step.call, call.statement if call else None, evidence)
     return loss
 
 

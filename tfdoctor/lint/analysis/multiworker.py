@@ -33,13 +33,14 @@ PARAMETER_SERVER = frozenset({
 })
 # Words of a test that decides which worker runs the code: task type/id, the chief, a Horovod rank.
 GUARD_WORDS = re.compile(
-    r"task_type|task_id|task_index|chief|rank|master|worker_index|worker_id|is_root|primary|TF_CONFIG|"
+    r"task_type|task_id|task_index|chief|rank|master|main_process|worker_index|worker_id|is_root|primary|TF_CONFIG|"
     r"cluster_resolver|should_checkpoint|should_save",
     re.IGNORECASE,
 )
-# Names in a path that make it differ between workers (the tutorial's `write_filepath(path, task_type, task_id)`).
+# Names in a path that make it differ between workers (the tutorial's `write_filepath(path, task_type, task_id)`),
+# or keep it in memory (`model.save(h5py.File(io.BytesIO()))`).
 _PER_WORKER_PATH = re.compile(
-    r"task|worker|rank|chief|temp|tmp|write_|mkdtemp|gettempdir|uuid|getpid|hostname|gethostname|node",
+    r"task|worker|rank|chief|temp|tmp|write_|mkdtemp|gettempdir|uuid|getpid|hostname|gethostname|node|BytesIO",
     re.IGNORECASE,
 )
 _WORKER_COUNT = re.compile(r"size|world|num_workers|num_gpus|n_gpus|ngpus|num_replicas|nproc|scale", re.IGNORECASE)
@@ -103,6 +104,8 @@ def horovod_scope(facts: ModuleFacts, scope: Scope, depth: int = 0) -> bool:
     this function (or one around it) calls Horovod, or is called (three levels up) from one that does.
     Horovod imported inside one function (as Databricks' `HorovodRunner` wants) does not make the module's
     other functions Horovod code."""
+    if _spark_driver(facts):
+        return _spark_task(facts, scope)
     users = facts.__dict__.get("_horovod_users")
     if users is None:
         users = facts.__dict__["_horovod_users"] = {
@@ -116,6 +119,25 @@ def horovod_scope(facts: ModuleFacts, scope: Scope, depth: int = 0) -> bool:
         current = current.parent
     return scope.is_function and depth < 3 and any(
         horovod_scope(facts, caller.scope, depth + 1) for caller in facts.callers_of(scope))
+
+
+def _spark_driver(facts: ModuleFacts) -> bool:
+    """Whether the module is a Horovod-on-Spark driver: its own code runs once, and only the functions it
+    gives `horovod.spark.run` run on every rank."""
+    return any(fact.module.startswith("horovod.spark") for fact in facts.imports)
+
+
+def _spark_task(facts: ModuleFacts, scope: Scope, depth: int = 0) -> bool:
+    """Whether code in `scope` runs in a function given to `horovod.spark.run` (or one it calls)."""
+    tasks = {dotted(a.value) for c in facts.calls if (facts.resolve(c.func) or "").startswith("horovod.spark.")
+             and (c.attr or c.func or "").endswith("run") for a in c.node.args}
+    current: Scope | None = scope
+    while current is not None:
+        if current.is_function and current.name in tasks:
+            return True
+        current = current.parent
+    return scope.is_function and depth < 3 and any(
+        _spark_task(facts, caller.scope, depth + 1) for caller in facts.callers_of(scope))
 
 
 def trains(facts: ModuleFacts) -> bool:
@@ -348,8 +370,12 @@ def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bo
         return True
     if GUARD_WORDS.search(facts.module.code_for_node(call.statement)):
         return True
-    path_names = derived_names(facts, frozenset().union(*(expression_names(a.value, strings=False)
-                                                          for a in call.node.args)), call.scope, strings=False)
+    written = [a.value for a in call.node.args]
+    if not written and call.receiver is not None:  # `manager.save()`: the path is the manager's directory
+        written.append(call.receiver)
+    written.extend(_with_items(call, frozenset().union(*(expression_names(v, strings=False) for v in written))))
+    path_names = derived_names(facts, frozenset().union(*(expression_names(value, strings=False)
+                                                          for value in written)), call.scope, strings=False)
     if any(_PER_WORKER_PATH.search(n) for n in path_names):
         return True
     for name in path_names:  # a path made by a module function that knows the worker
@@ -359,7 +385,8 @@ def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bo
             return True
     scope: Scope | None = call.scope
     while scope is not None:  # an early `if not is_chief: return` in the function, or around it
-        if any(fact.scope is scope and _guard_names(facts, fact.names, scope) for fact in facts.if_facts):
+        if any(fact.scope is scope and _leaves(fact.node) and _guard_names(facts, fact.names, scope)
+               and (scope is not call.scope or fact.order < call.order) for fact in facts.if_facts):
             return True
         scope = scope.parent
     if call.scope.is_function and depth < 3:
@@ -367,6 +394,40 @@ def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bo
         if callers and all(runs_on_one_worker(facts, c, depth + 1) for c in callers):
             return True
     return False
+
+
+def _with_items(call: CallFact, names: frozenset[str]) -> list[cst.BaseExpression]:
+    """What the `with` statements around a call bind to these names (`with h5py.File(buffer) as f`)."""
+    return [item.item for fact in call.withs for item in fact.node.items
+            if item.asname is not None and isinstance(item.asname.name, cst.Name)
+            and item.asname.name.value in names]
+
+
+def _leaves(branch: cst.If) -> bool:
+    """Whether an `if` may end its function or loop iteration: a branch of it ends in `return`, `raise`,
+    `continue`, `break` or an exit (`if hvd.rank() != 0: return`). An `if hvd.rank() == 0:` that only
+    restores a checkpoint leaves what follows it to every worker."""
+    branches: list[cst.BaseSuite] = [branch.body]
+    other = branch.orelse
+    while other is not None:
+        branches.append(other.body)
+        other = other.orelse if isinstance(other, cst.If) else None
+    return any(_ends_flow(suite) for suite in branches)
+
+
+def _ends_flow(suite: cst.BaseSuite) -> bool:
+    body = suite.body
+    if not body:
+        return False
+    last = body[-1]
+    statements = last.body if isinstance(last, cst.SimpleStatementLine) else (last,)
+    for statement in statements:
+        if isinstance(statement, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
+            return True
+        if isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call) and \
+                (dotted(statement.value.func) or "").split(".")[-1] in ("exit", "_exit", "quit"):
+            return True
+    return isinstance(last, cst.If) and _leaves(last)
 
 
 # -- writes --------------------------------------------------------------------------------------------------
@@ -382,7 +443,7 @@ def write_kind(facts: ModuleFacts, call: CallFact) -> str | None:
         if resolved in _SUMMARY_WRITERS:
             return "summary"
         if resolved.startswith("keras.") and ".callbacks." in resolved and last in _CALLBACK_WRITERS:
-            return None if _never_used(facts, call) else "callback"
+            return None if _never_used(facts, call) or _kept_from_some_workers(facts, call) else "callback"
         return None
     if call.attr not in ("save", "save_weights"):
         return None
@@ -412,6 +473,20 @@ def _never_used(facts: ModuleFacts, call: CallFact) -> bool:
                 or any(reads(r.names, var) for r in (*scope.returns, *scope.yields))):
             return False
     return True
+
+
+def _kept_from_some_workers(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a callback reaches none of the module's `fit` calls on every worker, and the module shows all
+    their callbacks: made everywhere, but added under `if hvd.rank() == 0:` (or not at all)."""
+    fits = [c for c in facts.calls if c.attr in ("fit", "fit_generator")]
+    given: list[cst.BaseExpression] = []
+    for fit in fits:
+        elements = fit_callbacks(facts, fit)
+        if elements is None:
+            return False
+        given.extend(elements)
+    names = {target for assign in call.scope.assigns if assign.value is call.node for target in assign.targets}
+    return bool(fits) and not any(element is call.node or dotted(element) in names for element in given)
 
 
 # -- Keras callbacks -----------------------------------------------------------------------------------------

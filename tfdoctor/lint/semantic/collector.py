@@ -231,6 +231,7 @@ class FactCollector(Visitor):
     def __init__(self, module: cst.Module) -> None:
         self.aliases: dict[str, str] = {}
         self.imports: list[ImportFact] = []
+        self.star_imports: list[tuple[str, int]] = []  # (module, level) of each `from module import *`
         self.module_scope = Scope(node=module, name="", qualname="", parent=None)
         self.scopes: list[Scope] = [self.module_scope]
         self.classes: list[ClassFact] = []
@@ -344,7 +345,10 @@ class FactCollector(Visitor):
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         base = module_name(node.module) if node.module is not None else ""
-        if base is None or isinstance(node.names, cst.ImportStar):
+        if base is None:
+            return
+        if isinstance(node.names, cst.ImportStar):
+            self.star_imports.append((base, len(node.relative)))
             return
         for alias in node.names:
             name = module_name(alias.name)

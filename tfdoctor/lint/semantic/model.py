@@ -102,6 +102,7 @@ class SemanticModel:
         self.loader = loader
         self.aliases = collector.aliases
         self.imports = collector.imports
+        self.star_imports = collector.star_imports
         self.module_scope = collector.module_scope
         self.scopes = collector.scopes
         self.classes = collector.classes
@@ -129,10 +130,29 @@ class SemanticModel:
         if name is None:
             return None
         head, _, rest = name.partition(".")
-        if head not in self.aliases:
+        imported = self.aliases.get(head) or (self._star_aliases().get(head) if self.star_imports else None)
+        if imported is None:
             return None
-        full = self.aliases[head] + ("." + rest if rest else "")
-        return canonical(full)
+        return canonical(imported + ("." + rest if rest else ""))
+
+    def _star_aliases(self) -> dict[str, str]:
+        """The imports of the project modules this one star-imports: `from utils import *` brings `tf`."""
+        return self.memo("star_aliases", lambda: self._star_imported(lambda model: model.aliases))
+
+    def _star_imported(self, table: Callable[[SemanticModel], dict[str, Answer]],
+                       seen: set[int] | None = None) -> dict[str, Answer]:
+        """`table` of each project module this one star-imports, and of the ones those star-import, the
+        first binding of a name winning."""
+        seen = seen if seen is not None else {id(self)}
+        found: dict[str, Answer] = {}
+        for module, level in self.star_imports if self.loader is not None else ():
+            other = self.loader.load(self, module, level)  # type: ignore[union-attr]
+            if other is None or id(other) in seen:
+                continue
+            seen.add(id(other))
+            for name, value in (*table(other).items(), *other._star_imported(table, seen).items()):
+                found.setdefault(name, value)
+        return found
 
     @cached_property
     def _call_facts(self) -> dict[int, CallFact]:
@@ -154,6 +174,10 @@ class SemanticModel:
         """For a name bound by an import of a project module: that module's model and the symbol
         (`from losses import f` -> (losses, "f"); `import pkg.losses as L` -> (pkg.losses, None))."""
         fact = self._imports_by_name.get(name)
+        if fact is None and self.star_imports and self.loader is not None:
+            home = self.memo("star_symbols", lambda: self._star_imported(_defined_symbols)).get(name)
+            own = self.memo("own_symbols", lambda: _defined_symbols(self))
+            return (home, name) if home is not None and name not in own else None
         if fact is None or self.loader is None:
             return None
         return self.memo(("imported", name), lambda: self._imported(fact))
@@ -219,10 +243,21 @@ class SemanticModel:
             scope = scope.parent
         return None
 
-    def method_named(self, class_name: str, name: str) -> Scope | None:
-        for class_fact in self.classes:
-            if class_fact.name == class_name and name in class_fact.methods:
-                return class_fact.methods[name]
+    def method_named(self, class_name: str, name: str, cross_module: bool = False, depth: int = 0) -> Scope | None:
+        """The method `name` of a class of this module, or the one it inherits from a base class defined here
+        (or, `cross_module`, in another project module), bases searched left to right."""
+        class_fact = self.class_named(class_name)
+        if class_fact is None or depth > 4:
+            return None
+        if name in class_fact.methods:
+            return class_fact.methods[name]
+        for base in class_fact.bases:
+            found = self.class_and_module(base) if cross_module or "." not in base else None
+            if found is None or (found[1] is not self and not cross_module):
+                continue
+            method = found[1].method_named(found[0].name, name, cross_module, depth + 1)
+            if method is not None:
+                return method
         return None
 
     def class_named(self, name: str) -> ClassFact | None:
@@ -375,7 +410,7 @@ class SemanticModel:
         """A def, a method (`self.m`), a class (its `__init__`) or a project function by name."""
         if name.startswith("self.") and name.count(".") == 1:
             class_name = self.enclosing_class(seen_from)
-            method = self.method_named(class_name, name[5:]) if class_name else None
+            method = self.method_named(class_name, name[5:], cross_module) if class_name else None
             return [method] if method is not None else []
         if "." not in name:
             function = self.function_named(name, seen_from)
@@ -535,7 +570,8 @@ class _Lookup:
             local = [a for a in assigned if a.scope is scope and a.order < before]
             for assign in local[-1:] or assigned:
                 self._assigned(assign, name, path, via, bound, depth, active)
-            if not assigned:
+            if not assigned or any(name in assign.names for assign in assigned):
+                # `self.step = tf.function(self.step)` wraps the method: the attribute may be the method too
                 self.leaf("value", expr, scope, before, path, via)
             return
         self._name(name, expr, scope, before, path, via, bound, depth, active)
@@ -672,6 +708,13 @@ class _Lookup:
             return False
         self._name(symbol, cst.Name(symbol), model.module_scope, END_OF_SCOPE, path, via, {}, depth + 1, active)
         return True
+
+
+def _defined_symbols(model: SemanticModel) -> dict[str, SemanticModel]:
+    """The module-level functions, classes and variables of a module, each mapped to the module."""
+    names = [*(s.name for s in model.module_scope.children if isinstance(s.node, cst.FunctionDef)),
+             *(c.name for c in model.classes), *(t for a in model.module_scope.assigns for t in a.targets)]
+    return {name: model for name in names if not name.startswith("_")}
 
 
 def _reaching_bindings(found: Iterable[AssignFact | LoopFact], before: int) -> list[AssignFact | LoopFact]:
