@@ -136,6 +136,13 @@ model.fit(tf.data.Dataset.from_tensor_slices(arrays).batch(128), epochs=1)
 ds = tf.data.Dataset.from_tensor_slices(data).batch(32)
 model.fit(ds)
 """,
+        # an attribute that a base class in another module sets: its value is not shown here
+        """import tensorflow as tf
+from trainers import DistributedTrainer
+class CycloneTrainer(DistributedTrainer):
+    def execute(self, train):
+        return self.strategy.experimental_distribute_dataset(train.batch(self.macro_batch_size))
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
@@ -195,8 +202,8 @@ def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope,
     if is_global_batch(facts, frozenset({name}), scope):
         return False  # named global, or computed from the replica count
     found = definitions(facts, name, scope)
-    if not found and "." not in name:
-        return False  # a parameter or an unknown global
+    if not found and ("." not in name or (name.startswith("self.") and name.count(".") == 1)):
+        return False  # a parameter, an unknown global, or an attribute a base class sets
     if found and all(isinstance(a.value, cst.Name) and a.value.value in a.scope.params for a in found):
         return _given_unscaled(found, depth)  # `self.batch_size = batch_size`: what the callers give
     if any(isinstance(a.value, cst.BinaryOperation) and isinstance(a.value.operator, cst.Multiply) for a in found):

@@ -129,6 +129,12 @@ with tf.compat.v1.Session() as sess:
         bx, by = mnist.train.next_batch(128)  # TFD201
         sess.run([train_op, loss], feed_dict={x: bx, y: by})
 """,
+        # the iterator that flow_from_directory returns, given to fit by name
+        """import tensorflow as tf
+images = tf.keras.preprocessing.image.ImageDataGenerator(rescale=1 / 255.0)
+train_gen = images.flow_from_directory("train", target_size=(224, 224), batch_size=32)
+model.fit(train_gen, epochs=20)  # TFD201
+""",
     )
     VALID = (
         # a generator used only for evaluation
@@ -192,7 +198,8 @@ for images, labels in batches(files):
                     source = facts.call_fact(chain.source_call)
                     yield chain.source_call, source.statement if source else statement, "`Dataset.from_generator`"
                 continue
-            if self._is_flow(facts, expr, scope):
+            origins = [o.expr for o in facts.values_of(expr, scope, order)] if dotted(expr) else [expr]
+            if origins and all(self._is_flow(facts, origin, scope) for origin in origins):
                 yield expr, statement, "`ImageDataGenerator.flow`"
                 continue
             origin = iterable_provenance(facts, expr, scope, order)
@@ -202,8 +209,8 @@ for images, labels in batches(files):
             yield feed.source, feed.statement, "`feed_dict` batches from Python"
 
     @staticmethod
-    def _is_flow(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope) -> bool:
-        """`ImageDataGenerator(...).flow*(...)`, directly or through a variable."""
+    def _is_flow(facts: ModuleFacts, expr: cst.CSTNode, scope: Scope) -> bool:
+        """`ImageDataGenerator(...).flow*(...)`, its generator directly or through a variable."""
         if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
                 and _FLOW.match(expr.func.attr.value)):
             return False

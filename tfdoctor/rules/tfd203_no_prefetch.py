@@ -10,7 +10,9 @@ from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
 from tfdoctor.lint.spelling import autotune, autotune_text
 
-_TRAILING_OK = frozenset({"with_options"})
+# Steps after a prefetch that keep it working: options, and ones that only count or restart batches (a loop's
+# `ds.take(steps)`). A pipeline without prefetch is reported at the step before them, where it goes.
+_TRAILING_OK = frozenset({"with_options", "take", "skip", "repeat"})
 _PREFETCHES = frozenset({"prefetch_to_device", "copy_to_device"})  # given to `apply`, they prefetch too
 
 
@@ -22,7 +24,9 @@ class NoPrefetch(Rule):
     trains on. A pipeline that a strategy distributes is not flagged: the iterators of
     `strategy.experimental_distribute_dataset` and `distribute_datasets_from_function`, and Keras' `fit` under
     a strategy, prefetch to the devices themselves. Nor is a bare `tfds.load` or Keras
-    `image_dataset_from_directory` dataset (Keras' utilities end in `prefetch`).
+    `image_dataset_from_directory` dataset (Keras' utilities end in `prefetch`). Steps after a `prefetch`
+    that only count, skip or repeat batches (`ds.prefetch(1)`, then `ds.take(steps)` in the loop) keep it
+    working; a pipeline without one is reported at its last step before them, where `prefetch` goes.
 
     ## Why it is bad
     Without `prefetch` the pipeline produces the next batch only when the step asks for it: input and
@@ -67,6 +71,15 @@ for x in ds:
 ds = tf.data.Dataset.from_tensor_slices(arr).prefetch(4).batch(8)  # TFD203
 model.fit(ds)
 """,
+        # reported where the prefetch goes, not at the loop's take()
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().shuffle(10000).batch(128)  # TFD203
+@tf.function
+def step(images, labels):
+    optimizer.apply_gradients(grads(images, labels))
+for images, labels in ds.take(steps):
+    step(images, labels)
+""",
     )
     VALID = (
         # prefetched to the GPU
@@ -101,6 +114,15 @@ model.fit(ds)
 ds = tf.data.Dataset.from_tensor_slices(arr).batch(8)
 model.predict(ds)
 """,
+        # take() after the prefetch keeps it
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().shuffle(5000).batch(64).prefetch(1)
+@tf.function
+def step(images, labels):
+    optimizer.apply_gradients(grads(images, labels))
+for images, labels in ds.take(steps):
+    step(images, labels)
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
@@ -117,12 +139,13 @@ model.predict(ds)
                 continue
             if not methods and not chain.source.startswith("tensorflow.data."):
                 continue  # Keras' dataset utilities prefetch; what tfds returns is not shown here
-            last = steps[-1].call if steps else chain.source_call
+            end = steps[len(methods) - 1] if methods else None  # the last step that is not a trailing one
+            last = end.call if end is not None else chain.source_call
             if id(last) in seen:
                 continue
             seen.add(id(last))
             node = last.func.attr if isinstance(last.func, cst.Attribute) else last
-            node, evidence = chain.place(node, steps[-1] if steps else None)
+            node, evidence = chain.place(node, end)
             fix = None
             if value is not None and "prefetch" not in methods and not evidence:  # a misplaced prefetch is TFD204's
                 prefetched = _append_prefetch(last, value)

@@ -19,13 +19,16 @@ from tfdoctor.lint.rule import Context, Rule
 
 _CONVERTERS = frozenset({"float", "int", "print"})
 _ORDERINGS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
+_EQUALITIES = (cst.Equal, cst.NotEqual)
 
 
 class HostSyncInLoop(Rule):
     """
     ## What it does
     Finds `.numpy()`, `float()`, `int()` or `print()` of a training step's outputs (or of a value the loop
-    computes from them, such as a running total) on every iteration of the training loop, an `if` that compares one (`if loss < best:`), and `optimizer.iterations.numpy()`.
+    computes from them, such as a running total) on every iteration of the training loop, an `if` that
+    compares one (`if loss < best:`, `if step == num_steps:`; not against `None` or a string), and
+    `optimizer.iterations.numpy()`.
     Work under `if step % N == 0` (or under a flag computed so, `do_log = step % N == 0`) runs every N steps
     and is not flagged; nor are the results of `train_on_batch`, which are already on the host.
 
@@ -127,6 +130,17 @@ for i, x in enumerate(dist):
     total = total + loss
     bar.set_postfix(loss=float(total) / (i + 1))  # TFD301
 """,
+        # a step counter the step returns, compared to stop the loop
+        """import tensorflow as tf
+@tf.function
+def train_step(x):
+    loss = strategy.run(replica, args=(x,))
+    return loss, optimizer.iterations
+for x in dist:
+    loss, step = train_step(x)
+    if step == num_steps:  # TFD301
+        break
+""",
     )
     VALID = (
         """import tensorflow as tf
@@ -207,9 +221,11 @@ for x, y in batches:
                 elif self._reads_step_counter(call):
                     flagged.add(id(call.statement))
                     yield self.report(call, "counter", counter=dotted(call.receiver) or "iterations")
+            tested = False  # likewise, an `if` after one that tested a step output does not wait again
             for branch in loop_ifs(facts, loop):
-                if outputs and self._tests_output(branch, outputs) and not gated_if(branch):
+                if outputs and self._tests_output(branch, outputs) and not tested and not gated_if(branch):
                     yield self.report(branch.node.test, "branch", statement=branch.node)
+                tested = tested or _always_reads(branch.node.test, outputs)
 
     @staticmethod
     def _reads_step_counter(call: CallFact) -> bool:
@@ -227,9 +243,11 @@ for x, y in batches:
         if isinstance(test, cst.UnaryOperation):
             test = test.expression
         if isinstance(test, cst.Comparison):
-            if not all(isinstance(c.operator, _ORDERINGS) for c in test.comparisons):
-                return False  # `==`/`is`/`in`: a counter or a sentinel, not a value being tracked
             sides = [test.left, *(c.comparator for c in test.comparisons)]
+            if not all(isinstance(c.operator, _ORDERINGS + _EQUALITIES) for c in test.comparisons) or any(
+                    isinstance(side, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString))
+                    or dotted(side) == "None" for side in sides):
+                return False  # `is`/`in`, or against None or a string: a sentinel, not a device value
             return any(_name_reads(side, outputs) for side in sides)
         return False
 
@@ -283,3 +301,17 @@ def _host_value(value: cst.BaseExpression | None) -> bool:
 def _name_reads(expr: cst.BaseExpression, outputs: set[str]) -> bool:
     name = dotted(expr)
     return name is not None and any(reads({name}, out) for out in outputs)
+
+
+def _always_reads(test: cst.BaseExpression, outputs: set[str]) -> bool:
+    """Whether a test reads a step output every time it runs: in a comparison or arithmetic on it, or in the
+    first operand of `and`/`or` (`hvd.rank() == 0 and step % N == 0` reads it on rank 0 only)."""
+    if isinstance(test, cst.BooleanOperation):
+        return _always_reads(test.left, outputs)
+    if isinstance(test, cst.UnaryOperation):
+        return _always_reads(test.expression, outputs)
+    if isinstance(test, cst.Comparison):
+        return any(_always_reads(side, outputs) for side in (test.left, *(c.comparator for c in test.comparisons)))
+    if isinstance(test, cst.BinaryOperation):
+        return _always_reads(test.left, outputs) or _always_reads(test.right, outputs)
+    return _name_reads(test, outputs)

@@ -15,6 +15,7 @@ _STARTS_RUNTIME = re.compile(
     r"test\.is_gpu_available|test\.gpu_device_name|data\.Dataset\.\w+|data\.TFRecordDataset|"
     r"python\.client\.device_lib\.list_local_devices)$"
     r"|^keras\.(Sequential|Model|models\.Sequential|models\.Model|applications\.\w+)$"
+    r"|^tensorflow_datasets\.load$"  # it returns `tf.data` datasets
 )
 
 
@@ -23,7 +24,7 @@ class StrategyCreatedLate(Rule):
     ## What it does
     Finds a `MultiWorkerMirroredStrategy(...)` created after code in the same function (or, for a strategy
     created in a function called from the module, in the module before that call) that starts the TensorFlow
-    runtime: creating a tensor, variable, dataset or Keras model, or listing logical devices
+    runtime: creating a tensor, variable, dataset (`tfds.load` too) or Keras model, or listing logical devices
     (`tf.config.list_logical_devices`, `device_lib.list_local_devices`, `tf.test.is_gpu_available`). Only
     calls that run unconditionally before the strategy count; configuring physical devices does not. TF 1's
     `CollectiveAllReduceStrategy` and programs that disable eager execution run in graph mode and are not
@@ -68,6 +69,13 @@ print(device_lib.list_local_devices())
 def make_strategy():
     return tf.distribute.MultiWorkerMirroredStrategy()  # TFD504
 strategy = make_strategy()
+""",
+        # tfds.load returns tf.data datasets: the runtime has started
+        """import tensorflow as tf
+import tensorflow_datasets as tfds
+def main():
+    datasets = tfds.load("mnist", as_supervised=True)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()  # TFD504
 """,
     )
     VALID = (
