@@ -24,8 +24,10 @@ class HvdVariablesNotBroadcast(Rule):
     - a custom loop's `apply_gradients(...)` when the module never calls `hvd.broadcast_variables` (or the
       TF 1 `broadcast_global_variables`/`BroadcastGlobalVariablesHook`).
 
-    Callbacks that come from an unknown function or a parameter leave it open, and the rule stays silent, as
-    does elastic Horovod (`hvd.elastic` state is synchronised from rank 0).
+    Callbacks that come from an unknown function or a parameter, a list bound one way or another (`if
+    has_horovod(): callbacks = [...] else: ...`), or another library's subclass of the callback (TFRA's
+    `DEHvdBroadcastGlobalVariablesCallback`) leave it open, and the rule stays silent, as does elastic
+    Horovod (`hvd.elastic` state is synchronised from rank 0).
     A custom loop can also be reported by TFD506 at the same `apply_gradients`: each names its own missing
     piece.
 
@@ -90,6 +92,17 @@ model.fit(ds, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)] if h
 """,
     )
     VALID = (
+        # a library's subclass of the broadcast callback, in a list bound one way or another
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+from tensorflow_recommenders_addons import dynamic_embedding as de
+hvd.init()
+if distributed:
+    callbacks = [de.keras.callbacks.DEHvdBroadcastGlobalVariablesCallback(root_rank=0)]
+else:
+    callbacks = []
+model.fit(ds, callbacks=callbacks, epochs=3)
+""",
         # the callback reaches fit through a list grown with append
         """import tensorflow as tf
 import horovod.tensorflow.keras as hvd

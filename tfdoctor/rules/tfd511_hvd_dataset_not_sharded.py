@@ -133,7 +133,8 @@ model.fit(ds, epochs=3)
             if id(chain.source_call) in seen or not self._unsharded(facts, chain, use):
                 continue
             seen.add(id(chain.source_call))
-            node, evidence = chain.place(chain.source_call, None)  # in another module: at the call that brings it in
+            source = _shared_source(facts, chain)
+            node, evidence = chain.place(source, None)  # in another module: at the call that brings it in
             call = facts.call_fact(node)
             yield self.report(node, statement=call.statement if call else None, evidence=evidence)
 
@@ -161,6 +162,21 @@ model.fit(ds, epochs=3)
             return not any(op.method == "repeat" and _endless(op.call) for op in chain.ops)
         return not (mentions_worker_count(facts, steps, fit.scope) or unknown_value(facts, steps, fit.scope)
                     or isinstance(steps, cst.Name) and steps.value == "None")
+
+
+def _shared_source(facts: ModuleFacts, chain: DatasetChain) -> cst.Call:
+    """Where a pipeline's data comes from: its source, or for `Dataset.zip((features, labels))` of branches
+    that all start from one source (`ds.map(...)` twice), that source."""
+    if not chain.joined or chain.source_scope is None or not chain.source_call.args:
+        return chain.source_call
+    model: ModuleFacts = chain.source_scope.owner  # type: ignore[assignment]
+    call = model.call_fact(chain.source_call)
+    joined = chain.source_call.args[0].value
+    if call is None or not isinstance(joined, (cst.Tuple, cst.List)):
+        return chain.source_call
+    branches = [model.dataset_chain(e.value, chain.source_scope, call.order) for e in joined.elements]
+    sources = {id(b.source_call): b.source_call for b in branches if b is not None}
+    return next(iter(sources.values())) if len(sources) == 1 and None not in branches else chain.source_call
 
 
 def _endless(repeat: cst.Call) -> bool:

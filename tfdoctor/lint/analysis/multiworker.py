@@ -101,7 +101,8 @@ def _test_module(facts: ModuleFacts) -> bool:
 
 def horovod_scope(facts: ModuleFacts, scope: Scope, depth: int = 0) -> bool:
     """Whether code in `scope` belongs to the Horovod program: the module calls Horovod at its top level, or
-    this function (or one around it) calls Horovod, or is called (three levels up) from one that does.
+    this function (or one around it) calls Horovod or a module function that does (`config()` running
+    `hvd.init()`), or is called (three levels up) from one that does.
     Horovod imported inside one function (as Databricks' `HorovodRunner` wants) does not make the module's
     other functions Horovod code."""
     if _spark_driver(facts):
@@ -114,7 +115,7 @@ def horovod_scope(facts: ModuleFacts, scope: Scope, depth: int = 0) -> bool:
         return True
     current: Scope | None = scope
     while current is not None:
-        if id(current) in users:
+        if id(current) in users or any(id(callee) in users for c in current.calls for callee in facts.callees(c)):
             return True
         current = current.parent
     return scope.is_function and depth < 3 and any(
@@ -537,8 +538,9 @@ def _list_elements(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, b
     if name is None:
         return None
     assigned = facts.definitions(name, scope, before)
-    if not assigned:
-        return None
+    bound = [a for a in assigned if a.operator == "="]
+    if not assigned or (len(bound) > 1 and any(a.blocks for a in bound)):
+        return None  # bound one way or another (`if has_horovod(): ... else: ...`): not one list
     elements = []
     for assign in assigned:
         if assign.operator == "=":
@@ -573,7 +575,10 @@ def callback_is(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, memb
         found = horovod_member(facts, expr.func)
         if found is not None:
             return found.split(".")[-1] == member
-        return False if facts.resolve(expr.func) is not None or facts.class_named(dotted(expr.func) or "") else None
+        resolved = facts.resolve(expr.func)
+        if resolved is not None and member.split(".")[-1] in resolved.split(".")[-1]:
+            return None  # another library's subclass of it (TFRA's `DEHvdBroadcastGlobalVariablesCallback`)
+        return False if resolved is not None or facts.class_named(dotted(expr.func) or "") else None
     if isinstance(expr, cst.IfExp):
         if guard_test(facts, expr.test, scope):
             return False
