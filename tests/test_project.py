@@ -133,3 +133,17 @@ def test_names_a_star_import_brings_resolve_and_a_cached_result_rests_on_that_mo
         "return tf.reduce_mean(", "return tf.nn.compute_average_loss(global_batch_size=64, per_example_loss="))
     edited = lint_paths(["train.py"], cache=True)
     assert edited.cached == 0 and edited.findings == []
+
+
+def test_metrics_of_a_class_that_other_modules_construct_inside_the_scope(tmp_path: Path, monkeypatch):
+    """Evaluation.__init__ makes metrics outside any scope of its own module: constructed inside
+    `strategy.scope()` in train.py they are mirrored; constructed outside it there, they are not."""
+    project = tmp_path / "proj"
+    shutil.copytree(FIXTURES / "projects" / "evaluator_in_scope", project)
+    monkeypatch.chdir(project)
+    assert [(f.code, f.line) for f in lint_paths(["evaluation.py"], cache=False).findings] == [("TFD105", 33)]
+    train = project / "train.py"
+    train.write_text(train.read_text().replace(
+        "    evaluator = Evaluation(model, strategy, test)\n", "") + "evaluator = Evaluation(model, strategy, test)\n")
+    found = lint_paths(["evaluation.py"], cache=False).findings
+    assert [(f.code, f.line) for f in found] == [("TFD105", 9), ("TFD105", 10), ("TFD105", 33)]

@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.facts import AssignFact, CallFact, ModuleFacts, reads
+from tfdoctor.lint.facts import AssignFact, CallFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
@@ -22,7 +22,8 @@ class OutsideScope(Rule):
     from a dict of constructors, or by a helper of this or another project module that returns one) that is
     then used with the strategy, through that same variable:
     compiled inside the scope (also with it as `compile`'s argument, or by a function it is passed to), or
-    used in a replica function. Code in a function that is called from inside the scope counts as inside. A
+    used in a replica function. Code in a function that is called from inside the scope counts as inside,
+    also a function or class that only the project's other modules call, each time inside the scope. A
     factory that returns what it creates and that the module never calls, and a class that asks for the
     current strategy (`tf.distribute.get_strategy()`), are left to their callers elsewhere.
 
@@ -189,7 +190,8 @@ with strategy.scope():
             if kind is None or len(assign.targets) != 1 or facts.in_strategy_scope(assign.scope, assign.withs):
                 continue
             var = assign.targets[0]
-            if self._reassigned_in_scope(facts, var, assign) or self._made_by_a_factory(facts, assign, var):
+            if (self._reassigned_in_scope(facts, var, assign) or self._made_by_a_factory(facts, assign, var)
+                    or _called_in_scope_elsewhere(facts, assign.scope)):
                 continue
             use = self._strategy_use(facts, var, assign, replicas)
             if use is not None:
@@ -264,6 +266,19 @@ with strategy.scope():
                         and sees(call):
                     return f"is used in the replica function `{replica.name}`"
         return None
+
+
+def _called_in_scope_elsewhere(facts: ModuleFacts, scope: Scope) -> bool:
+    """Whether the module-level function (or class, for `__init__`) around `scope` is never called here and
+    only called inside `strategy.scope()` by the project's other modules (`Evaluation(...)` in train.py)."""
+    function: Scope | None = scope
+    while function is not None and function.parent is not None and function.parent.is_function:
+        function = function.parent
+    if function is None or not function.is_function or facts.callers_of(function) or facts.loader is None:
+        return False
+    calls = facts.loader.callers(function)
+    return bool(calls) and all(
+        call.scope.owner.in_strategy_scope(call.scope, call.withs) for call in calls)  # type: ignore[union-attr]
 
 
 def _subclass(facts: ModuleFacts, class_name: str) -> bool:

@@ -19,7 +19,8 @@ class CacheAfterRandom(Rule):
     """
     ## What it does
     Finds `cache()` placed after `shuffle`, a random augmentation (`map` with `tf.image.random_*`,
-    `tf.random.*` or a Keras `Random*` layer), `prefetch` or `repeat` in a `tf.data` pipeline.
+    `tf.random.*` or a Keras `Random*` layer, also in a helper the mapped function calls), `prefetch` or
+    `repeat` in a `tf.data` pipeline.
 
     ## Why it is bad
     `cache()` stores what it receives during the first epoch and replays it afterwards. After `shuffle` or
@@ -120,7 +121,8 @@ ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
         if op.method != "map":
             return False
         mapped = facts.callables_of(call_arg(op.call, 0, "map_func"), chain.scope)
-        return any(_RANDOM_OP.match(facts.resolve(c.func) or "") for fn in mapped for c in fn.calls)
+        return any(_RANDOM_OP.match(fn.owner.resolve(c.func) or "")  # type: ignore[union-attr]
+                   for fn in facts.transitive_callees(mapped) for c in fn.calls)  # also in the helpers it calls
 
     @staticmethod
     def _fix(chain: DatasetChain, first: DatasetOp, cache: DatasetOp) -> Fix | None:

@@ -79,10 +79,15 @@ def loss_kind(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope,
             right = _arithmetic_names(expr.right)
             left = _arithmetic_names(expr.left)
             divisor = right if isinstance(expr.operator, cst.Divide) else right | left
-            inner = loss_kind(facts, expr.left, scope, before, depth + 1)
+            loss_side, other = expr.left, expr.right
+            if isinstance(expr.operator, cst.Multiply) and _weight(facts, expr.left, scope):
+                loss_side, other = expr.right, expr.left  # `LAMBDA * loss`
+            inner = loss_kind(facts, loss_side, scope, before, depth + 1)
             if is_global_batch(facts, divisor, scope):
                 return Loss(_scaled(inner), expr, None)
-            return inner if inner is not None and inner.kind == "scaled" else None
+            if inner is not None and (inner.kind == "scaled" or _weight(facts, other, scope)):
+                return inner  # a constant weight keeps the reduction (`10.0 * tf.reduce_mean(...)`)
+            return None
         if isinstance(expr.operator, (cst.Add, cst.Subtract)):
             parts = [loss_kind(facts, side, scope, before, depth + 1) for side in (expr.left, expr.right)]
             return _combine(parts)
@@ -110,6 +115,18 @@ def loss_kind(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope,
         else:
             state, zero = None, False
     return state
+
+
+def _weight(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope) -> bool:
+    """A number written out, or a name every assignment of which is one (`LAMBDA = 10`)."""
+    if isinstance(expr, cst.UnaryOperation):
+        expr = expr.expression
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return True
+    name = dotted(expr)
+    found = facts.definitions(name, scope) if name is not None and "." not in name else []
+    return bool(found) and all(a.operator == "=" and not a.path_of(name) and isinstance(a.value, (cst.Integer, cst.Float))
+                               for a in found)
 
 
 def _is_zero(expr: cst.BaseExpression) -> bool:
