@@ -42,15 +42,22 @@ def test_sarif_related_locations(loss_project: Path):
 
 def test_cache_entry_is_invalid_once_an_imported_module_changes(loss_project: Path, monkeypatch):
     monkeypatch.chdir(loss_project)
+    cold = _cached_until_edited(loss_project / "losses.py", "return tf.reduce_mean(per_example)",
+                                "return tf.nn.compute_average_loss(per_example, global_batch_size=64)")
+    assert [f.code for f in cold] == ["TFD104"]
+
+
+def _cached_until_edited(module: Path, old: str, new: str) -> list:
+    """Lints train.py twice (the second a cache read, related locations included), then replaces `old` with
+    `new` in `module`, which train.py imports: the next run is no cache read and finds nothing. Returns the
+    first run's findings."""
     cold = lint_paths(["train.py"], cache=True)
     warm = lint_paths(["train.py"], cache=True)
-    assert [f.code for f in cold.findings] == [f.code for f in warm.findings] == ["TFD104"]
-    assert warm.cached == 1 and warm.findings == cold.findings  # related locations come back from the cache
-    losses = loss_project / "losses.py"
-    losses.write_text(losses.read_text().replace(
-        "return tf.reduce_mean(per_example)", "return tf.nn.compute_average_loss(per_example, global_batch_size=64)"))
+    assert warm.cached == 1 and warm.findings == cold.findings
+    module.write_text(module.read_text().replace(old, new))
     edited = lint_paths(["train.py"], cache=True)
     assert edited.cached == 0 and edited.findings == []
+    return cold.findings
 
 
 def test_only_the_named_files_are_reported(loss_project: Path, monkeypatch):
@@ -125,14 +132,9 @@ def test_names_a_star_import_brings_resolve_and_a_cached_result_rests_on_that_mo
     project = tmp_path / "proj"
     shutil.copytree(FIXTURES / "projects" / "star_imports", project)
     monkeypatch.chdir(project)
-    cold = lint_paths(["train.py"], cache=True)
-    assert [(f.code, f.line, f.column) for f in cold.findings] == [("TFD104", 21, 25)]
-    assert lint_paths(["train.py"], cache=True).cached == 1
-    common = project / "common.py"
-    common.write_text(common.read_text().replace(
-        "return tf.reduce_mean(", "return tf.nn.compute_average_loss(global_batch_size=64, per_example_loss="))
-    edited = lint_paths(["train.py"], cache=True)
-    assert edited.cached == 0 and edited.findings == []
+    cold = _cached_until_edited(project / "common.py", "return tf.reduce_mean(",
+                                "return tf.nn.compute_average_loss(global_batch_size=64, per_example_loss=")
+    assert [(f.code, f.line, f.column) for f in cold] == [("TFD104", 21, 25)]
 
 
 def test_metrics_of_a_class_that_other_modules_construct_inside_the_scope(tmp_path: Path, monkeypatch):

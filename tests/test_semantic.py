@@ -120,9 +120,7 @@ def test_a_method_called_on_an_instance_of_the_modules_class_is_in_its_call_grap
         "class Trainer:\n    def train(self, dataset):\n        return dataset\n\n\n"
         "trainer = Trainer()\ntrainer.train([1, 2])\n"
     )
-    model = ModuleFacts(cst.parse_module(source), "trainer.py", source.splitlines())
-    call = next(c for c in model.calls if c.func == "trainer.train")
-    assert [s.qualname for s in model.callees(call)] == ["Trainer.train"]
+    assert _callees(source, "trainer.train") == ["Trainer.train"]
 
 
 def test_a_method_wrapped_in_place_by_tf_function_is_still_the_method():
@@ -143,6 +141,11 @@ def test_a_method_a_class_inherits_from_a_base_class_of_the_module():
         "class Base:\n    def loss(self, x):\n        return x\n\n\nclass Child(Base):\n"
         "    def step(self, x):\n        return self.loss(x)\n"
     )
-    model = ModuleFacts(cst.parse_module(source), "child.py", source.splitlines())
-    call = next(c for c in model.calls if c.func == "self.loss")
-    assert [s.qualname for s in model.callees(call)] == ["Base.loss"]
+    assert _callees(source, "self.loss") == ["Base.loss"]
+
+
+def _callees(source: str, func: str) -> list[str]:
+    """What the module's call of `func` may invoke, by qualified name."""
+    model = ModuleFacts(cst.parse_module(source), "example.py", source.splitlines())
+    call = next(c for c in model.calls if c.func == func)
+    return [s.qualname for s in model.callees(call)]

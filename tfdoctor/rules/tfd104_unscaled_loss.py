@@ -17,7 +17,9 @@ class UnscaledLoss(Rule):
     or Keras 3 before 3.8, a Keras loss object with its default `sum_over_batch_size` reduction. The loss is
     followed through helpers (of this or another project module), `self.loss_fn`, lists summed with
     `tf.add_n`/`sum`, and a model whose `call` returns it; a Keras `train_step` override counts as a replica
-    function, and Keras' own `self.compiled_loss`/`self.compute_loss` are scaled by Keras.
+    function, and Keras' own `self.compiled_loss`/`self.compute_loss` are scaled by Keras. A loss from a
+    helper is reported where the replica function calls it (the helper's line is its evidence when it lies
+    in another module).
 
     ## Why it is bad
     The strategy sums gradients across replicas. A loss averaged over one replica's examples therefore

@@ -125,8 +125,8 @@ def _weight(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope) -> bool:
         return True
     name = dotted(expr)
     found = facts.definitions(name, scope) if name is not None and "." not in name else []
-    return bool(found) and all(a.operator == "=" and not a.path_of(name) and isinstance(a.value, (cst.Integer, cst.Float))
-                               for a in found)
+    return bool(found) and all(
+        a.operator == "=" and not a.path_of(name) and isinstance(a.value, (cst.Integer, cst.Float)) for a in found)
 
 
 def _is_zero(expr: cst.BaseExpression) -> bool:
