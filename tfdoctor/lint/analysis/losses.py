@@ -79,13 +79,12 @@ def loss_kind(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope,
             right = _arithmetic_names(expr.right)
             left = _arithmetic_names(expr.left)
             divisor = right if isinstance(expr.operator, cst.Divide) else right | left
-            loss_side, other = expr.left, expr.right
-            if isinstance(expr.operator, cst.Multiply) and _weight(facts, expr.left, scope):
-                loss_side, other = expr.right, expr.left  # `LAMBDA * loss`
+            weighted = isinstance(expr.operator, cst.Multiply) and _weight(facts, expr.left, scope)
+            loss_side = expr.right if weighted else expr.left  # `LAMBDA * loss`
             inner = loss_kind(facts, loss_side, scope, before, depth + 1)
             if is_global_batch(facts, divisor, scope):
                 return Loss(_scaled(inner), expr, None)
-            if inner is not None and (inner.kind == "scaled" or _weight(facts, other, scope)):
+            if inner is not None and (inner.kind == "scaled" or weighted or _weight(facts, expr.right, scope)):
                 return inner  # a constant weight keeps the reduction (`10.0 * tf.reduce_mean(...)`)
             return None
         if isinstance(expr.operator, (cst.Add, cst.Subtract)):

@@ -12,7 +12,7 @@ candidate.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Callable, Iterable
 
 import libcst as cst
 
@@ -99,46 +99,36 @@ def _test_module(facts: ModuleFacts) -> bool:
                for c in facts.classes) or any(s.name.startswith("test_") for s in facts.module_scope.children)
 
 
-def horovod_scope(facts: ModuleFacts, scope: Scope, depth: int = 0) -> bool:
+def horovod_scope(facts: ModuleFacts, scope: Scope) -> bool:
     """Whether code in `scope` belongs to the Horovod program: the module calls Horovod at its top level, or
     this function (or one around it) calls Horovod or a module function that does (`config()` running
     `hvd.init()`), or is called (three levels up) from one that does.
     Horovod imported inside one function (as Databricks' `HorovodRunner` wants) does not make the module's
-    other functions Horovod code."""
-    if _spark_driver(facts):
-        return _spark_task(facts, scope)
-    users = facts.__dict__.get("_horovod_users")
-    if users is None:
-        users = facts.__dict__["_horovod_users"] = {
-            id(c.scope) for c in facts.calls if horovod_member(facts, c.func) is not None}
+    other functions Horovod code. In a Horovod-on-Spark driver (`horovod.spark`), its own code runs once,
+    and only the functions it gives `horovod.spark.run` run on every rank."""
+    if any(fact.module.startswith("horovod.spark") for fact in facts.imports):
+        tasks = facts.memo("spark_tasks", lambda: frozenset(
+            dotted(a.value) for c in facts.calls if (facts.resolve(c.func) or "").startswith("horovod.spark.")
+            and (c.attr or c.func or "").endswith("run") for a in c.node.args))
+        return _reached_from(facts, scope, lambda s: s.is_function and s.name in tasks)
+    users = facts.memo("horovod_users", lambda: frozenset(
+        id(c.scope) for c in facts.calls if horovod_member(facts, c.func) is not None))
     if id(facts.module_scope) in users:
         return True
+    return _reached_from(facts, scope, lambda s: id(s) in users or any(
+        id(callee) in users for c in s.calls for callee in facts.callees(c)))
+
+
+def _reached_from(facts: ModuleFacts, scope: Scope, holds: Callable[[Scope], bool], depth: int = 0) -> bool:
+    """Whether `holds` is true of `scope`, of a function around it, or of one that calls it (three levels
+    up)."""
     current: Scope | None = scope
     while current is not None:
-        if id(current) in users or any(id(callee) in users for c in current.calls for callee in facts.callees(c)):
+        if holds(current):
             return True
         current = current.parent
     return scope.is_function and depth < 3 and any(
-        horovod_scope(facts, caller.scope, depth + 1) for caller in facts.callers_of(scope))
-
-
-def _spark_driver(facts: ModuleFacts) -> bool:
-    """Whether the module is a Horovod-on-Spark driver: its own code runs once, and only the functions it
-    gives `horovod.spark.run` run on every rank."""
-    return any(fact.module.startswith("horovod.spark") for fact in facts.imports)
-
-
-def _spark_task(facts: ModuleFacts, scope: Scope, depth: int = 0) -> bool:
-    """Whether code in `scope` runs in a function given to `horovod.spark.run` (or one it calls)."""
-    tasks = {dotted(a.value) for c in facts.calls if (facts.resolve(c.func) or "").startswith("horovod.spark.")
-             and (c.attr or c.func or "").endswith("run") for a in c.node.args}
-    current: Scope | None = scope
-    while current is not None:
-        if current.is_function and current.name in tasks:
-            return True
-        current = current.parent
-    return scope.is_function and depth < 3 and any(
-        _spark_task(facts, caller.scope, depth + 1) for caller in facts.callers_of(scope))
+        _reached_from(facts, caller.scope, holds, depth + 1) for caller in facts.callers_of(scope))
 
 
 def trains(facts: ModuleFacts) -> bool:
