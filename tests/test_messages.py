@@ -23,6 +23,7 @@ EXPECTED = [
     ('TFD103', 0, 13, 16, '`self.strategy.run` gets batches from the Python iterator class `Batches`, not from a distributed dataset'),
     ('TFD103', 1, 5, 1, '`strategy.run` gets batches from a numpy array, not from a distributed dataset'),
     ('TFD103', 2, 9, 5, '`strategy.run` gets batches from the Python generator `batches`, not from a distributed dataset'),
+    ('TFD103', 3, 6, 12, '`strategy.run` gets batches from a `tf.data.Dataset` that was never distributed, not from a distributed dataset'),
     ('TFD104', 0, 7, 20, 'the loss of replica function `train_step` is an unscaled sum, so N GPUs at the same per-replica batch take N times larger steps'),
     ('TFD104', 1, 4, 20, 'the loss of replica function `replica` is a per-replica mean, so its summed gradients are N times too large'),
     ('TFD104', 2, 6, 16, 'the loss of replica function `replica` is a default-reduction Keras loss, so its summed gradients are N times too large (Keras 2.15 assumed: test)'),

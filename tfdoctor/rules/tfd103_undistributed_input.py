@@ -98,6 +98,18 @@ for _ in range(100):
     batch = next(it)
     step(batch)
 """,
+        # one batch taken from a dataset at module level, reshaped, then run eagerly on the strategy
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def show(model, sample, single):
+    if single:
+        sample = tf.expand_dims(sample, 0)
+    return strategy.run(model, args=(sample,))  # TFD103
+test = tf.data.Dataset.list_files("test/*.jpg").map(load).batch(4)
+for sample in test:
+    break
+show(generator, sample, True)
+""",
     )
     VALID = (
         # distribute_datasets_from_function with an iterator
@@ -126,6 +138,15 @@ def step(b):
     return strategy.run(replica_fn, args=(b,))
 for i, b in enumerate(dist_ds):
     step(b)
+""",
+        # the same reshape of a batch from a distributed dataset, inside the replica function
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+dist = strategy.experimental_distribute_dataset(ds)
+def replica_fn(sample):
+    return model(tf.expand_dims(sample, 0))
+for sample in dist:
+    strategy.run(replica_fn, args=(sample,))
 """,
     )
 

@@ -28,6 +28,10 @@ from tfdoctor.lint.semantic.model import Origin, SemanticModel, Step
 
 _MAX_DEPTH = 8
 _PYTHON_BASES = ("utils.Sequence", "utils.PyDataset", "utils.data_utils.Sequence")
+# TensorFlow ops that reshape or convert one tensor: their result comes from where their first argument does (a
+# distributed value cannot be given to them outside `strategy.run`, so only an undistributed one gets here).
+_SAME_ORIGIN_OPS = frozenset({"tensorflow.expand_dims", "tensorflow.squeeze", "tensorflow.reshape",
+                              "tensorflow.cast", "tensorflow.identity", "tensorflow.image.resize"})
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,9 @@ def _origin_provenance(origin: Origin, depth: int) -> Provenance | None:
         return Provenance("undistributed", "a numpy array", expr)
     if resolved in ("tensorflow.constant", "tensorflow.convert_to_tensor"):
         return Provenance("undistributed", "a plain tensor", expr)
+    if resolved in _SAME_ORIGIN_OPS:
+        found = value_provenance(facts, call_arg(expr, 0, None), origin.scope, origin.order, depth + 1)
+        return found if found is not None and found.kind == "undistributed" else None
     return None
 
 
