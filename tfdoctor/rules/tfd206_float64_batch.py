@@ -79,6 +79,19 @@ class Loader(keras.utils.Sequence):
         return out, self.labels[index]
 model.fit(Loader(), epochs=2)
 """,
+        # a generator whose dummy targets are float64, reached through a wrapper that returns it
+        """import numpy as np
+from tensorflow import keras
+def batches(lines, size):
+    while True:
+        images = np.stack([load(line) for line in lines[:size]]).astype("float32")
+        yield images, np.zeros(size)  # TFD206
+def batches_or_none(lines, size):
+    if not lines:
+        return None
+    return batches(lines, size)
+model.fit_generator(batches_or_none(train_lines, 8), steps_per_epoch=10)
+""",
     )
     VALID = (
         """import numpy as np
@@ -108,6 +121,11 @@ for b in Batches():
                 if node is not None and id(node) not in seen:
                     seen.add(id(node))
                     yield self.report(node, statement=assign.statement, producer=producer.qualname)
+            for output in (*producer.returns, *producer.yields):  # `yield images, np.zeros(batch_size)`
+                for node in _inline_allocations(facts, output.value):
+                    if id(node) not in seen:
+                        seen.add(id(node))
+                        yield self.report(node, producer=producer.qualname)
 
     @staticmethod
     def _producers(facts: ModuleFacts) -> Iterator[Scope]:
@@ -138,3 +156,12 @@ for b in Batches():
                 and (facts.resolve(value.left.func) or "").startswith("cv2.")):
             return value
         return None
+
+
+def _inline_allocations(facts: ModuleFacts, value: cst.BaseExpression | None) -> Iterator[cst.Call]:
+    """`np.zeros(shape)` without a dtype written into what a producer returns or yields (also in a tuple)."""
+    items = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
+    for item in items:
+        if (isinstance(item, cst.Call) and facts.resolve(item.func) in _ALLOCATORS
+                and call_arg(item, 1, "dtype") is None):
+            yield item
