@@ -149,3 +149,41 @@ def _callees(source: str, func: str) -> list[str]:
     model = ModuleFacts(cst.parse_module(source), "example.py", source.splitlines())
     call = next(c for c in model.calls if c.func == func)
     return [s.qualname for s in model.callees(call)]
+
+
+BRANCHES = """
+def pick(flag, xs):
+    value = 0
+    if flag:
+        value = 1
+        return value
+    elif xs:
+        value = 2
+        use(value)
+    else:
+        use(value)
+    use(value)
+
+def loop(xs):
+    value = 0
+    for x in xs:
+        if x:
+            value = 1
+        else:
+            use(value)
+"""
+
+
+@pytest.mark.parametrize(("function", "use", "expected"), [
+    ("pick", 0, ["value:2"]),  # in the `elif` branch: its own binding
+    ("pick", 1, ["value:0"]),  # in the `else`: not what the `if` and `elif` branches bind
+    ("pick", 2, ["value:0", "value:2"]),  # after the branches: not what a branch that returns binds
+    ("loop", 0, ["value:0", "value:1"]),  # a loop repeats the `if`: its binding reaches the `else` next time
+])
+def test_what_one_branch_binds_reaches_neither_the_other_branch_nor_past_a_return(
+        function: str, use: int, expected: list[str]):
+    model = ModuleFacts(cst.parse_module(BRANCHES), "example.py", BRANCHES.splitlines())
+    scope = next(s for s in model.scopes if s.name == function)
+    call = [c for c in scope.calls if c.func == "use"][use]
+    origins = model.values_of(cst.parse_expression("value"), scope, call.order)
+    assert sorted(f"{o.kind}:{cst.Module([]).code_for_node(o.expr)}" for o in origins) == expected

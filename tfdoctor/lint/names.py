@@ -73,6 +73,13 @@ def literal_str(node: cst.CSTNode | None) -> str | None:
     return None
 
 
+def string_key(node: cst.CSTNode | None) -> str | None:
+    """The key of `mapping["key"]`, a subscript by one string literal, else None."""
+    if not (isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)):
+        return None
+    return literal_str(node.slice[0].slice.value)
+
+
 def literal_int(node: cst.CSTNode | None) -> int | None:
     """The value of an integer literal (with optional unary minus), else None."""
     if isinstance(node, cst.Integer):

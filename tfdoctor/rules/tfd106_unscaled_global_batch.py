@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import libcst as cst
+import libcst.matchers as m
 
 from tfdoctor.lint.dataflow import (
     TrainingInput,
@@ -13,9 +14,9 @@ from tfdoctor.lint.dataflow import (
     only_multi_worker,
     training_inputs,
 )
-from tfdoctor.lint.facts import AssignFact, DatasetChain, DatasetOp, ModuleFacts, Scope, reads
+from tfdoctor.lint.facts import END_OF_SCOPE, DatasetChain, DatasetOp, ModuleFacts, Origin, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg, dotted, literal_int
+from tfdoctor.lint.names import call_arg, dotted, literal_int, string_key
 from tfdoctor.lint.rule import Context, Rule
 
 
@@ -136,6 +137,12 @@ model.fit(tf.data.Dataset.from_tensor_slices(arrays).batch(128), epochs=1)
 ds = tf.data.Dataset.from_tensor_slices(data).batch(32)
 model.fit(ds)
 """,
+        # a prediction pipeline, distributed inside `iter(...)`
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+predict_ds = tf.data.TFRecordDataset(files).batch(32)
+predict_iterator = iter(strategy.experimental_distribute_dataset(predict_ds))
+""",
         # an attribute that a base class in another module sets: its value is not shown here
         """import tensorflow as tf
 from trainers import DistributedTrainer
@@ -160,11 +167,10 @@ class CycloneTrainer(DistributedTrainer):
             seen.add(id(batch_call))
             if (size is not None and _unscaled(facts, size, scope)
                     and all(_batches_unscaled(alternative) for alternative in chain.alternatives)):
-                text = dotted(size) or str(literal_int(size))
                 target = batch_call.func.attr if isinstance(batch_call.func, cst.Attribute) else batch_call.func
                 node, evidence = chain.place(target, op)
                 statement = facts.call_fact(node if evidence else batch_call)
-                yield self.report(node, statement=statement.statement if statement else None, size=text,
+                yield self.report(node, statement=statement.statement if statement else None, size=_text(size),
                                   method=_method(batch_call), evidence=evidence)
         batching_calls = facts.method_calls("batch", "padded_batch", "ragged_batch", "apply")
         if not any(id(c.node) not in seen for c in batching_calls):
@@ -182,7 +188,7 @@ class CycloneTrainer(DistributedTrainer):
                 call = facts.call_fact(batching)
                 target = batching.func.attr if isinstance(batching.func, cst.Attribute) else batching.func
                 yield self.report(target, statement=call.statement if call else None, method=_method(batching),
-                                  size=dotted(size) or str(literal_int(size)), evidence=(feed.evidence,))
+                                  size=_text(size), evidence=(feed.evidence,))
 
     @staticmethod
     def _strategy_feeds(facts: ModuleFacts) -> Iterator[TrainingInput]:
@@ -196,16 +202,21 @@ def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope,
     facts = scope.owner  # type: ignore[assignment]  # the batch's module, which may be another
     if literal_int(size) is not None:
         return True
+    if isinstance(size, cst.Subscript):
+        return _unscaled_config_value(facts, size, scope)
     name = dotted(size)
     if name is None:
         return False  # an expression: cannot decide
     if is_global_batch(facts, frozenset({name}), scope):
         return False  # named global, or computed from the replica count
     found = definitions(facts, name, scope)
+    if not found and name in scope.params:  # `def load(files, batch_size)`: what every caller gives
+        return _given_unscaled(facts.values_of(size, scope, END_OF_SCOPE), depth)
     if not found and ("." not in name or (name.startswith("self.") and name.count(".") == 1)):
-        return False  # a parameter, an unknown global, or an attribute a base class sets
+        return False  # an unknown global, or an attribute a base class sets
     if found and all(isinstance(a.value, cst.Name) and a.value.value in a.scope.params for a in found):
-        return _given_unscaled(found, depth)  # `self.batch_size = batch_size`: what the callers give
+        # `self.batch_size = batch_size`: what the callers give
+        return _given_unscaled([o for a in found for o in a.scope.owner.values_of(a.value, a.scope, a.order)], depth)
     if any(isinstance(a.value, cst.BinaryOperation) and isinstance(a.value.operator, cst.Multiply) for a in found):
         return False  # `PER_GPU * WORKERS`: deliberately made global
     if any(is_global_batch(facts, a.names, a.scope) for a in found):
@@ -216,9 +227,32 @@ def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope,
     # A per-replica size derived from it shows the global batch is deliberate; a global one made by
     # multiplying it (`GLOBAL = BATCH * strategy.num_replicas_in_sync`) shows it is the per-replica size.
     return not any(
-        reads(a.names, name) and mentions_replica_count(facts, a.names, a.scope) and not _scales_up(a.value, name)
-        for a in facts.assigns
+        reads(a.names, name) and mentions_replica_count(facts, a.names, a.scope)
+        and not _scales_up(a.value, lambda e: dotted(e) == name) for a in facts.assigns
     )
+
+
+def _unscaled_config_value(facts: ModuleFacts, size: cst.Subscript, scope: Scope) -> bool:
+    """`cfg["batch_size"]`: a configured value, unscaled unless the code derives a per-replica size from that
+    entry and the replica count, or gives the entry as `global_batch_size=` (as for a name, below)."""
+    key = string_key(size)
+    base = dotted(size.value)
+    if key is None or base is None or is_global_batch(facts, frozenset({key}), scope):
+        return False
+    if not definitions(facts, base, scope):
+        return False  # a parameter or an unknown global: the mapping's contents are not shown
+
+    def is_entry(node: cst.CSTNode) -> bool:
+        return string_key(node) == key and dotted(node.value) == base  # type: ignore[attr-defined]
+
+    def entry_in(node: cst.CSTNode) -> bool:
+        return any(is_entry(s) for s in m.findall(node, m.Subscript()))
+
+    scaled = any(reads(a.names, base) and mentions_replica_count(facts, a.names, a.scope) and entry_in(a.value)
+                 and not _scales_up(a.value, is_entry) for a in facts.assigns)
+    given_as_global = any(arg.keyword is not None and arg.keyword.value == "global_batch_size" and entry_in(arg.value)
+                          for c in facts.calls for arg in c.node.args)
+    return not scaled and not given_as_global
 
 
 def _batch_site(chain: DatasetChain) -> tuple[cst.Call, cst.BaseExpression | None, DatasetOp | None, Scope] | None:
@@ -236,27 +270,31 @@ def _batches_unscaled(chain: DatasetChain) -> bool:
     return site is not None and site[1] is not None and _unscaled(site[3].owner, site[1], site[3])  # type: ignore[arg-type]
 
 
-def _given_unscaled(found: list[AssignFact], depth: int) -> bool:
-    """A size stored from a parameter (`self.batch_size = batch_size`) is what every caller gives, also one in
-    another module (`DataLoader(path, config.batch_size)`): unscaled only when each of them is."""
-    origins = [o for a in found for o in a.scope.owner.values_of(a.value, a.scope, a.order)]
+def _given_unscaled(origins: list[Origin], depth: int) -> bool:
+    """A size taken from a parameter (also as `self.batch_size = batch_size`) is what every caller gives, also
+    one in another module (`DataLoader(path, config.batch_size)`): unscaled only when each of them is."""
     return depth < 3 and bool(origins) and all(
         o.kind == "value" and not o.path and isinstance(o.expr, cst.BaseExpression)
         and _unscaled(o.model, o.expr, o.scope, depth + 1) for o in origins  # type: ignore[arg-type]
     )
 
 
-def _scales_up(value: cst.BaseExpression, name: str, depth: int = 0) -> bool:
-    """`name * something` (either way round), also as an argument (`Loader(files, name * replicas)`)."""
+def _scales_up(value: cst.BaseExpression, is_size: Callable[[cst.BaseExpression], bool], depth: int = 0) -> bool:
+    """`size * something` (either way round), also as an argument (`Loader(files, size * replicas)`)."""
     if depth > 4:
         return False
     if isinstance(value, cst.BinaryOperation):
-        if isinstance(value.operator, cst.Multiply) and name in (dotted(value.left), dotted(value.right)):
+        if isinstance(value.operator, cst.Multiply) and (is_size(value.left) or is_size(value.right)):
             return True
-        return _scales_up(value.left, name, depth + 1) or _scales_up(value.right, name, depth + 1)
+        return _scales_up(value.left, is_size, depth + 1) or _scales_up(value.right, is_size, depth + 1)
     if isinstance(value, cst.Call):
-        return any(_scales_up(arg.value, name, depth + 1) for arg in value.args)
+        return any(_scales_up(arg.value, is_size, depth + 1) for arg in value.args)
     return False
+
+
+def _text(size: cst.BaseExpression) -> str:
+    """The batch size as the code writes it."""
+    return cst.Module([]).code_for_node(size)
 
 
 def _method(batching: cst.Call) -> str:

@@ -77,7 +77,8 @@ def iterable_provenance(facts: ModuleFacts, expr: cst.BaseExpression | None, sco
             return found
         functions = facts.callables_of(expr.func, scope)
         if len(functions) == 1 and not functions[0].is_generator:  # a wrapper: `return batches(lines, size)`
-            made = [r.value for r in functions[0].returns if not (isinstance(r.value, cst.Name) and r.value.value == "None")]
+            made = [r.value for r in functions[0].returns
+                    if not (isinstance(r.value, cst.Name) and r.value.value == "None")]
             found = _agreed([_python_source(facts, v, functions[0]) if isinstance(v, cst.Call) else None for v in made])
             if found is not None:
                 return found
@@ -186,12 +187,12 @@ def training_inputs(facts: ModuleFacts) -> list[TrainingInput]:
     for call in facts.calls:
         if call.attr not in DISTRIBUTE_DATASET_METHODS or not facts.is_strategy(call.receiver):
             continue
-        targets = next((a.targets for a in facts.assigns if a.value is call.node), ())
+        targets = next((a.targets for a in facts.assigns if a.statement is call.statement), ())
         if any(_NOT_TRAINING.search(t) for t in targets):
-            continue
+            continue  # `eval_iterator = iter(strategy.experimental_distribute_dataset(ds))`
         if call.attr == "experimental_distribute_dataset":
             dataset = call_arg(call.node, 0, "dataset")
-            if dataset is not None:
+            if dataset is not None and not _NOT_TRAINING.search(dotted(dataset) or ""):
                 found.append(TrainingInput(call.scope, call.order, dataset, call.statement, "distribute", True))
         else:
             for fn in facts.callables_of(call_arg(call.node, 0, "dataset_fn"), call.scope):
@@ -289,7 +290,7 @@ def _fed_elsewhere(facts: ModuleFacts) -> Iterator[FedElsewhere]:
         return
     home = facts.file.resolve()
     for other in _training_modules(facts, home):
-        for chain, use in training_chains(other):
+        for chain, use in ((c, use) for found, use in training_chains(other) for c in (found, *found.alternatives)):
             here = [op for op in chain.ops if _in_file(op.scope, home)]
             source_here = _in_file(chain.source_scope, home)
             copy = here[0].scope.owner if here else chain.source_scope.owner if source_here else None

@@ -257,10 +257,19 @@ def differentiated_losses(facts: ModuleFacts) -> Iterator[tuple[CallFact, Loss]]
         for call in replica.calls:
             if call.attr not in ("gradient", "minimize"):
                 continue
+            if call.attr == "gradient" and _of_watched_input(call, replica):
+                continue  # a gradient penalty's `gradient(logits, images)`: no weight is updated with it
             target = call_arg(call.node, 0, "target" if call.attr == "gradient" else "loss")
             loss = loss_kind(facts, target, replica, call.order)
             if loss is not None:
                 yield call, loss
+
+
+def _of_watched_input(call: CallFact, scope: Scope) -> bool:
+    """`tape.gradient(y, x)` after `tape.watch(x)`: a gradient with respect to a tensor, not to variables."""
+    sources = dotted(call_arg(call.node, 1, "sources"))
+    return sources is not None and any(
+        c.attr == "watch" and dotted(call_arg(c.node, 0, "tensor")) == sources for c in scope.calls)
 
 
 def _scaled(inner: Loss | None) -> LossKind:

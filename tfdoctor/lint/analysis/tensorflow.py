@@ -20,7 +20,7 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.findings import Evidence
-from tfdoctor.lint.names import call_arg, dotted
+from tfdoctor.lint.names import call_arg, dotted, string_key
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, Scope, WithFact
 from tfdoctor.lint.semantic.model import ModuleLoader, SemanticModel, Step
 
@@ -378,9 +378,7 @@ class ModuleFacts(SemanticModel):
     def _split_of_all_splits(self, node: cst.BaseExpression, scope: Scope, before: int) -> cst.Call | None:
         """`datasets["train"]` where `datasets` is what `tfds.load(...)` without `split=` returns (a dict of
         splits; item 0 of it with `with_info=True`): the load call."""
-        if not (isinstance(node, cst.Subscript) and len(node.slice) == 1
-                and isinstance(node.slice[0].slice, cst.Index)
-                and isinstance(node.slice[0].slice.value, cst.SimpleString)):
+        if not isinstance(node, cst.Subscript) or string_key(node) is None:
             return None
         origins = self.values_of(node.value, scope, before)
         if len(origins) != 1 or origins[0].kind != "value" or not isinstance(origins[0].expr, cst.Call):

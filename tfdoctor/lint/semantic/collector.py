@@ -32,9 +32,17 @@ class Block:
 
     start: int
     end: int = 1 << 62
+    other_branch: Block | None = None  # an `if` body's `else` (and the other way round), when no loop repeats them
+    leaves: bool = False  # it ends with `return` or `raise`: nothing bound in it reaches past it
 
     def holds(self, order: int) -> bool:
         return self.start <= order <= self.end
+
+    def excludes(self, order: int) -> bool:
+        """Whether a binding in this body cannot reach a use at `order`: the use lies in the branch that runs
+        instead of this one, or after this body, which returns or raises."""
+        return (self.other_branch is not None and self.other_branch.holds(order)) or (
+            self.leaves and order > self.end)
 
 
 @dataclass(eq=False)
@@ -247,6 +255,7 @@ class FactCollector(Visitor):
         # Per scope: the loops, withs and ifs open at this point (reset when a function starts).
         self._loops: list[list[LoopFact]] = [[]]
         self._blocks: list[list[Block]] = [[]]
+        self._if_bodies: dict[int, Block] = {}  # the body of an `if` whose `else` is still to come
         self._withs: list[list[WithFact]] = [[]]
         self._ifs: list[list[cst.If]] = [[]]
         self._collectors: list[set[str] | None] = []
@@ -560,14 +569,19 @@ class FactCollector(Visitor):
     def _open_block(self) -> None:
         self._blocks[-1].append(Block(self._next_order()))
 
-    def _close_block(self) -> None:
-        self._blocks[-1].pop().end = self._next_order()
+    def _close_block(self, body: cst.BaseSuite | None = None) -> None:
+        block = self._blocks[-1].pop()
+        block.end = self._next_order()
+        block.leaves = body is not None and _ends_by_leaving(body)
 
     def visit_If_orelse(self, node: cst.If) -> None:
+        body = self._if_bodies.pop(id(node), None)
         self._open_block()
+        if body is not None and not self._loops[-1]:
+            body.other_branch, self._blocks[-1][-1].other_branch = self._blocks[-1][-1], body
 
     def leave_If_orelse(self, node: cst.If) -> None:
-        self._close_block()
+        self._close_block(node.orelse.body if isinstance(node.orelse, cst.Else) else None)
 
     def visit_For_body(self, node: cst.For) -> None:
         self._open_block()
@@ -595,11 +609,13 @@ class FactCollector(Visitor):
 
     def visit_If_body(self, node: cst.If) -> None:
         self._open_block()
+        if node.orelse is not None:
+            self._if_bodies[id(node)] = self._blocks[-1][-1]
         self._ifs[-1].append(node)
 
     def leave_If_body(self, node: cst.If) -> None:
         self._ifs[-1].pop()
-        self._close_block()
+        self._close_block(node.body)
 
     # -- subscripts -----------------------------------------------------------------------------------
     def visit_Subscript(self, node: cst.Subscript) -> None:
@@ -648,3 +664,9 @@ def _target_paths(target: cst.BaseExpression, path: tuple[int, ...]) -> Iterator
             yield name, path
 
 
+def _ends_by_leaving(body: cst.BaseSuite) -> bool:
+    """Whether a suite's last statement is `return` or `raise`."""
+    last = body.body[-1] if body.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1] if last.body else None
+    return isinstance(last, (cst.Return, cst.Raise))

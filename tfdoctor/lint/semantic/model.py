@@ -634,17 +634,16 @@ class _Lookup:
         params = function.value_params()
         sites = [(c.node, c.scope, c.order) for c in model.callers_of(function)]
         decorators = [d for d in model.decorated.get(id(function), ())]
-        if not sites and not decorators and name in params and model.loader is not None:
-            for call in model.loader.callers(function):  # calls from the project's other modules
-                argument = call_arg(call.node, params.index(name), name)
-                if argument is None:
-                    self.leaf("parameter", expr, function, END_OF_SCOPE, path, via)
-                else:
-                    step = Step(call.node, function, call.scope)
-                    self.expand(argument, call.scope, call.order, path, (*via, step), bound, depth + 1, active)
-                    sites.append((call.node, call.scope, call.order))
-            if sites:
-                return
+        elsewhere = model.loader.callers(function) if not decorators and name in params and model.loader else []
+        for call in elsewhere:  # calls from the project's other modules
+            argument = call_arg(call.node, params.index(name), name)
+            if argument is None:
+                self.leaf("parameter", expr, function, END_OF_SCOPE, path, via)
+            else:
+                step = Step(call.node, function, call.scope)
+                self.expand(argument, call.scope, call.order, path, (*via, step), bound, depth + 1, active)
+        if elsewhere and not sites:
+            return
         if not sites and not decorators or name not in params:
             self.leaf("parameter", expr, function, END_OF_SCOPE, path, via)
             return
@@ -720,9 +719,12 @@ def _defined_symbols(model: SemanticModel) -> dict[str, SemanticModel]:
 def _reaching_bindings(found: Iterable[AssignFact | LoopFact], before: int) -> list[AssignFact | LoopFact]:
     """Of the bindings of one name in one scope (in source order), those that can reach a use at visit
     order `before`: the last one before it, and earlier ones as long as the later ones are conditional (in
-    an `if` branch, a loop or a `try` body the use is not in)."""
+    an `if` branch, a loop or a `try` body the use is not in), but none from the `if` branch whose `else`
+    the use is in."""
     reaching: list[AssignFact | LoopFact] = []
     for binding in reversed([b for b in found if b.order < before]):
+        if any(block.excludes(before) for block in binding.blocks):
+            continue
         reaching.append(binding)
         if all(block.holds(before) for block in binding.blocks):
             break
