@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope, reads
+from tfdoctor.lint.facts import CallFact, LoopFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
@@ -13,6 +13,11 @@ from tfdoctor.lint.rule import Context, Rule
 _GPU_TEXT = re.compile(r"gpu", re.IGNORECASE)
 _DEVICES = re.compile(r"(gpus|devices)$", re.IGNORECASE)  # a list of device names, by its name
 _SCOPING = frozenset({"tensorflow.device", "tensorflow.name_scope", "tensorflow.variable_scope"})
+# Calls that only move, cast or sum values: a block of nothing else syncs or reduces per device, it does not
+# build a model copy (`param.assign(param0.read_value())`, `tf.add_n([tf.cast(g, tf.float32) ...])`).
+_NOT_BUILDING = frozenset({"zip", "all", "any", "len", "range", "enumerate", "list", "tuple", "isinstance", "print",
+                           "append", "extend", "assign", "assign_add", "assign_sub", "read_value",
+                           "tensorflow.cast", "tensorflow.add_n", "tensorflow.identity", "tensorflow.group"})
 
 
 class ManualTowerReplication(Rule):
@@ -20,8 +25,10 @@ class ManualTowerReplication(Rule):
     ## What it does
     Finds a loop over GPU indices that opens `tf.device('/gpu:%d' % i)` (or an f-string or `.format`, or
     a helper given the index whose code names a GPU device, or `devices[i]` from a list named `gpus` or
-    `devices`, also as the `worker_device` of `tf.train.replica_device_setter`) and builds something under
-    it: the TF1 "tower" pattern of one model copy per GPU with gradients averaged by hand.
+    `devices`, also through `enumerate` and `zip`, or as the `worker_device` of
+    `tf.train.replica_device_setter`) and builds something under it: the TF1 "tower" pattern of one model
+    copy per GPU with gradients averaged by hand. A block that only assigns, casts or sums values per device
+    (syncing variables, reducing gradients) builds nothing.
 
     ## Why it is bad
     Hand-written towers copy variables and gradients through the host, average them with Python-built ops,
@@ -92,8 +99,32 @@ for i in range(num_core_per_host):
     with tf.device(assign_to_gpu(i, ps_device)):  # TFD109
         loss_i, grads_i = single_core_graph(inputs[i])
 """,
+        # a device list zipped with the input splits, under enumerate
+        """import tensorflow as tf
+DEVICES = ["/gpu:{}".format(i) for i in range(N_GPUS)]
+splits = tf.split(images, len(DEVICES))
+for index, (device, split) in enumerate(zip(DEVICES, splits)):
+    with tf.device(device):  # TFD109
+        costs.append(loss(Generator(split)))
+""",
     )
     VALID = (
+        # a loop over device names zipped with something else: the device is not what the loop takes from the list
+        """import tensorflow as tf
+for name, device in zip(gpus, placements):
+    with tf.device(device):
+        x = load(name)
+""",
+        # per-device gradient sums and variable syncs: nothing is built under the device
+        """import tensorflow as tf
+for index, device in enumerate(devices):
+    with tf.device(device):
+        sums.append(tf.add_n([tf.cast(g, tf.float32) for g in grads[device]]))
+for device, params in zip(devices, tower_params):
+    with tf.device(device):
+        for param, param0 in zip(params, params0):
+            sync_ops.append(param.assign(param0.read_value()))
+""",
         # a fixed CPU placement for the input pipeline
         """import tensorflow as tf
 for i in range(10):
@@ -133,7 +164,8 @@ for gpu in tf.config.list_physical_devices("GPU"):
                 if isinstance(spec, cst.Call) and (facts.resolve(spec.func) or "").endswith(".replica_device_setter"):
                     spec = call_arg(spec, None, "worker_device")  # TF1 towers: the GPU is the worker device
                 loop_vars = {t for loop in device.loops for t in loop.targets}
-                builds = [c for c in block.calls if facts.resolve(c.func) not in _SCOPING]
+                builds = [c for c in block.calls if facts.resolve(c.func) not in _SCOPING
+                          and not {facts.resolve(c.func), c.attr, c.func} & _NOT_BUILDING]
                 per_gpu = ((_mentions_gpu(facts, spec, device.scope) and any(reads(names, v) for v in loop_vars))
                            or _picked_from_devices(facts, spec, device, loop_vars))
                 if per_gpu and builds:
@@ -146,13 +178,31 @@ def _picked_from_devices(facts: ModuleFacts, spec: cst.BaseExpression | None, de
     `devices[i]` (directly, or through a name bound to it in the loop) with `i` the loop's index."""
     name = dotted(spec) if spec is not None else None
     if name in loop_vars:
-        return any(name in loop.targets and _DEVICES.search(dotted(loop.iter_expr) or "") for loop in device.loops)
+        return any(name in loop.targets and _DEVICES.search(dotted(_iterated(loop, name)) or "")
+                   for loop in device.loops)
     if name is not None and "." not in name:
         found = facts.definitions(name, device.scope, device.order)
         spec = found[-1].value if found and found[-1].loops else spec
     if not (isinstance(spec, cst.Subscript) and len(spec.slice) == 1 and isinstance(spec.slice[0].slice, cst.Index)):
         return False
     return bool(_DEVICES.search(dotted(spec.value) or "")) and dotted(spec.slice[0].slice.value) in loop_vars
+
+
+def _iterated(loop: LoopFact, target: str) -> cst.BaseExpression | None:
+    """What a loop target is an element of, through `enumerate` and `zip`: `gpus` for `device` in
+    `for i, (device, batch) in enumerate(zip(gpus, batches))`."""
+    expr = loop.iter_expr
+    index = loop.targets.index(target)
+    path = loop.unpack[index] if index < len(loop.unpack) else ()
+    while path and isinstance(expr, cst.Call) and dotted(expr.func) in ("enumerate", "zip"):
+        if dotted(expr.func) == "zip":
+            position = path[0]
+        else:
+            position = 0 if path[0] == 1 else -1
+        if not 0 <= position < len(expr.args):
+            return None  # the index `enumerate` counts, or an argument not shown
+        expr, path = expr.args[position].value, path[1:]
+    return None if path else expr
 
 
 def _mentions_gpu(facts: ModuleFacts, spec: cst.BaseExpression | None, scope: Scope) -> bool:
