@@ -135,6 +135,16 @@ images = tf.keras.preprocessing.image.ImageDataGenerator(rescale=1 / 255.0)
 train_gen = images.flow_from_directory("train", target_size=(224, 224), batch_size=32)
 model.fit(train_gen, epochs=20)  # TFD201
 """,
+        # TF1: an op named `train`, made by a hand-written optimizer, fed the batches of a Python generator
+        """import tensorflow as tf
+def iter_data(xs, ys, n_batch):
+    for i in range(0, len(xs), n_batch):
+        yield xs[i:i + n_batch], ys[i:i + n_batch]
+train = adam(params, tf.gradients(loss, params), lr)
+for epoch in range(10):
+    for xmb, ymb in iter_data(trX, trY, n_batch=64):  # TFD201
+        cost, _ = sess.run([loss, train], {X: xmb, Y: ymb})
+""",
     )
     VALID = (
         # a generator used only for evaluation

@@ -18,7 +18,7 @@ from tfdoctor.lint.semantic.collector import CallFact, LoopFact
 
 _UPDATES = frozenset({"minimize", "apply_gradients"})
 # The TF1 convention for the op a training session runs, when the code does not show where it was made.
-_TRAIN_OP = re.compile(r"^(?:train(?:ing)?_?(?:op|ops|step|operation)|opt(?:imi[sz]er)?_op|minimize_op|"
+_TRAIN_OP = re.compile(r"^(?:train|train(?:ing)?_?(?:op|ops|step|operation)|opt(?:imi[sz]er)?_op|minimize_op|"
                        r"apply_gradients?_op)$")
 # Calls that hand out the next batch from Python: `next(gen)`, `mnist.train.next_batch(n)`, `data.get_batch()`.
 _NEXT_BATCH = re.compile(r"^(?:next|(?:get_)?next_batch(?:es)?|(?:get|sample|load)_batch(?:es)?)$")
