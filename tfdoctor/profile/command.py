@@ -18,6 +18,7 @@ from tfdoctor.profile import protocol
 from tfdoctor.profile.protocol import Event
 from tfdoctor.profile.report import Report, render
 from tfdoctor.profile.runner import ProfileError
+from tfdoctor.profile.what_if import CHANGES, WhatIfError, parse_changes
 
 if TYPE_CHECKING:
     from tfdoctor.profile.measure import Options
@@ -86,8 +87,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "tfdoctor.profile.workload.StepFunctions (default: the reference YOLOv3)")
     parser.add_argument("--workload-param", action="append", default=[], type=_param, metavar="KEY=VALUE",
                         help="a parameter for --workload (VALUE read as JSON, else as text); repeatable")
+    parser.add_argument("--what-if", type=_changes, default=[], metavar="LIST",
+                        help="after the profile, try each change on the measured step and time it beside today's: "
+                             f"'all' or some of {', '.join(CHANGES)}, separated by commas (README: What-if)")
     parser.add_argument("script_command", nargs="*", metavar="-- python train.py ARGS",
                         help="profile your own training script instead of the reference workload")
+
+
+def _changes(text: str) -> list[str]:
+    try:
+        return parse_changes(text)
+    except WhatIfError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _param(text: str) -> tuple[str, Any]:
@@ -140,7 +151,7 @@ def _options(args: argparse.Namespace) -> Options:
     return Options(gpus=args.gpus, variant=args.pipeline, model=args.model, img_size=args.img_size,
                    batch_per_replica=args.batch_per_replica, width=args.width, steps=args.steps or 20,
                    warmup=args.warmup, scaling=args.scaling, logdir=args.logdir.resolve(), workload=args.workload,
-                   params=dict(args.workload_param))
+                   params=dict(args.workload_param), what_if=tuple(args.what_if))
 
 
 def _reference_report(args: argparse.Namespace) -> Report:
@@ -255,6 +266,8 @@ def _task_args(args: argparse.Namespace) -> list[str]:
         flags += ["--width", str(args.width)]
     for key, value in args.workload_param:
         flags += ["--workload-param", f"{key}={json.dumps(value)}"]
+    if args.what_if:
+        flags += ["--what-if", ",".join(args.what_if)]
     return [*flags, "--", *args.script_command] if args.script_command else flags
 
 

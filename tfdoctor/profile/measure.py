@@ -16,6 +16,8 @@ from tfdoctor.profile.report import Report, device_notes
 from tfdoctor.profile.runner import OutOfMemory, run_worker, trace_of
 from tfdoctor.profile.suggest import Cause, suggest
 from tfdoctor.profile.verdict import judge, out_of_memory
+from tfdoctor.profile.what_if import Outcome, ranked
+from tfdoctor.profile.what_if import judge as judge_change
 
 OnEvent = Callable[[Event], None]
 THROUGHPUT_STEPS = 10  # phase D needs only a median step time
@@ -37,12 +39,14 @@ class Options:
     params: dict[str, Any] | None = field(default=None)
     timeout_s: float = 900.0
     one_replica: bool = True  # phase D: also run one replica, for scaling efficiency
+    what_if: tuple[str, ...] = ()  # changes to try and time after the phases (what_if.CHANGES)
 
     def worker_config(self, **changes: Any) -> WorkerConfig:
         config = WorkerConfig(
             replicas=self.gpus, steps=self.steps, warmup=self.warmup, workload=self.workload, variant=self.variant,
             model=self.model, img_size=self.img_size, batch_per_replica=self.batch_per_replica, width=self.width,
-            trace_dir=str(self.logdir / self.variant) if self.logdir else None, params=dict(self.params or {}))
+            trace_dir=str(self.logdir / self.variant) if self.logdir else None, params=dict(self.params or {}),
+            what_if=list(self.what_if))
         return dataclasses.replace(config, **changes)
 
 
@@ -77,12 +81,20 @@ def profile(options: Options, on_event: OnEvent) -> Report:
         trace=trace or {"logdir": None, "xprof": None},
         notes=device_notes(devices.kind, [*work.notes, *([lost] if lost else [])]),
         clock=measured.clock.with_trace(trace) if measured.clock else None,
+        what_if=tried(child.events, causes, options.what_if),
     )
     if options.scaling:
         one = throughputs.get(1, examples_per_s)
         report.scaling = [{"replicas": n, "examples_per_s": throughputs[n], "efficiency": throughputs[n] / (n * one)}
                           for n in sorted(throughputs)]
     return report
+
+
+def tried(events: list[Event], causes: list[Cause], requested: tuple[str, ...] | list[str]) -> list[Outcome] | None:
+    """The outcomes of the changes the child tried, best first; None when none was asked for."""
+    if not requested:
+        return None
+    return ranked([judge_change(event, causes) for event in events if isinstance(event, protocol.WhatIf)])
 
 
 def _workload(options: Options, work: protocol.WorkloadReady) -> dict[str, Any]:

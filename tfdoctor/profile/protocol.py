@@ -49,6 +49,7 @@ class WorkerConfig:
     fewer_replicas_steps: int = 10
     params: dict[str, Any] = field(default_factory=dict)     # extra workload parameters (tests' injections)
     multi_worker: bool = False           # one task of a MultiWorkerMirroredStrategy job (TF_CONFIG is set)
+    what_if: list[str] = field(default_factory=list)  # changes to try after the phases (what_if.CHANGES)
 
     def workload_params(self) -> dict[str, Any]:
         """What the workload's `build(strategy, params)` reads."""
@@ -67,6 +68,7 @@ class ScriptConfig:
     trace_dir: str | None = None
     trace_steps: int = 3
     multi_worker: bool = False           # a task of a multi-worker job: the script makes its own strategy
+    what_if: list[str] = field(default_factory=list)  # changes to try on the captured step (what_if.CHANGES)
 
 
 # -- events (child -> parent) ---------------------------------------------------------------------------------
@@ -173,6 +175,25 @@ class ScriptMeasured(Event):
 
 
 @dataclass(frozen=True)
+class WhatIf(Event):
+    """One change tried after the phases: `today[i]` and `changed[i]` are seconds per call timed in the same
+    round, for `today_examples` and `changed_examples` examples per call. Not applied: `why_not` says why
+    (an out-of-memory result is `out_of_memory`, with the error in `why_not`)."""
+
+    NAME: ClassVar[str] = "what-if"
+    change: str
+    applied: bool
+    today: list[float] = field(default_factory=list)
+    changed: list[float] = field(default_factory=list)
+    today_examples: int = 0
+    changed_examples: int = 0
+    calls_per_step: int = 1                # steps per changed call (steps-per-call runs K in one)
+    why_not: str | None = None
+    note: str = ""
+    out_of_memory: bool = False
+
+
+@dataclass(frozen=True)
 class Traced(Event):
     """The trace of a few more steps, sent after the result: TensorFlow's profiler can crash the process
     while it collects a multi-worker trace (a heap corruption in its host tracer), and the result must not go
@@ -216,8 +237,8 @@ class Failed(Event):
 
 
 EVENTS: dict[str, type[Event]] = {cls.NAME: cls for cls in (Devices, WorkloadReady, Progress, Measured,
-                                                             ScriptMeasured, Traced, NoStep, Crash, OutOfMemory,
-                                                             Failed)}
+                                                             ScriptMeasured, WhatIf, Traced, NoStep, Crash,
+                                                             OutOfMemory, Failed)}
 
 
 # -- encoding ---------------------------------------------------------------------------------------------------

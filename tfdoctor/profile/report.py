@@ -15,6 +15,7 @@ from tfdoctor.profile.gpus import machine_gpus, unused_gpus_note
 from tfdoctor.profile.protocol import ClockCheck
 from tfdoctor.profile.suggest import Suggestion
 from tfdoctor.profile.verdict import Verdict
+from tfdoctor.profile.what_if import Outcome, sentence
 
 COLOURS = {"input": "yellow", "sync": "magenta", "host": "cyan", "compute": "green"}
 CPU_NOTE = ("No GPU: the replicas are logical CPU devices sharing this machine's cores, so absolute times and "
@@ -48,6 +49,7 @@ class Report:
     workers: list[dict[str, Any]] | None = None  # a multi-worker job: one row per worker (cluster/job.py)
     straggler: dict[str, Any] | None = None
     clock: ClockCheck | None = None
+    what_if: list[Outcome] | None = None  # the tried changes, best first (None: --what-if was not given)
 
     def to_json(self) -> dict[str, Any]:
         result = self.breakdown
@@ -64,7 +66,7 @@ class Report:
             "intervals": ({part: {"s": list(result.intervals[part]), "share": list(result.share_intervals[part])}
                            for part in PARTS} if result and result.intervals else None),
             "verdict": {"primary": self.verdict.primary, "level": self.verdict.level,
-                        "statement": self.verdict.statement, "borderline": self.verdict.borderline,
+                        "statement": self.statement(), "borderline": self.verdict.borderline,
                         "secondary": [f.to_json() for f in self.verdict.secondary]},
             "suggestions": [s.to_json() for s in self.suggestions],
             "trace": {"logdir": self.trace.get("logdir"), "xprof": self.trace.get("xprof")},
@@ -82,11 +84,18 @@ class Report:
         if self.workers is not None:
             out["workers"] = self.workers
             out["straggler"] = self.straggler
+        if self.what_if is not None:
+            out["what_if"] = [outcome.to_json() for outcome in self.what_if]
         if self.clock is not None:
             out["clock_check"] = {"steps": self.clock.steps, "waited_s": self.clock.waited,
                                   "synced_s": self.clock.synced, "clock": self.clock.clock,
                                   "trace_step_ms": self.clock.trace_ms}
         return out
+
+    def statement(self) -> str:
+        """The verdict, and the best measured change when changes were tried."""
+        closing = sentence(self.what_if) if self.what_if is not None else None
+        return f"{self.verdict.statement} {closing}" if closing else self.verdict.statement
 
     def efficiency(self) -> float | None:
         if not (self.examples_per_s and self.one_replica_examples_per_s):
@@ -125,7 +134,9 @@ def render(report: Report, console: Console) -> None:
         _print_trace(report, console)
         _print_clock(report, console)
     style = "bold red" if report.verdict.primary != "compute-bound" else "bold green"
-    console.print(Text(f"Verdict: {report.verdict.statement}", style=style))
+    if report.what_if is not None:
+        _print_what_if(report.what_if, console)
+    console.print(Text(f"Verdict: {report.statement()}", style=style))
     for rank, suggestion in enumerate(report.suggestions, 1):
         saving = f"saves ~{suggestion.estimated_saving_s * 1000:.0f} ms/step" if suggestion.estimated_saving_s else ""
         console.print(Text(f"{rank}. {suggestion.title} {saving}", style="bold"))
@@ -135,6 +146,28 @@ def render(report: Report, console: Console) -> None:
                       + (f" ({'; '.join(suggestion.locations)})" if suggestion.locations else ""), highlight=False)
     if report.comparison:
         console.print(Text(_comparison(report), style="bold"))
+
+
+def _print_what_if(outcomes: list[Outcome], console: Console) -> None:
+    """The "What-if, measured" table: each tried change, best first, beside today."""
+    table = Table(title="What-if, measured", show_header=True, header_style="bold", title_justify="left")
+    for column in ("change", "examples/s", "ms / step", "speed-up", "90% interval", "effect"):
+        table.add_column(column, justify="left" if column in ("change", "effect") else "right")
+    today = next((o.today_examples_per_s for o in outcomes if o.today_examples_per_s), None)
+    if today:
+        table.add_row("today", f"{today:.1f}", "", "1.00x", "", "")
+    for outcome in outcomes:
+        low, high = outcome.interval or (None, None)
+        table.add_row(outcome.change, f"{outcome.examples_per_s:.1f}" if outcome.examples_per_s else "-",
+                      f"{outcome.step_time_s * 1000:.1f}" if outcome.step_time_s else "-",
+                      f"{outcome.speedup:.2f}x" if outcome.speedup else "-",
+                      f"{low:.2f}-{high:.2f}" if low is not None else "", outcome.effect())
+    console.print(table)
+    for outcome in outcomes:
+        where = f" ({'; '.join(outcome.locations)})" if outcome.locations else ""
+        rules = f" [{', '.join(outcome.rules)}{where}]" if outcome.rules else ""
+        if outcome.applied and outcome.note:
+            console.print(f"  {outcome.change}: {outcome.note}{rules}", highlight=False)
 
 
 def _comparison(report: Report) -> str:

@@ -67,6 +67,12 @@ def run(config: WorkerConfig) -> None:
         clock = phases.check_clock(work, batches, progress, synchronise=not config.multi_worker)
         throughput = [_fewer_replicas(build, names[:count], config) for count in config.fewer_replicas]
         CHANNEL.emit(protocol.Measured(times, time.perf_counter() - started, throughput, clock))
+        if config.what_if:
+            from tfdoctor.profile.trials import Trials
+
+            trials = Trials(work, batches, build, strategy, config, kind, progress, _keep)
+            for result in trials.run(config.what_if):
+                CHANNEL.emit(result)
         if config.trace_dir:  # last: TensorFlow's profiler may crash the process (protocol.Traced)
             progress("trace", 0, 1)
             CHANNEL.emit(protocol.Traced(trace.capture(work, batches, Path(config.trace_dir), config.trace_steps)))
@@ -90,7 +96,10 @@ def _fewer_replicas(build: Any, names: list[str], config: WorkerConfig) -> proto
 
 
 def _iterator(work: Any) -> Any:
-    batches = work.batches()
+    return _keep(work.batches())
+
+
+def _keep(batches: Any) -> Any:
     _ITERATORS.append(batches)
     return batches
 

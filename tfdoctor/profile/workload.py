@@ -16,6 +16,11 @@ class StepFunctions:
     `gradients` runs forward and backward with no cross-replica reduction and no update, and
     `reduced_gradients` adds the all-reduce a step does: the all-reduce costs the difference. Each returns
     a value whose `numpy()` (after `tf.nest.flatten`) waits for the work to finish.
+
+    For the measured what-if (trials.py), where the workload can: `tuned_batches` is its input with the
+    linter's changes applied, for the same `step` (`tuned_note` says what changed, `tuned_missing` what could
+    not be); `xla_step` is `step` with the replica work compiled by XLA; `looped_steps(iterator, count)` runs
+    `count` steps inside one call, each on the next batch of an iterator of `batches()`.
     """
 
     name: str
@@ -29,3 +34,8 @@ class StepFunctions:
     per_replica_batch: int = 0
     causes: list[tuple[str, str, int]] = field(default_factory=list)  # known (rule, path, line) causes
     notes: list[str] = field(default_factory=list)
+    tuned_batches: Callable[[], Iterator[Any]] | None = None
+    tuned_note: str = ""
+    tuned_missing: str = ""
+    xla_step: Callable[[Any], Any] | None = None
+    looped_steps: Callable[[Iterator[Any], Any], Any] | None = None

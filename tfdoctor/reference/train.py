@@ -42,6 +42,7 @@ class TrainConfig:
     learning_rate: float = 1e-3
     seed: int = 0
     augment: bool = True
+    mixed_precision: bool = False  # mixed_float16 compute, the loss scaled by a LossScaleOptimizer
 
 
 @dataclass(frozen=True)
@@ -71,12 +72,20 @@ class Trainer:
         self.replicas = strategy.num_replicas_in_sync
         self.global_batch = config.batch_per_replica * self.replicas
         keras.utils.set_random_seed(config.seed)
-        with strategy.scope():
-            self.model = MODELS[config.model](
-                config.img_size, config.num_classes, config.width, self.spec.anchors_per_scale
-            )
-            self.optimizer = keras.optimizers.Adam(config.learning_rate)
-            self.optimizer.build(self.model.trainable_variables)
+        policy = keras.mixed_precision.global_policy()
+        if config.mixed_precision:
+            keras.mixed_precision.set_global_policy("mixed_float16")
+        try:
+            with strategy.scope():
+                self.model = MODELS[config.model](
+                    config.img_size, config.num_classes, config.width, self.spec.anchors_per_scale
+                )
+                self.optimizer = keras.optimizers.Adam(config.learning_rate)
+                if config.mixed_precision:
+                    self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
+                self.optimizer.build(self.model.trainable_variables)
+        finally:
+            keras.mixed_precision.set_global_policy(policy)  # other models of the process keep theirs
         self.naive_step = tf.function(self._naive_step)
         self.tuned_step = tf.function(self._tuned_step)
         self.tuned_iterator_step = tf.function(lambda iterator: self._tuned_step(next(iterator)))
@@ -85,6 +94,13 @@ class Trainer:
         self.naive_gradients = tf.function(partial(self._gradients, self._naive_loss_and_gradients, all_reduce=False))
         self.naive_reduced_gradients = tf.function(
             partial(self._gradients, self._naive_loss_and_gradients, all_reduce=True))
+        # The measured what-if: each replica's forward and backward compiled by XLA (the all-reduce and the
+        # update stay outside, as they hold cross-replica calls), and several tuned steps in one call.
+        self.naive_xla_step = tf.function(partial(
+            self._xla_step, tf.function(self._naive_loss_and_gradients, jit_compile=True), tf.distribute.ReduceOp.MEAN))
+        self.tuned_xla_step = tf.function(partial(
+            self._xla_step, tf.function(self._loss_and_gradients, jit_compile=True), tf.distribute.ReduceOp.SUM))
+        self.tuned_looped_steps = tf.function(self._tuned_looped)
 
     # Input pipelines.
 
@@ -92,9 +108,11 @@ class Trainer:
         """The seeds' iterator of float64 NumPy global batches."""
         return NaiveBatches(examples, self.spec, self.global_batch, self.config.seed, self.config.augment)
 
-    def tuned_batches(self, examples: Sequence[Example]) -> Iterator:
+    def tuned_batches(self, examples: Sequence[Example], options: tf.data.Options | None = None) -> Iterator:
         """An iterator of distributed batches: each replica gets its own slice, already on its device."""
         dataset = tuned_dataset(examples, self.spec, self.global_batch, self.config.seed, self.config.augment)
+        if options is not None:
+            dataset = dataset.with_options(options)
         # A few batches wait on each device, so the step never waits for the split-and-copy of the next one.
         options = tf.distribute.InputOptions(experimental_per_replica_buffer_size=4)
         return iter(self.strategy.experimental_distribute_dataset(dataset, options))
@@ -103,7 +121,12 @@ class Trainer:
 
     def _per_example_loss(self, images, targets, gt_boxes) -> tf.Tensor:
         outputs = self.model(tf.cast(images, tf.float32), training=True)
+        outputs = tf.nest.map_structure(lambda output: tf.cast(output, tf.float32), outputs)  # float16 ones too
         return yolo_loss(outputs, targets, gt_boxes, self.spec)
+
+    def _differentiated(self, loss: tf.Tensor) -> tf.Tensor:
+        """What the tape differentiates: the loss, scaled under mixed precision (`apply` unscales)."""
+        return self.optimizer.scale_loss(loss) if self.config.mixed_precision else loss
 
     def _apply(self, grads) -> None:
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
@@ -116,7 +139,8 @@ class Trainer:
         with tf.GradientTape() as tape:
             losses = [tf.reduce_mean(self._per_example_loss(i, t, g)) for i, t, g in pieces]
             loss = tf.add_n(losses) / n
-        return loss, tape.gradient(loss, self.model.trainable_variables)
+            scaled = self._differentiated(loss)
+        return loss, tape.gradient(scaled, self.model.trainable_variables)
 
     def _naive_replica(self, images, targets, gt_boxes) -> tf.Tensor:
         loss, grads = self._naive_loss_and_gradients(images, targets, gt_boxes)
@@ -134,7 +158,8 @@ class Trainer:
         with tf.GradientTape() as tape:
             per_example = self._per_example_loss(images, targets, gt_boxes)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=self.global_batch)
-        return loss, tape.gradient(loss, self.model.trainable_variables)
+            scaled = self._differentiated(loss)
+        return loss, tape.gradient(scaled, self.model.trainable_variables)
 
     def _tuned_replica(self, images, targets, gt_boxes) -> tf.Tensor:
         loss, grads = self._loss_and_gradients(images, targets, gt_boxes)
@@ -145,6 +170,24 @@ class Trainer:
         """One tuned training step on a distributed batch; returns the global mean loss."""
         per_replica = self.strategy.run(self._tuned_replica, args=batch)
         return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    def _tuned_looped(self, iterator: Iterator, count: tf.Tensor) -> tf.Tensor:
+        """`count` tuned steps in one call, each on the next batch of a distributed iterator."""
+        loss = self._tuned_step(next(iterator))
+        for _ in tf.range(count - 1):
+            loss = self._tuned_step(next(iterator))
+        return loss
+
+    # The measured what-if's XLA step: a replica's forward and backward compiled, its update outside.
+
+    def _xla_step(self, loss_and_gradients, reduce_op: tf.distribute.ReduceOp, batch: Batch) -> tf.Tensor:
+        def replica(images, targets, gt_boxes) -> tf.Tensor:
+            loss, grads = loss_and_gradients(images, targets, gt_boxes)
+            self._apply(grads)
+            return loss
+
+        per_replica = self.strategy.run(replica, args=batch)
+        return self.strategy.reduce(reduce_op, per_replica, axis=None)
 
     # Forward and backward without the update, for the profiler: the all-reduce costs the difference.
 

@@ -8,6 +8,8 @@ from tfdoctor.profile.cluster.parts import PartError, WorkerPart
 from tfdoctor.profile.report import DEVICE_NOTES, Report
 from tfdoctor.profile.suggest import Cause, suggest
 from tfdoctor.profile.verdict import judge
+from tfdoctor.profile.what_if import judge as judge_change
+from tfdoctor.profile.what_if import ranked
 
 CPU_WORKER_NOTE = ("On CPU, MultiWorkerMirroredStrategy takes one CPU device per worker, so each worker runs one "
                    "replica whatever --gpus says; several replicas per worker need GPUs.")
@@ -37,14 +39,16 @@ def job_report(parts: list[WorkerPart]) -> Report:
         *([CPU_WORKER_NOTE] if first.device_kind == "cpu" else filter(None, [DEVICE_NOTES.get(first.device_kind)])),
     ]
     result = pacing.breakdown
+    causes = [Cause(*cause) for cause in first.causes]
     return Report(
         mode="multi-worker", requested=first.replicas, device_kind=first.device_kind,
         device_names=[name for part in parts for name in part.device_names],
         workload={**first.workload, "workers": len(parts)}, breakdown=result, verdict=judge(result),
-        suggestions=suggest(result, [Cause(*cause) for cause in first.causes], first.replicas),
+        suggestions=suggest(result, causes, first.replicas),
         examples_per_s=first.workload["global_batch"] / result.step.median, notes=notes,
         workers=[worker.to_json() for worker in workers],
         straggler=straggler.to_json() if straggler else None,
+        what_if=ranked([judge_change(times, causes) for times in first.what_if]) if first.what_if else None,
     )
 
 

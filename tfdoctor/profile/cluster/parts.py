@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfdoctor.profile.protocol import PhaseTimes, ProtocolError, decode_config
+from tfdoctor.profile.protocol import PhaseTimes, ProtocolError, WhatIf, decode_config
 
 PART_VERSION = 1
 SUFFIX = ".part.json"
@@ -38,6 +38,7 @@ class WorkerPart:
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     causes: list[list[Any]] = field(default_factory=list)  # the workload's known (rule, path, line) causes
+    what_if: list[WhatIf] = field(default_factory=list)    # the changes this task tried, in step with the others
 
     @property
     def index(self) -> int:

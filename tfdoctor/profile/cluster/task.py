@@ -57,7 +57,8 @@ def measure_task(cluster: ClusterConfig, options: Options, on_event: Callable[[E
                       device_names=devices.names, collective=devices.collective or "",
                       workload={"name": work.name, "global_batch": work.global_batch,
                                 "per_replica_batch": work.per_replica_batch},
-                      phases=measured.times, notes=[*work.notes, *_named(cluster, lost)], causes=work.causes)
+                      phases=measured.times, notes=[*work.notes, *_named(cluster, lost)], causes=work.causes,
+                      what_if=[event for event in child.events if isinstance(event, protocol.WhatIf)])
 
 
 def measure_script_task(cluster: ClusterConfig, options: ScriptOptions,

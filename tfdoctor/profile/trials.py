@@ -1,0 +1,225 @@
+"""The measured what-if of a reference (or --workload) run: each change applied to the workload and timed in
+rounds beside today's full step, in the measuring child (PROFILER.md, "Measured what-if").
+
+Today is the full step on the real input (`next(batches)` then the step), as phase A times it. Each round
+times today and the changed step once, in turns whose order alternates, so the machine's drift touches both;
+`what_if.judge` makes the ratio. Tracing, compiling and filling a pipeline's buffers happen in untimed calls
+first. A multi-worker task runs the same calls in the same order as every other worker (each call holds a
+collective), so a change is applied everywhere or nowhere: whether it applies depends only on the
+configuration, never on one worker's state."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterator
+
+import tensorflow as tf
+
+from tfdoctor.profile.phases import PIPELINE_WARMUP, Progress, timed, wait
+from tfdoctor.profile.protocol import WhatIf, WorkerConfig
+from tfdoctor.profile.workload import StepFunctions
+
+Build = Callable[[tf.distribute.Strategy, dict[str, Any]], StepFunctions]
+TRIAL_SECONDS = 12.0  # timed rounds of a change stop once they have taken this long (at least MIN_ROUNDS; one host)
+MIN_ROUNDS = 6
+BLOCK = 6  # consecutive steps a side in a round, for a change with an input pipeline of its own
+MIN_BLOCK_ROUNDS = 4
+UNTIMED = 2  # untimed calls of each side before the rounds (tracing, XLA compilation)
+LOOPED = 4  # steps per call for steps-per-call
+WAITED_S, WAITED_SHARE = 0.001, 0.05  # a step waited for its input: more than 1 ms and 5% of the quickest step
+BYTES_PER_PACK = 32 * 1024 * 1024  # the pack size tried for MultiWorkerMirroredStrategy's all-reduce
+CPU_MIXED = ("no GPU: float16 has no fast path on CPUs (they emulate it, slower), so mixed precision is not a "
+             "CPU change; run on a GPU to measure it")
+
+
+def steady(step: Callable[[Any], Any], batches: Iterator[Any], count: int) -> float:
+    """Seconds per step over `count` consecutive steps, leaving out the first ones whose batch was waiting in a
+    buffer: from the first step that waited for its input on (all of them when none did: the pipeline kept up)."""
+    waits, totals = [], []
+    for _ in range(count):
+        start = time.perf_counter()
+        batch = next(batches)
+        got = time.perf_counter()
+        wait(step(batch))
+        waits.append(got - start)
+        totals.append(time.perf_counter() - start)
+    threshold = max(WAITED_S, WAITED_SHARE * min(totals))
+    first = next((index for index, seconds in enumerate(waits) if seconds > threshold), 0)
+    return sum(totals[first:]) / len(totals[first:])
+
+
+class Trials:
+    """Runs the requested changes on one workload and yields their `WhatIf` results."""
+
+    def __init__(self, work: StepFunctions, batches: Iterator[Any], build: Build, strategy: tf.distribute.Strategy,
+                 config: WorkerConfig, device_kind: str, progress: Progress, keep: Callable[[Any], Any]) -> None:
+        self.work, self.batches, self.build, self.strategy = work, batches, build, strategy
+        self.config, self.kind, self.progress, self.keep = config, device_kind, progress, keep
+        self.rounds = max(config.steps, MIN_ROUNDS)
+
+    def run(self, changes: list[str]) -> Iterator[WhatIf]:
+        trials = {"input-on-device": self._input_on_device, "tf-data-tuned": self._tuned_input,
+                  "batch-x2": self._batch_x2, "xla": self._xla, "mixed-precision": self._mixed_precision,
+                  "all-reduce": self._all_reduce, "steps-per-call": self._steps_per_call}
+        for change in changes:
+            yield from trials[change]()
+
+    # -- timing -----------------------------------------------------------------------------------------------
+
+    def _today(self) -> float:
+        return timed(lambda: self.work.step(next(self.batches)))
+
+    def _paired(self, change: str, changed: Callable[[], float], examples: int, calls_per_step: int = 1,
+                note: str = "") -> WhatIf:
+        """Today and `changed`, one call each per round in alternating order, after untimed calls of each. For
+        changes that share today's input pipeline (or need none): whatever it buffers serves both sides."""
+        for _ in range(UNTIMED):
+            changed()
+            self._today()
+        today_times: list[float] = []
+        changed_times: list[float] = []
+        started = time.perf_counter()
+        for index in range(self.rounds):
+            if index % 2:
+                changed_times.append(changed())
+                today_times.append(self._today())
+            else:
+                today_times.append(self._today())
+                changed_times.append(changed())
+            self.progress(f"what-if {change}", index + 1, self.rounds)
+            if self._enough(index + 1, MIN_ROUNDS, started):
+                break
+        return WhatIf(change, True, today_times, changed_times, self.work.global_batch, examples, calls_per_step,
+                      note=note)
+
+    def _blocks(self, change: str, other: StepFunctions, batches: Iterator[Any], note: str) -> WhatIf:
+        """Today and a step on an input pipeline of its own, in blocks of BLOCK consecutive steps that take
+        turns: a prefetching pipeline fills its buffers while the other side runs, so single calls would time
+        its buffer, not its pace (`steady` leaves the buffered steps out)."""
+        for _ in range(PIPELINE_WARMUP):  # fill buffers, tune parallelism, trace
+            wait(other.step(next(batches)))
+        today_times: list[float] = []
+        changed_times: list[float] = []
+        rounds = max(MIN_BLOCK_ROUNDS, self.rounds // BLOCK)
+        started = time.perf_counter()
+        for index in range(rounds):
+            sides = [(today_times, self.work.step, self.batches), (changed_times, other.step, batches)]
+            for times, step, source in sides if index % 2 == 0 else reversed(sides):
+                times.append(steady(step, source, BLOCK))
+            self.progress(f"what-if {change}", index + 1, rounds)
+            if self._enough(index + 1, MIN_BLOCK_ROUNDS, started):
+                break
+        return WhatIf(change, True, today_times, changed_times, self.work.global_batch, other.global_batch,
+                      note=note)
+
+    def _enough(self, rounds: int, least: int, started: float) -> bool:
+        """Past the time budget with at least `least` rounds; never on a worker of a job, where every worker
+        must make the same calls."""
+        return (not self.config.multi_worker and rounds >= least
+                and time.perf_counter() - started > TRIAL_SECONDS)
+
+    def _rebuilt(self, change: str, strategy: tf.distribute.Strategy, note: str, **params: Any) -> WhatIf:
+        """The same workload built again with other parameters (or under another strategy), timed on its own
+        input; out of memory is a result."""
+        try:
+            other = self.build(strategy, {**self.config.workload_params(), **params})
+            return self._blocks(change, other, self.keep(other.batches()), note)
+        except tf.errors.ResourceExhaustedError as error:
+            message = str(error.message).strip().splitlines()[0][:200]
+            return WhatIf(change, False, why_not=f"out of memory ({message})", note=note, out_of_memory=True)
+
+    # -- the changes ----------------------------------------------------------------------------------------
+
+    def _input_on_device(self) -> Iterator[WhatIf]:
+        batch = self.work.device_batch
+        yield self._paired("input-on-device", lambda: timed(lambda: self.work.step(batch)), self.work.global_batch,
+                           note="the same step on a batch already on the devices: no input work at all")
+
+    def _tuned_input(self) -> Iterator[WhatIf]:
+        if self.work.tuned_batches is None:
+            yield WhatIf("tf-data-tuned", False, why_not=self.work.tuned_missing or "the workload offers no "
+                         "tuned input pipeline")
+            return
+        yield self._blocks("tf-data-tuned", self.work, self.keep(self.work.tuned_batches()), self.work.tuned_note)
+
+    def _batch_x2(self) -> Iterator[WhatIf]:
+        doubled = self.work.per_replica_batch * 2
+        yield self._rebuilt("batch-x2", self.strategy, f"{doubled} examples per replica instead of "
+                            f"{self.work.per_replica_batch}: a larger batch changes the optimisation, so scale the "
+                            "learning rate (with a warm-up) to keep convergence", batch_per_replica=doubled)
+
+    def _xla(self) -> Iterator[WhatIf]:
+        step = self.work.xla_step
+        if step is None:
+            yield WhatIf("xla", False, why_not="the workload offers no XLA-compiled step")
+            return
+        try:
+            step(next(self.batches))
+        except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError) as error:
+            first = str(error.message).strip().splitlines()[0][:200]
+            yield WhatIf("xla", False, why_not=f"XLA cannot compile the step ({first})")
+            return
+        yield self._paired("xla", lambda: timed(lambda: step(next(self.batches))), self.work.global_batch,
+                           note="forward and backward of each replica compiled with jit_compile=True; the "
+                                "all-reduce and the update stay outside the cluster")
+
+    def _mixed_precision(self) -> Iterator[WhatIf]:
+        if self.kind == "cpu":
+            yield WhatIf("mixed-precision", False, why_not=CPU_MIXED)
+        elif self.config.workload != "reference":
+            yield WhatIf("mixed-precision", False, why_not="a --workload builds its own model, under its own policy")
+        else:
+            yield self._rebuilt("mixed-precision", self.strategy, "mixed_float16 policy, LossScaleOptimizer",
+                                mixed_precision=True)
+
+    def _all_reduce(self) -> Iterator[WhatIf]:
+        if self.config.multi_worker:
+            yield from self._communication_options()
+            return
+        current = type(self.strategy.extended._cross_device_ops).__name__  # noqa: SLF001 - no public accessor
+        devices = list(self.strategy.extended.worker_devices)
+        options = {"NcclAllReduce": tf.distribute.NcclAllReduce,
+                   "HierarchicalCopyAllReduce": tf.distribute.HierarchicalCopyAllReduce,
+                   "ReductionToOneDevice": tf.distribute.ReductionToOneDevice}
+        if self.kind != "gpu":
+            options.pop("NcclAllReduce")  # NCCL needs physical GPUs (TFD111)
+        for name, make in options.items():
+            if name == current:
+                continue
+            strategy = tf.distribute.MirroredStrategy(devices, cross_device_ops=make())
+            yield self._rebuilt(f"all-reduce: {name}", strategy, f"MirroredStrategy(cross_device_ops={name}()) "
+                                f"instead of {current}")
+
+    def _communication_options(self) -> Iterator[WhatIf]:
+        """MultiWorkerMirroredStrategy: the step traced again with other CommunicationOptions (a process can
+        make only one such strategy, so its all-reduce calls are given the options instead)."""
+        from tfdoctor.profile.collective_options import communication_options
+
+        python_step = getattr(self.work.step, "python_function", None)
+        if python_step is None:
+            yield WhatIf("all-reduce", False, why_not="the step is not a tf.function, so it cannot be traced "
+                         "again with other communication options")
+            return
+        implementation = tf.distribute.experimental.CommunicationImplementation
+        variants = {"bytes_per_pack=32MiB": tf.distribute.experimental.CommunicationOptions(
+            bytes_per_pack=BYTES_PER_PACK)}
+        if self.kind == "gpu":
+            variants["RING"] = tf.distribute.experimental.CommunicationOptions(implementation=implementation.RING)
+        for name, options in variants.items():
+            traced = tf.function(python_step)
+            with communication_options(options):
+                timed(lambda: traced(next(self.batches)))  # traced here, with the options
+            yield self._paired(f"all-reduce: {name}", lambda: timed(lambda: traced(next(self.batches))),
+                               self.work.global_batch, note=f"CommunicationOptions({name}) on every all-reduce "
+                               "of the step")
+
+    def _steps_per_call(self) -> Iterator[WhatIf]:
+        looped = self.work.looped_steps
+        if looped is None:
+            yield WhatIf("steps-per-call", False, why_not="the batches come from Python, so several steps cannot "
+                         "run inside one graph call; feed them from tf.data first (TFD201)")
+            return
+        count = tf.constant(LOOPED)
+        yield self._paired("steps-per-call", lambda: timed(lambda: looped(self.batches, count)),
+                           self.work.global_batch * LOOPED, calls_per_step=LOOPED,
+                           note=f"{LOOPED} steps inside one tf.function call, each on the next batch")
