@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 from tfdoctor.profile.protocol import WhatIf, decode, encode
 from tfdoctor.profile.suggest import Cause
 from tfdoctor.profile.what_if import CHANGES, WhatIfError, best, judge, parse_changes, ranked, sentence
@@ -172,3 +172,37 @@ def test_reference_naive_pipeline_ranks_an_input_change_first(tmp_path):
     tuned = next(row for row in document["what_if"] if row["change"] == "tf-data-tuned")
     assert tuned["speedup"] >= 1.3 and any(l.startswith("TFD201 at") for l in tuned["locations"])
     assert "Best measured change: " in document["verdict"]["statement"]
+
+
+@pytest.mark.tf
+def test_script_mode_tunes_the_scripts_own_pipeline_and_says_why_a_change_does_not_apply(tmp_path):
+    # 60 ms of input per batch, not prefetched, before a 60 ms step: prefetched, they overlap (about 2x).
+    output = tmp_path / "report.json"
+    result = run_cli("profile", "--gpus", "2", "--steps", "8", "--what-if", "all", "--format", "json", "--output",
+                     str(output), "--logdir", str(tmp_path / "logs"), "--", "python",
+                     str(ROOT / "tests" / "scripts" / "no_prefetch_loop.py"), timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = {row["change"]: row for row in json.loads(output.read_text())["what_if"]}
+    assert set(CHANGES) - {"all-reduce"} <= set(rows) and any(c.startswith("all-reduce") for c in rows)
+    tuned = rows["tf-data-tuned"]
+    assert tuned["applied"] and not tuned["step_only"] and tuned["speedup"] > 1.3 and tuned["interval"][0] > 1.0
+    # XLA compiles each replica's function; this one updates a mirrored variable, which XLA cannot reach on the
+    # other replica's device
+    assert rows["xla"]["why_not"].startswith("the step failed with it (Trying to access resource ")
+    assert rows["mixed-precision"]["why_not"].startswith("no GPU")
+    assert rows["batch-x2"]["step_only"] and "no input" in rows["batch-x2"]["note"]
+    statement = json.loads(output.read_text())["verdict"]["statement"]
+    assert "Best measured change: tf-data-tuned" in statement
+
+
+@pytest.mark.tf
+def test_a_multi_worker_job_measures_input_batch_and_all_reduce_changes(tmp_path):
+    output = tmp_path / "job.json"
+    result = run_cli("profile", "--workers", "2", "--steps", "6", "--workload", "tests.profile.workloads:build",
+                     "--workload-param", "inject=none", "--what-if", "input-on-device,batch-x2,all-reduce",
+                     "--format", "json", "--output", str(output), "--logdir", str(tmp_path / "logs"), timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = {row["change"]: row for row in json.loads(output.read_text())["what_if"]}
+    assert rows["input-on-device"]["applied"] and rows["batch-x2"]["applied"]
+    assert rows["all-reduce: bytes_per_pack=32MiB"]["applied"]
+    assert all(row["interval"] for row in rows.values())

@@ -181,7 +181,8 @@ def _script_report(args: argparse.Namespace) -> Report:
     from tfdoctor.profile.script.parent import ScriptOptions, profile_script
 
     options = ScriptOptions(command=tuple(args.script_command), gpus=args.gpus, steps=args.steps or 10,
-                            warmup=args.warmup, max_seconds=args.max_seconds, logdir=args.logdir.resolve())
+                            warmup=args.warmup, max_seconds=args.max_seconds, logdir=args.logdir.resolve(),
+                            what_if=tuple(args.what_if))
     with _progress(Console(stderr=True)) as progress:
         task = progress.add_task("script: starting", total=None)
         return profile_script(options, _follow(progress, task, "script"))
@@ -210,7 +211,8 @@ def _job_task(args: argparse.Namespace) -> int:
         if args.script_command:
             part = measure_script_task(cluster, ScriptOptions(
                 command=tuple(args.script_command), gpus=args.gpus, steps=args.steps or 10, warmup=args.warmup,
-                max_seconds=args.max_seconds, logdir=options.logdir, multi_worker=True), forward)
+                max_seconds=args.max_seconds, logdir=options.logdir, multi_worker=True,
+                what_if=tuple(args.what_if)), forward)
         else:
             part = measure_task(cluster, options, forward)
     try:

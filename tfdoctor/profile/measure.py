@@ -16,8 +16,7 @@ from tfdoctor.profile.report import Report, device_notes
 from tfdoctor.profile.runner import OutOfMemory, run_worker, trace_of
 from tfdoctor.profile.suggest import Cause, suggest
 from tfdoctor.profile.verdict import judge, out_of_memory
-from tfdoctor.profile.what_if import Outcome, ranked
-from tfdoctor.profile.what_if import judge as judge_change
+from tfdoctor.profile.what_if import tried
 
 OnEvent = Callable[[Event], None]
 THROUGHPUT_STEPS = 10  # phase D needs only a median step time
@@ -88,13 +87,6 @@ def profile(options: Options, on_event: OnEvent) -> Report:
         report.scaling = [{"replicas": n, "examples_per_s": throughputs[n], "efficiency": throughputs[n] / (n * one)}
                           for n in sorted(throughputs)]
     return report
-
-
-def tried(events: list[Event], causes: list[Cause], requested: tuple[str, ...] | list[str]) -> list[Outcome] | None:
-    """The outcomes of the changes the child tried, best first; None when none was asked for."""
-    if not requested:
-        return None
-    return ranked([judge_change(event, causes) for event in events if isinstance(event, protocol.WhatIf)])
 
 
 def _workload(options: Options, work: protocol.WorkloadReady) -> dict[str, Any]:

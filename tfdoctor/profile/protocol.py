@@ -191,6 +191,7 @@ class WhatIf(Event):
     why_not: str | None = None
     note: str = ""
     out_of_memory: bool = False
+    step_only: bool = False                # timed on the step alone (script mode's replays), not with its input
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ configuration, never on one worker's state."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, Callable, Iterator
 
@@ -30,6 +31,20 @@ WAITED_S, WAITED_SHARE = 0.001, 0.05  # a step waited for its input: more than 1
 BYTES_PER_PACK = 32 * 1024 * 1024  # the pack size tried for MultiWorkerMirroredStrategy's all-reduce
 CPU_MIXED = ("no GPU: float16 has no fast path on CPUs (they emulate it, slower), so mixed precision is not a "
              "CPU change; run on a GPU to measure it")
+
+
+TRACEBACK_LINES = ("Detected at node", "File ", "<stack traces", "[[")  # where TensorFlow says where, not what
+
+
+def error_line(error: BaseException) -> str:
+    """What went wrong, in one short line: the op XLA cannot compile, else the first line that says something."""
+    text = str(getattr(error, "message", "") or error)
+    unsupported = re.search(r"unsupported operations .*? on XLA_\w+: (\w+)", text)
+    if unsupported:
+        return f"XLA cannot compile the op {unsupported.group(1)}"
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().endswith("error:")
+             and not line.strip().startswith(TRACEBACK_LINES)]
+    return lines[0][:200] if lines else type(error).__name__
 
 
 def steady(step: Callable[[Any], Any], batches: Iterator[Any], count: int) -> float:
@@ -125,8 +140,7 @@ class Trials:
             other = self.build(strategy, {**self.config.workload_params(), **params})
             return self._blocks(change, other, self.keep(other.batches()), note)
         except tf.errors.ResourceExhaustedError as error:
-            message = str(error.message).strip().splitlines()[0][:200]
-            return WhatIf(change, False, why_not=f"out of memory ({message})", note=note, out_of_memory=True)
+            return WhatIf(change, False, why_not=f"out of memory ({error_line(error)})", note=note, out_of_memory=True)
 
     # -- the changes ----------------------------------------------------------------------------------------
 
@@ -156,8 +170,7 @@ class Trials:
         try:
             step(next(self.batches))
         except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError) as error:
-            first = str(error.message).strip().splitlines()[0][:200]
-            yield WhatIf("xla", False, why_not=f"XLA cannot compile the step ({first})")
+            yield WhatIf("xla", False, why_not=f"the step failed with it ({error_line(error)})")
             return
         yield self._paired("xla", lambda: timed(lambda: step(next(self.batches))), self.work.global_batch,
                            note="forward and backward of each replica compiled with jit_compile=True; the "
@@ -216,8 +229,10 @@ class Trials:
     def _steps_per_call(self) -> Iterator[WhatIf]:
         looped = self.work.looped_steps
         if looped is None:
+            from_python = not isinstance(self.batches, (tf.data.Iterator, tf.distribute.DistributedIterator))
             yield WhatIf("steps-per-call", False, why_not="the batches come from Python, so several steps cannot "
-                         "run inside one graph call; feed them from tf.data first (TFD201)")
+                         "run inside one graph call; feed them from tf.data first (TFD201)" if from_python else
+                         "the workload offers no call that runs several steps")
             return
         count = tf.constant(LOOPED)
         yield self._paired("steps-per-call", lambda: timed(lambda: looped(self.batches, count)),

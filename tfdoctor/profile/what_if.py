@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from tfdoctor.profile.breakdown import COVERAGE, RESAMPLES
-from tfdoctor.profile.protocol import WhatIf
+from tfdoctor.profile.protocol import Event, WhatIf
 from tfdoctor.profile.suggest import Cause
 
 CHANGES = ("input-on-device", "tf-data-tuned", "batch-x2", "xla", "mixed-precision", "all-reduce",
@@ -70,6 +70,7 @@ class Outcome:
     locations: tuple[str, ...] = field(default=())
     today_examples_per_s: float | None = None
     out_of_memory: bool = False
+    step_only: bool = False  # measured on the step alone, without its input (script mode's replays)
 
     @property
     def measurable(self) -> bool:
@@ -82,16 +83,17 @@ class Outcome:
             return "does not fit: out of memory"
         if not self.applied:
             return f"not applied: {self.why_not}"
+        alone = " (the step alone)" if self.step_only else ""
         if not self.measurable:
-            return "no measurable effect"
-        return "faster" if self.speedup and self.speedup > 1 else "slower"
+            return f"no measurable effect{alone}"
+        return f"{'faster' if self.speedup and self.speedup > 1 else 'slower'}{alone}"
 
     def to_json(self) -> dict[str, object]:
         return {"change": self.change, "applied": self.applied, "why_not": self.why_not,
                 "step_time_s": self.step_time_s, "examples_per_s": self.examples_per_s, "speedup": self.speedup,
                 "interval": list(self.interval) if self.interval else None, "note": self.note,
                 "rules": list(self.rules), "locations": list(self.locations),
-                "measurable": self.measurable, "out_of_memory": self.out_of_memory}
+                "measurable": self.measurable, "out_of_memory": self.out_of_memory, "step_only": self.step_only}
 
 
 def judge(times: WhatIf, causes: list[Cause]) -> Outcome:
@@ -101,7 +103,8 @@ def judge(times: WhatIf, causes: list[Cause]) -> Outcome:
     found = [cause for cause in causes if cause.code in rules]
     shown_rules = tuple(dict.fromkeys(cause.code for cause in found)) or rules
     locations = tuple(f"{cause.code} at {cause.location()}" for cause in found)
-    common = {"change": times.change, "note": times.note, "rules": shown_rules, "locations": locations}
+    common = {"change": times.change, "note": times.note, "rules": shown_rules, "locations": locations,
+              "step_only": times.step_only}
     pairs = [(t, c) for t, c in zip(times.today, times.changed) if t > 0 and c > 0]
     if not times.applied or not pairs:
         return Outcome(applied=False, why_not=times.why_not or "nothing was timed", out_of_memory=times.out_of_memory,
@@ -132,19 +135,29 @@ def _family(change: str) -> str:
     return change.split(":")[0].strip()
 
 
+def tried(events: list[Event], causes: list[Cause], requested: tuple[str, ...] | list[str]) -> list[Outcome] | None:
+    """The outcomes of the changes a child tried (its WhatIf events), best first; None when none was asked for."""
+    if not requested:
+        return None
+    return ranked([judge(event, causes) for event in events if isinstance(event, WhatIf)])
+
+
 def ranked(outcomes: list[Outcome]) -> list[Outcome]:
-    """Measured changes first, fastest first; then the ones without a measurable effect; then those not applied."""
-    def key(outcome: Outcome) -> tuple[int, float]:
+    """Measured gains first (those measured with their input before those on the step alone), fastest first;
+    then the changes without a measurable effect; then those not applied."""
+    def key(outcome: Outcome) -> tuple[int, bool, float]:
         if not outcome.applied:
-            return 2, 0.0
-        return (0 if outcome.measurable and (outcome.speedup or 0) > 1 else 1), -(outcome.speedup or 0.0)
+            return 2, True, 0.0
+        faster = outcome.measurable and (outcome.speedup or 0) > 1
+        return (0 if faster else 1), outcome.step_only, -(outcome.speedup or 0.0)
     return sorted(outcomes, key=key)
 
 
 def best(outcomes: list[Outcome]) -> Outcome | None:
-    """The change with the largest measured speed-up whose interval lies above 1.0."""
+    """The change with the largest measured speed-up whose interval lies above 1.0; one measured with its
+    input comes before one measured on the step alone, whose gain an input-bound step would not see."""
     faster = [o for o in outcomes if o.applied and o.measurable and (o.speedup or 0) > 1]
-    return max(faster, key=lambda o: o.speedup or 0.0) if faster else None
+    return max(faster, key=lambda o: (not o.step_only, o.speedup or 0.0)) if faster else None
 
 
 def sentence(outcomes: list[Outcome]) -> str | None:
@@ -155,5 +168,6 @@ def sentence(outcomes: list[Outcome]) -> str | None:
     if top is None:
         return "No tried change made a measurable difference."
     low, high = top.interval or (0.0, 0.0)
+    alone = ", on the step alone" if top.step_only else ""
     return (f"Best measured change: {top.change}, {top.speedup:.2f}x examples/s "
-            f"(90% interval {low:.2f}-{high:.2f}).")
+            f"(90% interval {low:.2f}-{high:.2f}{alone}).")

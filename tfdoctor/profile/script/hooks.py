@@ -8,6 +8,7 @@ distributed iterators, batches of `keras.utils.PyDataset` (and `Sequence`) subcl
 
 from __future__ import annotations
 
+import contextlib
 import time
 import weakref
 from typing import Any, Callable, ClassVar
@@ -18,7 +19,7 @@ from tensorflow.python.distribute import distribute_lib, input_lib, mirrored_str
 from tensorflow.python.eager.polymorphic_function import polymorphic_function
 from tensorflow.python.framework import ops
 
-from tfdoctor.profile.script import replay
+from tfdoctor.profile.script import inputs, replay
 from tfdoctor.profile.script.recorder import Recorder
 
 HOOKED = ("tf.function steps that call strategy.run", "eager strategy.run", "Model.fit batches",
@@ -46,6 +47,7 @@ def install(recorder: Recorder, devices: list[str] | None = None) -> None:
     _patch_strategy_run()
     _patch_all_reduce()
     _patch_iterators()
+    _patch_distribution()
     _patch_keras()
 
 
@@ -103,6 +105,8 @@ def _patch_strategy_run() -> None:
         if ops.inside_function():
             if _State.calling and not isinstance(_State.calling[-1], str):
                 _State.steps.add(_State.calling[-1])
+            if replay.COMPILED["on"]:
+                fn = tf.function(fn, jit_compile=True)
             return original(self, fn, args, kwargs, options)
         rec = _idle()
         if rec is None:
@@ -147,13 +151,41 @@ def _timed_input(original: Callable) -> Callable:
         try:
             return original(*args, **kwargs)
         finally:
-            rec.input_wait(time.perf_counter() - start)
+            rec.input_wait(time.perf_counter() - start, args[0] if args else None)
     return timed
 
 
 def _patch_iterators() -> None:
     for cls in (iterator_ops.OwnedIterator, input_lib.DistributedIteratorBase):
         cls.__next__ = _timed_input(cls.__next__)
+
+
+def _patch_distribution() -> None:
+    """Distributed datasets (and their iterators) remember what they were made from, for tf-data-tuned."""
+    def remember(original: Callable, from_function: bool) -> Callable:
+        def distribute(self: Any, dataset: Any, options: Any = None) -> Any:
+            made = original(self, dataset, options)
+            with contextlib.suppress(AttributeError):
+                setattr(made, inputs.SOURCE, (self, dataset, options, from_function))
+            return made
+        return distribute
+
+    strategy = distribute_lib.StrategyBase
+    strategy.experimental_distribute_dataset = remember(strategy.experimental_distribute_dataset, False)
+    strategy.distribute_datasets_from_function = remember(strategy.distribute_datasets_from_function, True)
+    for cls in (input_lib.DistributedDataset, input_lib.DistributedDatasetsFromFunction):
+        cls.__iter__ = _passing_source(cls.__iter__)
+
+
+def _passing_source(original: Callable) -> Callable:
+    def __iter__(self: Any) -> Any:
+        iterator = original(self)
+        source = getattr(self, inputs.SOURCE, None)
+        if source is not None:
+            with contextlib.suppress(AttributeError):
+                setattr(iterator, inputs.SOURCE, source)
+        return iterator
+    return __iter__
 
 
 def _patch_keras() -> None:

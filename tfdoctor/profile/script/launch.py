@@ -78,7 +78,8 @@ def main(argv: list[str]) -> int:
         _, kind, names = setup_replicas(config.replicas)
     CHANNEL.emit(protocol.Devices(kind, names or []))
     recorder = Recorder(config.steps, config.warmup, _finished, CHANNEL.progress, config.trace_dir,
-                        config.trace_steps, across_workers=config.multi_worker, on_partial=CHANNEL.emit)
+                        config.trace_steps, across_workers=config.multi_worker, on_partial=CHANNEL.emit,
+                        what_if=config.what_if, device_kind=kind)
     hooks.install(recorder, names)
     threading.Thread(target=_watchdog, args=(recorder, config.max_seconds), daemon=True).start()
     try:

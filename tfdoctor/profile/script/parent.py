@@ -17,7 +17,9 @@ from tfdoctor.profile.report import Report
 from tfdoctor.profile.runner import Child, OutOfMemory, ProfileError, raise_failure, run_child, trace_of
 from tfdoctor.profile.script import join
 from tfdoctor.profile.script.target import Target, module_target
+from tfdoctor.profile.suggest import Cause
 from tfdoctor.profile.verdict import Verdict
+from tfdoctor.profile.what_if import tried
 
 OnEvent = Callable[[Event], None]
 PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -35,6 +37,7 @@ class ScriptOptions:
     logdir: Path | None = None
     trace_steps: int = 3
     multi_worker: bool = False  # one task of a multi-worker job (TF_CONFIG is set; the script makes the strategy)
+    what_if: tuple[str, ...] = ()  # changes to try on the captured step (what_if.CHANGES)
 
 
 def split_command(command: tuple[str, ...]) -> Target:
@@ -68,7 +71,7 @@ def run_script(options: ScriptOptions, on_event: OnEvent) -> tuple[Child, Target
     config = ScriptConfig(replicas=options.gpus, steps=options.steps, warmup=options.warmup,
                           max_seconds=options.max_seconds, trace_steps=options.trace_steps,
                           trace_dir=str(options.logdir / "script") if options.logdir else None,
-                          multi_worker=options.multi_worker)
+                          multi_worker=options.multi_worker, what_if=list(options.what_if))
     root = str(Path(tfdoctor.__file__).resolve().parent.parent)
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     child = run_child([target.interpreter, "-m", "tfdoctor.profile.script.launch", protocol.encode(config),
@@ -91,9 +94,11 @@ def profile_script(options: ScriptOptions, on_event: OnEvent) -> Report:
     result = child.last(protocol.ScriptMeasured)
     assert result is not None
     trace, lost = trace_of(child, options.logdir is not None and options.trace_steps > 0)
-    return join.build(result, join.lint_findings(script, target.package), options.gpus,
-                      devices.kind if devices else "unknown", devices.names if devices else [], target.name,
-                      [lost] if lost else [], trace)
+    findings = join.lint_findings(script, target.package)
+    report = join.build(result, findings, options.gpus, devices.kind if devices else "unknown",
+                        devices.names if devices else [], target.name, [lost] if lost else [], trace)
+    report.what_if = tried(child.events, [Cause(f.code, f.path, f.line) for f in findings], options.what_if)
+    return report
 
 
 def _explain(child: Child, script: Path, error: ProfileError) -> ProfileError:

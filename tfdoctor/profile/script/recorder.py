@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from tfdoctor.profile.protocol import NoStep, PhaseTimes, ScriptMeasured, Traced
+from tfdoctor.profile.protocol import NoStep, PhaseTimes, ScriptMeasured, Traced, WhatIf
 from tfdoctor.profile.script.replay import Replay, measure
 
 Progress = Callable[[str, int, int], None]
@@ -27,7 +27,8 @@ class Recorder:
 
     def __init__(self, steps: int, warmup: int, on_done: Callable[[ScriptMeasured | NoStep], None], progress: Progress,
                  trace_dir: str | None = None, trace_steps: int = 3, across_workers: bool = False,
-                 on_partial: Callable[[ScriptMeasured | Traced], None] = lambda event: None) -> None:
+                 on_partial: Callable[[ScriptMeasured | Traced | WhatIf], None] = lambda event: None,
+                 what_if: list[str] | None = None, device_kind: str = "cpu") -> None:
         self.steps, self.warmup, self.on_done, self.on_partial, self.progress = (steps, warmup, on_done, on_partial,
                                                                                 progress)
         self.across_workers = across_workers  # a worker of a multi-worker job (replay.measure)
@@ -45,14 +46,18 @@ class Recorder:
         self.deadline = float("inf")
         self._traced = -1                # steps traced so far; -1 while no trace runs
         self._step_mark: Any = None      # the profiler's step annotation in progress
+        self.what_if, self.device_kind = what_if or [], device_kind
+        self.input_source: Any = None    # the iterator the training loop read last (tf-data-tuned)
 
     def prefer(self, source: str) -> None:
         """Use `source` for the step boundaries (Model.fit's callback over the Function inside fit)."""
         if self.source is None:
             self.source = source
 
-    def input_wait(self, seconds: float) -> None:
+    def input_wait(self, seconds: float, source: Any = None) -> None:
         self._wait += seconds
+        if source is not None:
+            self.input_source = source
 
     def step(self, source: str, start: float, end: float, replay: Replay | None = None) -> None:
         """A training step call ran from `start` to `end` (perf_counter seconds)."""
@@ -93,7 +98,20 @@ class Recorder:
         self.done = self.busy = True
         if self._traced >= 0:
             self.on_partial(Traced(self._stop_trace()))
-        self.on_done(self._result(ended))
+        result = self._result(ended)
+        if self.what_if and isinstance(result, ScriptMeasured) and self.replay is not None and result.replayed:
+            self.on_partial(result)  # sent first: a change that takes the process down costs only the what-if
+            self._try_changes(result)
+        self.on_done(result)
+
+    def _try_changes(self, result: ScriptMeasured) -> None:
+        from tfdoctor.profile.script.what_if_replays import ScriptTrials
+
+        assert self.replay is not None
+        trials = ScriptTrials(self.replay, result.times.full, result.replay_steps, self.device_kind,
+                              self.across_workers, self.input_source, self.progress)
+        for tried in trials.run(self.what_if):
+            self.on_partial(tried)
 
     def _result(self, ended: str | None, replay: bool = True) -> ScriptMeasured | NoStep:
         """The window's result, its step replayed unless `replay` is False (sent ahead of a trace)."""

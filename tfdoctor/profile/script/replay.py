@@ -26,6 +26,8 @@ from tfdoctor.profile.phases import in_one_graph, timed, wait
 Batch = tuple[tuple[Any, ...], dict[str, Any]]  # a step's (args, kwargs)
 Progress = Callable[[str, int, int], None]
 PASSTHROUGH = {"on": False}  # read by the all-reduce hook
+EAGER = "eager strategy.run"
+COMPILED = {"on": False}  # read by the strategy.run hook: each replica function is compiled with XLA
 LOOP = 4  # steps per graph call in phase H
 
 
@@ -39,9 +41,20 @@ def without_all_reduce() -> Iterator[None]:
         PASSTHROUGH["on"] = False
 
 
+@contextlib.contextmanager
+def replicas_compiled() -> Iterator[None]:
+    """While a replay is traced inside, each function that `strategy.run` gets is compiled with XLA."""
+    COMPILED["on"] = True
+    try:
+        yield
+    finally:
+        COMPILED["on"] = False
+
+
 @dataclass
 class Replay:
-    """A captured step: `step(batch)` runs it, `unreduced(batch)` runs it without the all-reduce."""
+    """A captured step: `step(batch)` runs it, `unreduced(batch)` runs it without the all-reduce, and each
+    `fresh()` is the same step traced anew when first called (under whatever is patched then)."""
 
     kind: str
     batch: Batch
@@ -49,20 +62,19 @@ class Replay:
     unreduced: Callable[[Batch], Any]
     replicas: int
     input_inside: bool = False  # the real step calls fetch their input (Model.fit): B is the replay itself
+    fresh: Callable[[], Callable[[Batch], Any]] | None = None
 
 
 def of_function(function: Any, args: tuple, kwargs: dict, replicas: int) -> Replay | None:
     """A `tf.function` step; None when its arguments are not a batch (an iterator, say)."""
     if not _is_batch(args, kwargs):
         return None
-    traced: list[Any] = []  # the same Python function as a new tf.function, made when first replayed
+    def fresh() -> Callable[[Batch], Any]:  # the same Python function as a new tf.function
+        traced = tf.function(function.python_function)
+        return lambda batch: traced(*batch[0], **batch[1])
 
-    def unreduced(batch: Batch) -> Any:
-        if not traced:
-            traced.append(tf.function(function.python_function))
-        return traced[0](*batch[0], **batch[1])
-
-    return Replay("tf.function", (args, kwargs), lambda b: function(*b[0], **b[1]), unreduced, replicas)
+    return Replay("tf.function", (args, kwargs), lambda b: function(*b[0], **b[1]), _traced_once(fresh), replicas,
+                  fresh=fresh)
 
 
 def of_eager_run(strategy: Any, fn: Callable, args: tuple, kwargs: dict) -> Replay | None:
@@ -73,7 +85,7 @@ def of_eager_run(strategy: Any, fn: Callable, args: tuple, kwargs: dict) -> Repl
     def run(batch: Batch) -> Any:
         return strategy.run(fn, args=batch[0], kwargs=batch[1])
 
-    return Replay("eager strategy.run", (args, kwargs), run, run, strategy.num_replicas_in_sync)
+    return Replay(EAGER, (args, kwargs), run, run, strategy.num_replicas_in_sync, fresh=lambda: run)
 
 
 def of_fit(model: Any, data: Any, targets: Any, batch_size: int | None) -> Replay | None:
@@ -91,17 +103,24 @@ def of_fit(model: Any, data: Any, targets: Any, batch_size: int | None) -> Repla
     else:
         return None
     batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
-    graphs: list[Any] = []  # with and without the all-reduce, traced when first replayed
 
-    def runner(index: int) -> Callable[[Batch], Any]:
-        def run(replayed: Batch) -> Any:
-            while len(graphs) <= index:
-                graphs.append(tf.function(lambda b: strategy.run(model.train_step, args=(b,))))
-            return graphs[index](*replayed[0])
-        return run
+    def fresh() -> Callable[[Batch], Any]:
+        graph = tf.function(lambda b: strategy.run(model.train_step, args=(b,)))
+        return lambda replayed: graph(*replayed[0])
 
-    return Replay("Model.fit train_step", ((batch,), {}), runner(0), runner(1), strategy.num_replicas_in_sync,
-                  input_inside=True)
+    return Replay("Model.fit train_step", ((batch,), {}), _traced_once(fresh), _traced_once(fresh),
+                  strategy.num_replicas_in_sync, input_inside=True, fresh=fresh)
+
+
+def _traced_once(fresh: Callable[[], Callable[[Batch], Any]]) -> Callable[[Batch], Any]:
+    """A step made by `fresh()` when first called (traced then, under whatever is patched at that moment)."""
+    made: list[Callable[[Batch], Any]] = []
+
+    def run(batch: Batch) -> Any:
+        if not made:
+            made.append(fresh())
+        return made[0](batch)
+    return run
 
 
 def _is_batch(args: tuple, kwargs: dict) -> bool:
