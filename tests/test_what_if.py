@@ -108,7 +108,11 @@ def test_report_json_and_text_carry_the_tried_changes(tmp_path):
     render(report, console)
     console.file.close()
     text = (tmp_path / "out.txt").read_text()
-    assert "What-if, measured" in text and "not applied: no GPU" in text and "today" in text
+    assert "What-if, measured" in text and "not applied: no GPU" in text and "examples/s today" in text
+    from tfdoctor.profile.image import write_png
+
+    image = write_png(tmp_path / "breakdown.png", "w", result, report.verdict.primary, outcomes)
+    assert image.stat().st_size > 0
 
 
 # -- real runs whose effects are known by construction --------------------------------------------------------

@@ -296,7 +296,7 @@ def write_report(report: Report, format: str, output: Path | None, image_base: P
         base = output if output else image_base
         try:
             png = write_png(base.with_suffix(".png"), f"tfdoctor profile: {report.workload.get('name', '')}",
-                            report.breakdown, report.verdict.primary)
+                            report.breakdown, report.verdict.primary, report.what_if)
         except OSError as error:
             print(f"warning: cannot write the breakdown image: {error}", file=sys.stderr)
     if format == "json":

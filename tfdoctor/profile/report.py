@@ -151,14 +151,13 @@ def render(report: Report, console: Console) -> None:
 def _print_what_if(outcomes: list[Outcome], console: Console) -> None:
     """The "What-if, measured" table: each tried change, best first, beside today."""
     table = Table(title="What-if, measured", show_header=True, header_style="bold", title_justify="left")
-    for column in ("change", "examples/s", "ms / step", "speed-up", "90% interval", "effect"):
+    for column in ("change", "examples/s today", "with it", "ms / step", "speed-up", "90% interval", "effect"):
         table.add_column(column, justify="left" if column in ("change", "effect") else "right")
-    today = next((o.today_examples_per_s for o in outcomes if o.today_examples_per_s), None)
-    if today:
-        table.add_row("today", f"{today:.1f}", "", "1.00x", "", "")
     for outcome in outcomes:
         low, high = outcome.interval or (None, None)
-        table.add_row(outcome.change, f"{outcome.examples_per_s:.1f}" if outcome.examples_per_s else "-",
+        table.add_row(outcome.change,
+                      f"{outcome.today_examples_per_s:.1f}" if outcome.today_examples_per_s else "-",
+                      f"{outcome.examples_per_s:.1f}" if outcome.examples_per_s else "-",
                       f"{outcome.step_time_s * 1000:.1f}" if outcome.step_time_s else "-",
                       f"{outcome.speedup:.2f}x" if outcome.speedup else "-",
                       f"{low:.2f}-{high:.2f}" if low is not None else "", outcome.effect())
