@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The profiler on a real GPU, in under 8 minutes on one GPU: the reference workload (naive and tuned) on
-# --gpus 1 and on --gpus 2 (one GPU split in two), a sync-heavy script and an input-bound script. Prints each
-# verdict and its shares, then whether sync > 0 and whether naive is input-bound (a failed check exits 1).
+# --gpus 1 and on --gpus 2 (one GPU split in two), a sync-heavy script and an input-bound script, and the naive
+# reference with `--what-if all`. Prints each verdict and its shares, then whether sync > 0, whether naive is
+# input-bound and whether an input change is the best measured what-if (a failed check exits 1).
 #
 #   bash benchmarks/gpu_check.sh [OUT_DIR]      # needs `pip install -e '.[gpu]'` (PYTHON=... to pick one)
 #
@@ -36,6 +37,7 @@ profile reference_1_both --gpus 1 --pipeline both "${rounds[@]}"
 profile reference_2_both --gpus 2 --pipeline both "${rounds[@]}"
 profile sync_heavy_2 --gpus 2 "${script_rounds[@]}" -- python benchmarks/gpu_check/sync_heavy.py
 profile input_bound_2 --gpus 2 "${script_rounds[@]}" -- python tests/scripts/input_bound.py
+profile what_if_naive_2 --gpus 2 --pipeline naive --what-if all "${rounds[@]}"
 echo "gpu_check: the profiles took $((SECONDS - started)) s; reports in $out"
 "$python" benchmarks/gpu_check/summary.py "$out" $enforce || failed=1
 exit $failed

@@ -39,6 +39,14 @@ def main(argv: list[str]) -> int:
             checks[f"{name}: sync > 0 ({report['breakdown_s']['sync'] * 1000:.1f} ms)"] = report["breakdown_s"]["sync"] > 0
         if "input_bound" in name:
             checks[f"{name}: input-bound"] = report["verdict"]["primary"] == "input-bound"
+        for row in report.get("what_if") or []:
+            measured = (f"{row['speedup']:.2f}x ({row['interval'][0]:.2f}-{row['interval'][1]:.2f})"
+                        if row["applied"] and row["interval"] else f"not applied: {row['why_not']}")
+            print(f"{'':<22} what-if {row['change']}: {measured}")
+        if report.get("what_if"):
+            first = report["what_if"][0]
+            checks[f"{name}: an input change measured best ({first['change']} {first['speedup'] or 0:.2f}x)"] = (
+                first["change"] in ("input-on-device", "tf-data-tuned") and (first["speedup"] or 0) >= 1.3)
         clock = report.get("clock_check")
         if clock and clock.get("synced_s"):
             print(f"{name:<22} clock check: waited {clock['waited_s'] * 1000:.1f} ms, synced "
