@@ -265,11 +265,13 @@ def test_wait_reads_every_output_on_every_replica():
 
 @pytest.mark.slow
 @pytest.mark.tf
-def test_reference_naive_pipeline_is_input_bound_and_the_tuned_one_is_not(tmp_path):
+def test_reference_naive_pipeline_is_input_bound_and_the_tuned_one_is_not_and_an_input_change_measures_best(
+        tmp_path):
     # Width 0.5 (not the CPU default 0.75) keeps naive's input share far above the 20% cut-off (decoding
     # stays, compute shrinks) and the tuned one's far below it; it also makes the two profiles quicker.
     result = run_cli("profile", "--gpus", "2", "--pipeline", "both", "--steps", "10", "--width", "0.5",
-                     "--format", "json", "--logdir", str(tmp_path), timeout=900)
+                     "--what-if", "input-on-device,tf-data-tuned", "--format", "json", "--logdir", str(tmp_path),
+                     timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
     naive = json.loads(result.stdout)
     tuned = naive["comparison"]["tuned"]
@@ -282,3 +284,9 @@ def test_reference_naive_pipeline_is_input_bound_and_the_tuned_one_is_not(tmp_pa
     # 1.16. The shares above carry the verdicts; here only the direction is asserted, far from both.
     assert naive["comparison"]["speedup_tuned_over_naive"] > 1.0
     assert (tmp_path / "naive").is_dir() and (tmp_path / "tuned").is_dir()
+    # The measured what-if ranks an input change first on the naive pipeline, far above 1.3x
+    first = naive["what_if"][0]
+    assert first["change"] in ("input-on-device", "tf-data-tuned") and first["speedup"] >= 1.3, first
+    tuned_input = next(row for row in naive["what_if"] if row["change"] == "tf-data-tuned")
+    assert tuned_input["interval"][0] > 1.0 and any(l.startswith("TFD201 at") for l in tuned_input["locations"])
+    assert "Best measured change: " in naive["verdict"]["statement"]

@@ -162,22 +162,6 @@ def test_batch_x2_at_a_tiny_sync_heavy_batch_raises_examples_per_second():
     assert outcomes["xla"].why_not == "the workload offers no XLA-compiled step"
 
 
-@pytest.mark.slow
-@pytest.mark.tf
-def test_reference_naive_pipeline_ranks_an_input_change_first(tmp_path):
-    result = run_cli("profile", "--gpus", "2", "--pipeline", "naive", "--steps", "8", "--width", "0.5",
-                     "--what-if", "input-on-device,tf-data-tuned,steps-per-call", "--format", "json",
-                     "--logdir", str(tmp_path), timeout=900)
-    assert result.returncode == 0, result.stderr[-2000:]
-    document = json.loads(result.stdout)
-    first = document["what_if"][0]
-    assert first["change"] in ("input-on-device", "tf-data-tuned") and first["speedup"] >= 1.3, first
-    assert first["interval"][0] > 1.0
-    tuned = next(row for row in document["what_if"] if row["change"] == "tf-data-tuned")
-    assert tuned["speedup"] >= 1.3 and any(l.startswith("TFD201 at") for l in tuned["locations"])
-    assert "Best measured change: " in document["verdict"]["statement"]
-
-
 @pytest.mark.tf
 def test_script_mode_tunes_the_scripts_own_pipeline_and_says_why_a_change_does_not_apply(tmp_path):
     # 60 ms of input per batch, not prefetched, before a 60 ms step: prefetched, they overlap (about 2x).

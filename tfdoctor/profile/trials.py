@@ -2,9 +2,10 @@
 rounds beside today's full step, in the measuring child (PROFILER.md, "Measured what-if").
 
 Today is the full step on the real input (`next(batches)` then the step), as phase A times it. Each round
-times today and the changed step once, in turns whose order alternates, so the machine's drift touches both;
-`what_if.judge` makes the ratio. Tracing, compiling and filling a pipeline's buffers happen in untimed calls
-first. A multi-worker task runs the same calls in the same order as every other worker (each call holds a
+times today and the changed step in turns whose order alternates, so the machine's drift touches both: one call
+each when the change shares today's input, a block of consecutive steps each when it has a pipeline of its own
+(`steady`). `what_if.judge` makes the ratio. Tracing, compiling and filling a pipeline's buffers happen in
+untimed calls first. A multi-worker task runs the same calls in the same order as every other worker (each call holds a
 collective), so a change is applied everywhere or nowhere: whether it applies depends only on the
 configuration, never on one worker's state."""
 
@@ -31,8 +32,6 @@ WAITED_S, WAITED_SHARE = 0.001, 0.05  # a step waited for its input: more than 1
 BYTES_PER_PACK = 32 * 1024 * 1024  # the pack size tried for MultiWorkerMirroredStrategy's all-reduce
 CPU_MIXED = ("no GPU: float16 has no fast path on CPUs (they emulate it, slower), so mixed precision is not a "
              "CPU change; run on a GPU to measure it")
-
-
 TRACEBACK_LINES = ("Detected at node", "File ", "<stack traces", "[[")  # where TensorFlow says where, not what
 
 
