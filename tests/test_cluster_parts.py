@@ -134,3 +134,22 @@ def test_job_report_rows_straggler_and_verdict_of_the_pacing_worker():
 def test_a_failed_worker_fails_the_merge_with_its_error():
     with pytest.raises(PartError, match="worker-1 failed: ValueError: boom"):
         job_report([WAITS_FOR_IT, _part("worker-1", None, error="ValueError: boom")])
+
+
+def test_a_job_whose_replicas_are_unknown_says_so_instead_of_zero_per_worker():
+    unknown = [replace(part, replicas=1) for part in (WAITS_FOR_IT, SLOW_INPUT)]
+    notes = job_report(unknown).notes
+    assert notes[0].startswith("2 workers (replicas per worker not known: the step was not replayed)")
+    assert not any("x 0 replica" in note for note in notes)
+    assert job_report([WAITS_FOR_IT, SLOW_INPUT]).notes[0].startswith("2 workers x 1 replica each")
+
+
+def test_one_replica_is_not_written_as_replicas():
+    from rich.console import Console
+
+    from tfdoctor.profile.report import render
+
+    report = replace(job_report([WAITS_FOR_IT, SLOW_INPUT]), requested=1, workers=None)
+    console = Console(record=True, width=120)
+    render(report, console)
+    assert "on 1 replica (cpu)" in console.export_text()

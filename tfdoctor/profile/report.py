@@ -106,7 +106,8 @@ class Report:
 def render(report: Report, console: Console) -> None:
     name = report.workload.get("name", "")
     workers = f"{len(report.workers)} workers, " if report.workers else ""
-    console.print(Text(f"tfdoctor profile: {name} on {workers}{report.requested} replicas ({report.device_kind})",
+    replicas = f"{report.requested} replica{'s' if report.requested != 1 else ''}"
+    console.print(Text(f"tfdoctor profile: {name} on {workers}{replicas} ({report.device_kind})",
                        style="bold"))
     for note in report.notes:
         console.print(Text(f"note: {note}", style="dim"))

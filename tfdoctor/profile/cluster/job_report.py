@@ -27,8 +27,10 @@ def job_report(parts: list[WorkerPart]) -> Report:
     missing = first.job_tasks - len(parts)
     hosts = sorted({part.host for part in parts})
     per_worker = first.replicas // max(first.job_tasks, 1)
+    each = (f"x {per_worker} replica{'s' if per_worker > 1 else ''} each" if per_worker >= 1
+            else "(replicas per worker not known: the step was not replayed)")
     notes = [
-        f"{len(parts)} workers x {per_worker} replica{'s' if per_worker > 1 else ''} each "
+        f"{len(parts)} workers {each} "
         f"(MultiWorkerMirroredStrategy{f', {first.collective} collectives' if first.collective else ''}); "
         "the job runs at the pace of "
         f"{pacing.part.task}, so the verdict is its breakdown",
