@@ -1,0 +1,184 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from tfdoctor.lint.dataflow import (
+    broadcasts_otherwise, call_list, callback_is, horovod_calls, horovod_init, horovod_scope, same_start_everywhere,
+)
+from tfdoctor.lint.facts import CallFact, ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.names import call_arg
+from tfdoctor.lint.rule import Context, Rule
+
+_HOOK = "BroadcastGlobalVariablesHook"
+_ESTIMATORS = ("tensorflow.estimator.", "tensorflow.contrib.learn.", "tensorflow.contrib.tpu.", "tensorflow_estimator.")
+
+
+class HvdTf1NoBroadcast(Rule):
+    """
+    ## What it does
+    In a TF 1 Horovod program (one that calls `hvd.init()` and wraps an optimizer in
+    `hvd.DistributedOptimizer`), finds a `tf.train.MonitoredTrainingSession`, an `Estimator.train` or a
+    `tf.estimator.train_and_evaluate` (through its `TrainSpec`) whose hooks hold no
+    `hvd.BroadcastGlobalVariablesHook(0)`, when the module broadcasts no other way (no
+    `hvd.broadcast_global_variables`, `hvd.broadcast_variables`, `hvd.broadcast` or Keras broadcast callback).
+    Hooks that come from an unknown function, a parameter or another module leave it open and the rule stays
+    silent, as it does when every rank starts from the same weights anyway (a global seed that does not depend
+    on the rank, or a checkpoint restored outside any `if`).
+
+    ## Why it is bad
+    Every rank initialises its variables with its own random values. The distributed optimizer averages the
+    gradients, but without a broadcast from rank 0 at the start the ranks apply them to W different models,
+    which drift apart instead of training one.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    import horovod.tensorflow as hvd
+    hvd.init()
+    train_op = hvd.DistributedOptimizer(tf.train.AdamOptimizer(0.001 * hvd.size())).minimize(loss)
+    hooks = [tf.train.StopAtStepHook(last_step=1000)]
+    with tf.train.MonitoredTrainingSession(hooks=hooks) as session:  # TFD516
+        while not session.should_stop():
+            session.run(train_op)
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+    import horovod.tensorflow as hvd
+    hvd.init()
+    train_op = hvd.DistributedOptimizer(tf.train.AdamOptimizer(0.001 * hvd.size())).minimize(loss)
+    hooks = [hvd.BroadcastGlobalVariablesHook(0), tf.train.StopAtStepHook(last_step=1000)]
+    with tf.train.MonitoredTrainingSession(hooks=hooks) as session:
+        while not session.should_stop():
+            session.run(train_op)
+    ```
+    """
+
+    code = "TFD516"
+    name = "hvd-tf1-no-broadcast"
+    severity = Severity.ERROR
+    summary = "Horovod TF 1: no `BroadcastGlobalVariablesHook(0)` in the hooks of `MonitoredTrainingSession` or `Estimator.train`."
+    MESSAGES = {
+        "default": "the hooks of this `{call}` hold no `hvd.BroadcastGlobalVariablesHook(0)`, so the ranks start from different weights",
+    }
+    triggers = ("horovod",)
+    INVALID = (
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+opt = hvd.DistributedOptimizer(tf.train.AdamOptimizer(0.001 * hvd.size()))
+train_op = opt.minimize(loss, global_step=tf.train.get_or_create_global_step())
+hooks = [tf.train.StopAtStepHook(last_step=1000 // hvd.size())]
+with tf.train.MonitoredTrainingSession(hooks=hooks) as session:  # TFD516
+    while not session.should_stop():
+        session.run(train_op)
+""",
+        # an Estimator whose model_fn wraps the optimizer
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+def model_fn(features, labels, mode):
+    opt = hvd.DistributedOptimizer(tf.train.MomentumOptimizer(0.01 * hvd.size(), 0.9))
+    loss = tf.losses.sparse_softmax_cross_entropy(labels, features)
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=opt.minimize(loss))
+hvd.init()
+classifier = tf.estimator.Estimator(model_fn=model_fn, model_dir="/tmp/model" if hvd.rank() == 0 else None)
+logging = tf.train.LoggingTensorHook(tensors={"loss": "loss"}, every_n_iter=100)
+classifier.train(input_fn=train_input_fn, steps=1000, hooks=[logging])  # TFD516
+""",
+    )
+    VALID = (
+        # the broadcast hook, as Horovod's examples give it
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+opt = hvd.DistributedOptimizer(tf.train.AdamOptimizer(0.001 * hvd.size()))
+train_op = opt.minimize(loss)
+hooks = [hvd.BroadcastGlobalVariablesHook(0), tf.train.StopAtStepHook(last_step=1000)]
+with tf.train.MonitoredTrainingSession(hooks=hooks) as session:
+    while not session.should_stop():
+        session.run(train_op)
+""",
+        # the hooks come from a function of another module
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+from .hooks import training_hooks
+hvd.init()
+train_op = hvd.DistributedOptimizer(tf.train.AdamOptimizer(0.001)).minimize(loss)
+with tf.train.MonitoredTrainingSession(hooks=training_hooks()) as session:
+    session.run(train_op)
+""",
+        # broadcast by hand once the session starts
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+train_op = hvd.DistributedOptimizer(tf.train.AdamOptimizer(0.001)).minimize(loss)
+bcast = hvd.broadcast_global_variables(0)
+with tf.Session() as session:
+    session.run(tf.global_variables_initializer())
+    session.run(bcast)
+    classifier.train(input_fn=train_input_fn)
+""",
+        # the same graph seed on every rank: the variables start equal
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+tf.set_random_seed(1234)
+train_op = hvd.DistributedOptimizer(tf.train.AdamOptimizer(0.001)).minimize(loss)
+with tf.train.MonitoredTrainingSession(hooks=[tf.train.StopAtStepHook(last_step=100)]) as session:
+    session.run(train_op)
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        if not horovod_init(facts) or not horovod_calls(facts, "DistributedOptimizer"):
+            return
+        if broadcasts_otherwise(facts) or horovod_calls(facts, "BroadcastGlobalVariablesCallback"):
+            return
+        found = [(call, hooks) for call in facts.calls if (hooks := _hooks(facts, call)) is not None]
+        if not found or same_start_everywhere(facts):
+            return
+        for call, hooks in found:
+            if horovod_scope(facts, call.scope) and all(callback_is(facts, h, call.scope, _HOOK) is False for h in hooks):
+                yield self.report(call, call=_name(facts, call))
+
+
+def _name(facts: ModuleFacts, call: CallFact) -> str:
+    resolved = facts.resolve(call.func)
+    return resolved.split(".")[-1] if resolved is not None else "train"
+
+
+def _hooks(facts: ModuleFacts, call: CallFact) -> list[cst.BaseExpression] | None:
+    """The hooks a training session, an Estimator's `train` or `train_and_evaluate`'s `TrainSpec` gets on every
+    worker, when the module shows them all; None for other calls and unknown hooks."""
+    resolved = facts.resolve(call.func)
+    if resolved == "tensorflow.train.MonitoredTrainingSession":
+        return call_list(facts, call, "hooks", 4, 4)
+    if resolved == "tensorflow.estimator.train_and_evaluate":
+        spec = _only_value(facts, call_arg(call.node, 1, "train_spec"), call)
+        fact = facts.call_fact(spec) if isinstance(spec, cst.Call) else None
+        if fact is None or facts.resolve(fact.func) != "tensorflow.estimator.TrainSpec":
+            return None
+        return call_list(facts, fact, "hooks", 2, 2)
+    if resolved is None and call.attr == "train" and _estimator(facts, call):
+        return call_list(facts, call, "hooks", 1, 1)
+    return None
+
+
+def _only_value(facts: ModuleFacts, expr: cst.BaseExpression | None, call: CallFact) -> cst.CSTNode | None:
+    """The one expression a name or argument holds, when the module shows exactly one."""
+    if expr is None:
+        return None
+    origins = facts.values_of(expr, call.scope, call.order)
+    return origins[0].expr if len(origins) == 1 and origins[0].kind == "value" and not origins[0].via else None
+
+
+def _estimator(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether `x.train(...)` is called on a TensorFlow Estimator made in this module."""
+    origins = facts.values_of(call.receiver, call.scope, call.order)
+    return bool(origins) and all(
+        o.kind == "value" and not o.via and isinstance(o.expr, cst.Call)
+        and (facts.resolve(o.expr.func) or "").startswith(_ESTIMATORS) for o in origins)
