@@ -602,6 +602,7 @@ _BROADCASTS = ("broadcast_variables", "broadcast_global_variables", "BroadcastGl
 _CALLBACK_HOOKS = ("on_train_begin", "on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end",
                    "on_epoch_begin", "CallbackList")
 _LIST_GROWTH = frozenset({"append", "extend", "insert"})
+_INSPECTING = frozenset({"len", "print", "isinstance", "str", "repr", "type"})
 
 
 def optimizer_learning_rate(facts: ModuleFacts, call: CallFact) -> cst.BaseExpression | None:
@@ -641,7 +642,7 @@ def same_start_everywhere(facts: ModuleFacts) -> bool:
 def escapes(facts: ModuleFacts, call: CallFact) -> bool:
     """Whether what a call makes may be used where the module does not show it: bound to an attribute,
     returned or yielded, or given (itself, or in a list that holds it) to any call but a list's `append`,
-    `extend` or `insert`. A callback that does not escape is only ever in this module's lists."""
+    `extend` or `insert` and builtins that only look at it (`len`, `print`). A callback that does not escape is only ever in this module's lists."""
     holders: set[str] = set()
     for _ in range(4):
         before = len(holders)
@@ -654,6 +655,8 @@ def escapes(facts: ModuleFacts, call: CallFact) -> bool:
             for argument in other.node.args:
                 if other.node is not call.node and _holds(argument.value, call.node, holders):
                     receiver = dotted(other.receiver)
+                    if other.func in _INSPECTING:
+                        continue
                     if other.attr not in _LIST_GROWTH or receiver is None or "." in receiver:
                         return True
                     holders.add(receiver)
