@@ -146,6 +146,7 @@ EXPECTED = [
     ('TFD515', 1, 10, 5, "`LearningRateScheduleCallback` sets the rate from `initial_lr=args.base_lr`, the rate before the optimizer's scaling by the worker count"),
     ('TFD516', 0, 7, 6, 'the hooks of this `MonitoredTrainingSession` hold no `hvd.BroadcastGlobalVariablesHook(0)`, so the ranks start from different weights'),
     ('TFD516', 1, 10, 1, 'the hooks of this `train` hold no `hvd.BroadcastGlobalVariablesHook(0)`, so the ranks start from different weights'),
+    ('TFD516', 2, 9, 9, 'no `hvd.broadcast_global_variables(0)` is run before this training loop, so the ranks start from different weights'),
     ('TFD517', 0, 4, 14, 'this broadcast callback never runs, because the model trains with `train_on_batch`, not `fit`'),
     ('TFD517', 1, 4, 18, 'this broadcast callback never runs, because the model trains with `train_on_batch`, not `fit`'),
 ]

@@ -53,7 +53,7 @@ from tfdoctor.lint.analysis.multiworker import (
     unknown_value,
     write_kind,
 )
-from tfdoctor.lint.analysis.sessions import SecondPull, SessionFeed, second_pulls, session_feeds
+from tfdoctor.lint.analysis.sessions import SecondPull, SessionFeed, runs_training_op, second_pulls, session_feeds
 from tfdoctor.lint.analysis.steps import (
     TRAINING_ATTRS,
     calls_training_step,
@@ -82,6 +82,6 @@ __all__ = [
     "keras3_file_name", "keras_loss_reduction", "loop_ifs", "loss_kind", "mentions_replica_count",
     "mentions_worker_count", "multi_worker_mirrored", "only_multi_worker", "optimizer_learning_rate",
     "path_from_outside",
-    "returns_host_values", "runs_on_one_worker", "same_start_everywhere", "second_pulls", "session_feeds", "training_chains", "training_inputs",
+    "returns_host_values", "runs_on_one_worker", "runs_training_op", "same_start_everywhere", "second_pulls", "session_feeds", "training_chains", "training_inputs",
     "training_loops", "training_step_scopes", "trains", "unknown_value", "value_provenance", "write_kind",
 ]

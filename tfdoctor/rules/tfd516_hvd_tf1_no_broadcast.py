@@ -5,14 +5,18 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import (
-    broadcasts_otherwise, call_list, callback_is, horovod_calls, horovod_init, horovod_scope, same_start_everywhere,
+    broadcasts_otherwise, call_list, callback_is, calls_any, horovod_calls, horovod_init, horovod_scope,
+    runs_training_op, same_start_everywhere,
 )
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg
+from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
 
 _HOOK = "BroadcastGlobalVariablesHook"
+# Training that runs hooks or callbacks the module may not show (Keras, sessions made elsewhere, Estimators).
+_HOOKED = ("fit", "fit_generator", "train_on_batch", "MonitoredTrainingSession", "MonitoredSession", "train",
+           "train_and_evaluate", "SingularMonitoredSession")
 _ESTIMATORS = ("tensorflow.estimator.", "tensorflow.contrib.learn.", "tensorflow.contrib.tpu.", "tensorflow_estimator.")
 
 
@@ -22,8 +26,10 @@ class HvdTf1NoBroadcast(Rule):
     In a TF 1 Horovod program (one that calls `hvd.init()` and wraps an optimizer in
     `hvd.DistributedOptimizer`), finds a `tf.train.MonitoredTrainingSession`, an `Estimator.train` or a
     `tf.estimator.train_and_evaluate` (through its `TrainSpec`) whose hooks hold no
-    `hvd.BroadcastGlobalVariablesHook(0)`, when the module broadcasts no other way (no
-    `hvd.broadcast_global_variables`, `hvd.broadcast_variables`, `hvd.broadcast` or Keras broadcast callback).
+    `hvd.BroadcastGlobalVariablesHook(0)`, or, in a module that trains only through plain sessions (no Keras
+    training, no monitored session, no Estimator), the first `session.run` of a training op in a loop; both
+    when the module broadcasts no other way (no `hvd.broadcast_global_variables`, `hvd.broadcast_variables`,
+    `hvd.broadcast` or Keras broadcast callback).
     Hooks that come from an unknown function, a parameter or another module leave it open and the rule stays
     silent, as it does when every rank starts from the same weights anyway (a global seed that does not depend
     on the rank, or a checkpoint restored outside any `if`).
@@ -64,6 +70,7 @@ class HvdTf1NoBroadcast(Rule):
     summary = "Horovod TF 1: no `BroadcastGlobalVariablesHook(0)` in the hooks of `MonitoredTrainingSession` or `Estimator.train`."
     MESSAGES = {
         "default": "the hooks of this `{call}` hold no `hvd.BroadcastGlobalVariablesHook(0)`, so the ranks start from different weights",
+        "session": "no `hvd.broadcast_global_variables(0)` is run before this training loop, so the ranks start from different weights",
     }
     triggers = ("horovod",)
     INVALID = (
@@ -88,6 +95,17 @@ hvd.init()
 classifier = tf.estimator.Estimator(model_fn=model_fn, model_dir="/tmp/model" if hvd.rank() == 0 else None)
 logging = tf.train.LoggingTensorHook(tensors={"loss": "loss"}, every_n_iter=100)
 classifier.train(input_fn=train_input_fn, steps=1000, hooks=[logging])  # TFD516
+""",
+        # a plain session: nothing runs the broadcast op
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+opt = hvd.DistributedOptimizer(tf.train.GradientDescentOptimizer(0.01 * hvd.size()))
+train_op = opt.minimize(loss)
+with tf.Session() as sess:
+    sess.run(tf.global_variables_initializer())
+    for step in range(1000):
+        sess.run(train_op, feed_dict={x: batches[step][0], y: batches[step][1]})  # TFD516
 """,
     )
     VALID = (
@@ -139,11 +157,21 @@ with tf.train.MonitoredTrainingSession(hooks=[tf.train.StopAtStepHook(last_step=
         if broadcasts_otherwise(facts) or horovod_calls(facts, "BroadcastGlobalVariablesCallback"):
             return
         found = [(call, hooks) for call in facts.calls if (hooks := _hooks(facts, call)) is not None]
-        if not found or same_start_everywhere(facts):
+        loop = None if found or calls_any(facts, *_HOOKED) else _session_loop(facts)
+        if not (found or loop) or same_start_everywhere(facts):
             return
         for call, hooks in found:
             if horovod_scope(facts, call.scope) and all(callback_is(facts, h, call.scope, _HOOK) is False for h in hooks):
                 yield self.report(call, call=_name(facts, call))
+        if loop is not None:
+            yield self.report(loop, "session")
+
+
+def _session_loop(facts: ModuleFacts) -> CallFact | None:
+    """The first `session.run` of a training op in a loop of the Horovod program, in a module that trains
+    through plain sessions only."""
+    return next((c for c in facts.calls if c.attr == "run" and c.loops and dotted(c.receiver) is not None
+                 and horovod_scope(facts, c.scope) and runs_training_op(facts, c)), None)
 
 
 def _name(facts: ModuleFacts, call: CallFact) -> str:

@@ -38,7 +38,7 @@ def session_feeds(facts: ModuleFacts) -> list[SessionFeed]:
     found = []
     for call in facts.calls:
         feed = call_arg(call.node, 1, "feed_dict") if call.attr == "run" and call.loops else None
-        if feed is None or not _runs_training_op(facts, call):
+        if feed is None or not runs_training_op(facts, call):
             continue
         names = derived_names(facts, _fed_names(facts, feed, call), call.scope, strings=False)
         source = _batch_source(facts, call, names)
@@ -47,7 +47,7 @@ def session_feeds(facts: ModuleFacts) -> list[SessionFeed]:
     return found
 
 
-def _runs_training_op(facts: ModuleFacts, call: CallFact) -> bool:
+def runs_training_op(facts: ModuleFacts, call: CallFact) -> bool:
     """Whether the fetches hold an op made by `minimize`/`apply_gradients`, or one named like a train op."""
     pending = [call_arg(call.node, 0, "fetches")]
     while pending:
@@ -155,7 +155,7 @@ def _second_pulls(facts: ModuleFacts) -> list[SecondPull]:
             loops.setdefault(id(call.loops[-1]), []).append(call)
     found = []
     for runs in loops.values():
-        trains = [c for c in runs if _runs_training_op(facts, c)]
+        trains = [c for c in runs if runs_training_op(facts, c)]
         for run in runs:
             if not trains or run in trains or _gated_in_loop(facts, run):
                 continue
