@@ -124,6 +124,7 @@ EXPECTED = [
     ('TFD505', 1, 7, 1, 'this scheduled function reads a `tf.data.Dataset` made on the coordinator, not one made by `create_per_worker_dataset`'),
     ('TFD506', 0, 10, 5, 'neither `hvd.DistributedGradientTape` nor `hvd.DistributedOptimizer` averages these gradients'),
     ('TFD506', 1, 4, 1, 'this optimizer is not wrapped in `hvd.DistributedOptimizer`, so Horovod never averages the gradients'),
+    ('TFD506', 2, 8, 15, "this branch's optimizer is not wrapped in `hvd.DistributedOptimizer`, unlike the other branch's"),
     ('TFD507', 0, 11, 5, 'no `hvd.broadcast_variables` follows the first step, so the ranks start from different weights'),
     ('TFD507', 1, 7, 1, 'this `fit` gets no `BroadcastGlobalVariablesCallback(0)`, so the ranks start from different weights'),
     ('TFD507', 2, 3, 1, 'this `fit` gets no `BroadcastGlobalVariablesCallback(0)`, so the ranks start from different weights'),
