@@ -15,7 +15,7 @@ class IteratorPulledTwice(Rule):
     computed from the `get_next()` of the iterator the training run consumes (or from a TF 1 queue batch such
     as `tf.train.shuffle_batch`): a loss or an accuracy printed after the step, or a "validation" on the
     training iterator's handle. Both runs must be of the same session in the same loop, the second must not
-    itself train, and whatever it feeds on the way to the batch (an iterator handle, the batch tensors) must
+    itself train (nor fetch anything named like an update, such as a GAN's `g_optim`), and whatever it feeds on the way to the batch (an iterator handle, the batch tensors) must
     be what the training run feeds. A run under an `if` of the loop (every N steps), one that feeds another
     iterator's handle, and fetches the module cannot follow to an iterator are left alone.
 
@@ -120,6 +120,18 @@ with tf.Session() as sess:
     for step in range(1000):
         sess.run(train_op, feed_dict={handle: train_handle})
         sess.run(loss, feed_dict={handle: val_handle})
+""",
+        # a GAN: the second run trains the generator (with an update built elsewhere) on its own batch
+        """import tensorflow as tf
+real, _ = dataset.make_one_shot_iterator().get_next()
+d_loss = discriminator_loss(real, generator(noise))
+g_loss = generator_loss(real, generator(noise))
+d_train = tf.train.AdamOptimizer(2e-4).minimize(d_loss)
+g_optim = build_update(g_loss)
+with tf.Session() as sess:
+    for step in range(10000):
+        sess.run(d_train)
+        sess.run(g_optim)
 """,
         # fed with numpy batches: no iterator is pulled
         """import tensorflow as tf

@@ -125,6 +125,8 @@ def _counts(loop: LoopFact) -> bool:
 # Calls that make a TF 1 iterator, whose `get_next()` takes a new batch each time a session evaluates it.
 _ITERATOR_MAKERS = re.compile(r"^(?:make_(?:one_shot|initializable)_iterator|from_string_handle|from_structure|"
                               r"Iterator)$")
+# A fetch named like an update: it may train on the batch it takes.
+_UPDATE_NAME = re.compile(r"optim|train|update|minimi|apply|solver", re.IGNORECASE)
 # TF 1 queue batches: each evaluation dequeues a new batch.
 _QUEUE_BATCHES = frozenset({"tensorflow.train.batch", "tensorflow.train.shuffle_batch", "tensorflow.train.batch_join",
                             "tensorflow.train.shuffle_batch_join"})
@@ -157,7 +159,7 @@ def _second_pulls(facts: ModuleFacts) -> list[SecondPull]:
     for runs in loops.values():
         trains = [c for c in runs if runs_training_op(facts, c)]
         for run in runs:
-            if not trains or run in trains or _gated_in_loop(facts, run):
+            if not trains or run in trains or _gated_in_loop(facts, run) or _may_train(run):
                 continue
             pulled, path = _pulls(facts, run)
             for train in trains:
@@ -168,6 +170,13 @@ def _second_pulls(facts: ModuleFacts) -> list[SecondPull]:
                     found.append(SecondPull(run, train, common[0]))
                     break
     return found
+
+
+def _may_train(run: CallFact) -> bool:
+    """Whether a run fetches something named like an update the module does not show (`self.g_optim`): a
+    second training op (a GAN's generator step) trains on the batch it takes."""
+    fetched = run.arg_names[0] if run.arg_names else frozenset()
+    return any(_UPDATE_NAME.search(name.rsplit(".", 1)[-1]) for name in fetched)
 
 
 def _gated_in_loop(facts: ModuleFacts, call: CallFact) -> bool:
