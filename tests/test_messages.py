@@ -145,6 +145,7 @@ EXPECTED = [
     ('TFD515', 0, 6, 10, "`LearningRateWarmupCallback` sets the rate from `initial_lr=lr`, the rate before the optimizer's scaling by the worker count"),
     ('TFD515', 1, 9, 5, "`LearningRateWarmupCallback` sets the rate from `initial_lr=args.base_lr`, the rate before the optimizer's scaling by the worker count"),
     ('TFD515', 1, 10, 5, "`LearningRateScheduleCallback` sets the rate from `initial_lr=args.base_lr`, the rate before the optimizer's scaling by the worker count"),
+    ('TFD515', 2, 6, 26, "`LearningRateWarmupCallback` sets the rate from `initial_lr=base_lr`, the rate before the optimizer's scaling by the worker count"),
     ('TFD516', 0, 7, 6, 'the hooks of this `MonitoredTrainingSession` hold no `hvd.BroadcastGlobalVariablesHook(0)`, so the ranks start from different weights'),
     ('TFD516', 1, 10, 1, 'the hooks of this `train` hold no `hvd.BroadcastGlobalVariablesHook(0)`, so the ranks start from different weights'),
     ('TFD516', 2, 9, 9, 'no `hvd.broadcast_global_variables(0)` is run before this training loop, so the ranks start from different weights'),

@@ -9,12 +9,13 @@ from tfdoctor.lint.dataflow import (
     definitions, derived_names, expression_names, horovod_calls, horovod_init, horovod_member, horovod_scope,
     mentions_worker_count, optimizer_learning_rate,
 )
-from tfdoctor.lint.facts import ModuleFacts, Scope
+from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg
+from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
 
 _SCHEDULES = ("LearningRateWarmupCallback", "LearningRateScheduleCallback")
+_RATE_NAME = re.compile(r"(?:^|[._])(?:\w*_)?(?:lr|learning_rate|rate)$", re.IGNORECASE)
 # Names of the number of workers a rate is multiplied by (besides `hvd.size()` itself).
 _WORKERS = re.compile(r"^(?:world_size|(?:num|n)_?(?:workers|ranks|procs|processes|gpus)|(?:hvd_)?size|gpus)$",
                       re.IGNORECASE)
@@ -27,11 +28,13 @@ class HvdWarmupUndoesScaling(Rule):
     `LearningRateScheduleCallback`) given `initial_lr=` the rate *before* scaling, while an optimizer of the
     module is built with that rate multiplied by the number of workers (`lr * hvd.size()`).
 
-    Only the `initial_lr` keyword is read: the callbacks have taken it since Horovod 0.19.2 (required since
-    0.21), and in every such version the warm-up ramps the rate from `initial_lr / hvd.size()` up to
-    `initial_lr`, which the schedule callback then multiplies. Older versions had no `initial_lr` and read the
-    optimizer's rate, so they are never reported. The reverse (a scaled `initial_lr` with an unscaled
-    optimizer) is not a mistake: the callback sets the optimizer's rate from the first batch on.
+    The rate is the `initial_lr` keyword, or a first positional argument that is a float or a name of a rate:
+    Horovod added `initial_lr` in mid-2020 as an optional last argument (PR #1933, after `warmup_epochs`) and
+    made it required and first in 0.21 (PR #2459). In every version that takes it, the warm-up ramps the rate
+    from `initial_lr / hvd.size()` up to `initial_lr`, which the schedule callback then multiplies. Older
+    versions had no `initial_lr` and read the optimizer's rate, so they are never reported. The reverse (a
+    scaled `initial_lr` with an unscaled optimizer) is not a mistake: the callback sets the optimizer's rate
+    from the first batch on.
 
     ## Why it is bad
     `initial_lr` is the rate the warm-up ends at, and the rate the callbacks set on the optimizer for every
@@ -89,6 +92,14 @@ callbacks = [
     hvd.callbacks.LearningRateScheduleCallback(initial_lr=args.base_lr, multiplier=0.1, start_epoch=30),  # TFD515
 ]
 """,
+        # positional, as Horovod 0.21 and later take it
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+base_lr = 0.001
+model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.Adam(base_lr * hvd.size())), loss="mse")
+model.fit(ds, callbacks=[hvd.callbacks.LearningRateWarmupCallback(base_lr, warmup_epochs=3)])  # TFD515
+""",
     )
     VALID = (
         # the scaled rate, as Horovod's examples give it
@@ -132,7 +143,7 @@ warmup = hvd.callbacks.LearningRateWarmupCallback(initial_lr=lr)
             return
         rates = [(call, rate) for call in facts.calls if (rate := optimizer_learning_rate(facts, call)) is not None]
         for callback in callbacks:
-            initial = call_arg(callback.node, None, "initial_lr")
+            initial = _initial_lr(callback)
             if initial is None or mentions_worker_count(facts, initial, callback.scope):
                 continue
             spelt = _spellings(facts, initial, callback.scope)
@@ -145,6 +156,19 @@ warmup = hvd.callbacks.LearningRateWarmupCallback(initial_lr=lr)
             if scaled and not plain:
                 name = (callback.func or "").split(".")[-1]
                 yield self.report(callback, callback=name, rate=_code(facts, initial))
+
+
+def _initial_lr(callback: CallFact) -> cst.BaseExpression | None:
+    """The `initial_lr` keyword, or the first positional argument when it is a rate (a float, or a name of a
+    rate): Horovod 0.19.2 and 0.20 took `warmup_epochs` first, later versions `initial_lr`."""
+    given = call_arg(callback.node, None, "initial_lr")
+    if given is not None:
+        return given
+    first = call_arg(callback.node, 0, None)
+    if isinstance(first, cst.Float) or (isinstance(first, (cst.Name, cst.Attribute))
+                                        and _RATE_NAME.search(dotted(first) or "")):
+        return first
+    return None
 
 
 def _code(facts: ModuleFacts, expr: cst.CSTNode) -> str:

@@ -5,15 +5,14 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import (
-    broadcasts_otherwise, call_list, callback_is, calls_any, horovod_calls, horovod_init, horovod_scope,
+    broadcasts_otherwise, call_list, calls_any, horovod_calls, horovod_init, horovod_scope,
     runs_training_op, same_start_everywhere,
 )
-from tfdoctor.lint.facts import CallFact, ModuleFacts
+from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
 
-_HOOK = "BroadcastGlobalVariablesHook"
 # Training that runs hooks or callbacks the module may not show (Keras, sessions made elsewhere, Estimators).
 _HOOKED = ("fit", "fit_generator", "train_on_batch", "MonitoredTrainingSession", "MonitoredSession", "train",
            "train_and_evaluate", "SingularMonitoredSession")
@@ -30,9 +29,10 @@ class HvdTf1NoBroadcast(Rule):
     training, no monitored session, no Estimator), the first `session.run` of a training op in a loop; both
     when the module broadcasts no other way (no `hvd.broadcast_global_variables`, `hvd.broadcast_variables`,
     `hvd.broadcast` or Keras broadcast callback).
-    Hooks that come from an unknown function, a parameter or another module leave it open and the rule stays
-    silent, as it does when every rank starts from the same weights anyway (a global seed that does not depend
-    on the rank, or a checkpoint restored outside any `if`).
+    Hooks that come from an unknown function, a parameter, another module or a library other than TensorFlow
+    (its hook may broadcast) leave it open and the rule stays silent, as it does when every rank starts from
+    the same weights anyway (a global seed that does not depend on the rank, or a checkpoint restored outside
+    any `if`).
 
     ## Why it is bad
     Every rank initialises its variables with its own random values. The distributed optimizer averages the
@@ -140,6 +140,15 @@ with tf.Session() as session:
     session.run(bcast)
     classifier.train(input_fn=train_input_fn)
 """,
+        # a hook of the project, which may broadcast
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+from .hooks import SyncHook
+hvd.init()
+train_op = hvd.DistributedOptimizer(tf.train.AdamOptimizer(0.001)).minimize(loss)
+with tf.train.MonitoredTrainingSession(hooks=[SyncHook(), tf.train.StopAtStepHook(last_step=100)]) as session:
+    session.run(train_op)
+""",
         # the same graph seed on every rank: the variables start equal
         """import tensorflow as tf
 import horovod.tensorflow as hvd
@@ -161,7 +170,7 @@ with tf.train.MonitoredTrainingSession(hooks=[tf.train.StopAtStepHook(last_step=
         if not (found or loop) or same_start_everywhere(facts):
             return
         for call, hooks in found:
-            if horovod_scope(facts, call.scope) and all(callback_is(facts, h, call.scope, _HOOK) is False for h in hooks):
+            if horovod_scope(facts, call.scope) and all(_plain_hook(facts, h, call.scope) for h in hooks):
                 yield self.report(call, call=_name(facts, call))
         if loop is not None:
             yield self.report(loop, "session")
@@ -172,6 +181,23 @@ def _session_loop(facts: ModuleFacts) -> CallFact | None:
     through plain sessions only."""
     return next((c for c in facts.calls if c.attr == "run" and c.loops and dotted(c.receiver) is not None
                  and horovod_scope(facts, c.scope) and runs_training_op(facts, c)), None)
+
+
+def _plain_hook(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+    """Whether a hook certainly broadcasts nothing: one of TensorFlow's hooks, or a class of this module (which
+    broadcasts nothing, since the module calls no broadcast), directly or through the assignments of a name.
+    A hook of another module or library may broadcast."""
+    if isinstance(expr, cst.Call):
+        resolved = facts.resolve(expr.func)
+        if resolved is not None:
+            return resolved.startswith(("tensorflow.", "keras."))
+        return facts.class_named(dotted(expr.func) or "") is not None
+    name = dotted(expr)
+    if name is None or depth > 3:
+        return False
+    assigned = facts.definitions(name, scope)
+    return bool(assigned) and all(a.operator == "=" and _plain_hook(facts, a.value, a.scope, depth + 1)
+                                  for a in assigned)
 
 
 def _name(facts: ModuleFacts, call: CallFact) -> str:

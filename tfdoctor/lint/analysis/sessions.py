@@ -192,7 +192,10 @@ def _pulls(facts: ModuleFacts, run: CallFact) -> tuple[dict[str, None], frozense
     fetches = call_arg(run.node, 0, "fetches")
     found: dict[str, None] = {}
     seen: set[str] = set()
-    _walk(facts, fetches, run.scope, run.order, 0, found, seen)
+    parts = [e.value for e in fetches.elements if isinstance(e, cst.DictElement)] if isinstance(fetches, cst.Dict) \
+        else [fetches]
+    for part in parts:  # a dict of fetches: its values
+        _walk(facts, part, run.scope, run.order, 0, found, seen)
     return found, frozenset(seen)
 
 
