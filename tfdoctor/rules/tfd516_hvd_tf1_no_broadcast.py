@@ -30,9 +30,9 @@ class HvdTf1NoBroadcast(Rule):
     when the module broadcasts no other way (no `hvd.broadcast_global_variables`, `hvd.broadcast_variables`,
     `hvd.broadcast` or Keras broadcast callback).
     Hooks that come from an unknown function, a parameter, another module or a library other than TensorFlow
-    (its hook may broadcast) leave it open and the rule stays silent, as it does when every rank starts from
-    the same weights anyway (a global seed that does not depend on the rank, or a checkpoint restored outside
-    any `if`).
+    (its hook may broadcast) leave it open and the rule stays silent, as it does when every rank may start
+    from the same weights anyway (a global seed that does not depend on the rank, or a checkpoint restored
+    outside any `if`).
 
     ## Why it is bad
     Every rank initialises its variables with its own random values. The distributed optimizer averages the

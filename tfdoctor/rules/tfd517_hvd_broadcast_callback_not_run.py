@@ -18,8 +18,8 @@ class HvdBroadcastCallbackNotRun(Rule):
     The rule stays silent when the callback (or a list holding it) is given to any call, returned or stored
     on an object (another module may pass it to `fit`), when the module broadcasts otherwise
     (`hvd.broadcast_variables`, `hvd.broadcast`, elastic state, the callback's `on_train_begin` or
-    `on_batch_end` run by hand, a `CallbackList`), and when every rank starts from the same weights anyway (a
-    global seed that does not depend on the rank, or weights restored outside any `if`).
+    `on_batch_end` run by hand, a `CallbackList`), and when every rank may start from the same weights anyway
+    (a global seed that does not depend on the rank, or weights restored outside any `if`).
 
     ## Why it is bad
     A Keras callback runs only inside `fit` (and `evaluate`/`predict`), which call its hooks; `train_on_batch`
