@@ -52,7 +52,7 @@ class HvdGradientsNotAveraged(Rule):
     In a module that does wrap its optimizer, it also finds a builder whose `if`/`elif`/`else` branches make
     the optimizer one way each and wrap it in some branches only (`if name == "sgd": opt =
     hvd.DistributedOptimizer(...)` / `else: opt = tf.train.AdamOptimizer(lr)`), when nothing wraps it after
-    the branches. A builder with any `if` on Horovod, distribution, the worker count or a rank (`if
+    the branches, or that returns a wrapped optimizer on some paths and a plain one on others. A builder with any `if` on Horovod, distribution, the worker count or a rank (`if
     use_horovod:` ... `else:` a single-process optimizer) is right and left alone, as is one whose callers
     wrap what it returns.
 
@@ -180,8 +180,8 @@ pattern = re.compile("adam")
         if not horovod_init(facts):
             return
         if horovod_calls(facts, *_AVERAGING) or calls_any(facts, "allreduce"):
-            for assign in _unwrapped_branches(facts):
-                yield self.report(assign.value, "branch", statement=assign.statement)
+            for node, statement in _unwrapped_branches(facts):
+                yield self.report(node, "branch", statement=statement)
             return
         for call in facts.method_calls("compile", "apply_gradients"):
             if self._plain_optimizer(facts, call) and horovod_scope(facts, call.scope):
@@ -197,26 +197,49 @@ pattern = re.compile("adam")
         return known_optimizer(facts, call.receiver, call.scope, call.order)
 
 
-def _unwrapped_branches(facts: ModuleFacts) -> Iterator[AssignFact]:
-    """Plain optimizers assigned in a branch of an `if` whose other branch assigns the same name an optimizer
-    wrapped in `hvd.DistributedOptimizer`, when nothing wraps the name after it (in the function, or around
-    what its callers get from it) and no `if` of the function decides between Horovod and one process."""
+def _unwrapped_branches(facts: ModuleFacts) -> Iterator[tuple[cst.CSTNode, cst.CSTNode]]:
+    """Plain optimizers (and their statements) a builder makes in some branches while it wraps the one of
+    another branch in `hvd.DistributedOptimizer`: assigned to a name that nothing wraps after the branches,
+    or returned beside wrapped ones."""
     calls = horovod_calls(facts, "DistributedOptimizer")
     wraps = [a for a in facts.assigns if len(a.targets) == 1 and any(a.value is c.node for c in calls)]
-    for scope in {id(w.scope): w.scope for w in wraps}.values():
-        mine = [w for w in wraps if w.scope is scope]
-        if sum(c.scope is scope for c in calls) != len(mine) or _wrapped_by_callers(facts, scope, calls) or any(
-                fact.scope is scope and _DISTRIBUTION_TEST.search(" ".join(fact.names)) for fact in facts.if_facts):
+    for scope in {id(c.scope): c.scope for c in calls}.values():
+        if _builder_excused(facts, scope, calls):
             continue
-        for assign in scope.assigns:
-            if len(assign.targets) != 1 or not assign.blocks or not isinstance(assign.value, cst.Call) or \
-                    not known_optimizer(facts, assign.value, scope, assign.order):
-                continue
-            name = assign.targets[0]
-            same = [w for w in mine if w.targets[0] == name]
-            if not any(w.order > assign.order and name in w.names and not _exclusive(assign, w) for w in same) \
-                    and any(_exclusive(assign, w) for w in same):
-                yield assign
+        mine = [w for w in wraps if w.scope is scope]
+        returned = [r.value for r in scope.returns]
+        wrapped = [v for v in returned if any(v is c.node for c in calls)]
+        if sum(c.scope is scope for c in calls) == len(mine):
+            for assign in _unwrapped_assignments(facts, scope, mine):
+                yield assign.value, assign.statement
+        elif wrapped and sum(c.scope is scope for c in calls) == len(wrapped):
+            plain = [v for v in returned if isinstance(v, cst.Call) and known_optimizer(facts, v, scope, 1 << 62)]
+            if len(wrapped) + len(plain) == len(returned):
+                for value in plain:
+                    fact = facts.call_fact(value)
+                    if fact is not None:
+                        yield value, fact.statement
+
+
+def _builder_excused(facts: ModuleFacts, scope: Scope, wraps: list[CallFact]) -> bool:
+    """Whether a builder's branches may rightly differ: an `if` of it decides between Horovod and one process,
+    or its callers wrap what it returns."""
+    return _wrapped_by_callers(facts, scope, wraps) or any(
+        fact.scope is scope and _DISTRIBUTION_TEST.search(" ".join(fact.names)) for fact in facts.if_facts)
+
+
+def _unwrapped_assignments(facts: ModuleFacts, scope: Scope, wraps: list[AssignFact]) -> Iterator[AssignFact]:
+    """Plain optimizers assigned in a branch of an `if` whose other branch assigns the same name a wrapped one,
+    when no wrap of the name follows."""
+    for assign in scope.assigns:
+        if len(assign.targets) != 1 or not assign.blocks or not isinstance(assign.value, cst.Call) or \
+                not known_optimizer(facts, assign.value, scope, assign.order):
+            continue
+        name = assign.targets[0]
+        same = [w for w in wraps if w.targets[0] == name]
+        if not any(w.order > assign.order and name in w.names and not _exclusive(assign, w) for w in same) \
+                and any(_exclusive(assign, w) for w in same):
+            yield assign
 
 
 def _wrapped_by_callers(facts: ModuleFacts, scope: Scope, wraps: list[CallFact]) -> bool:
