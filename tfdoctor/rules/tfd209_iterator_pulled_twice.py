@@ -11,13 +11,14 @@ from tfdoctor.lint.rule import Context, Rule
 class IteratorPulledTwice(Rule):
     """
     ## What it does
-    In a TF 1 training loop, finds a second `session.run` that, on every iteration, evaluates something
-    computed from the `get_next()` of the iterator the training run consumes (or from a TF 1 queue batch such
-    as `tf.train.shuffle_batch`): a loss or an accuracy printed after the step, or a "validation" on the
-    training iterator's handle. Both runs must be of the same session in the same loop, the second must not
-    itself train (nor fetch anything named like an update, such as a GAN's `g_optim`), and whatever it feeds on the way to the batch (an iterator handle, the batch tensors) must
-    be what the training run feeds. A run under an `if` of the loop (every N steps), one that feeds another
-    iterator's handle, and fetches the module cannot follow to an iterator are left alone.
+    In a TF 1 training loop, finds a second `session.run` that, on every iteration, evaluates something computed
+    from the `get_next()` of the iterator the training run consumes (or from a TF 1 queue batch such as
+    `tf.train.shuffle_batch`): a loss or an accuracy printed after the step, or a "validation" on the training
+    iterator's handle. Both runs must be of the same session in the same loop, the second must not itself train
+    (nor fetch anything named like an update, such as a GAN's `g_optim`), and whatever it feeds on the way to the
+    batch (an iterator handle, the batch tensors) must be what the training run feeds. A run under an `if` of the
+    loop (every N steps), one that feeds another iterator's handle, and fetches the module cannot follow to an
+    iterator are left alone.
 
     ## Why it is bad
     Each `session.run` that evaluates `get_next()` takes a new batch. The second run throws away the batch it

@@ -49,12 +49,12 @@ class HvdGradientsNotAveraged(Rule):
     must be built in the module (a name such as `"adam"` or a constructor): one that comes from elsewhere may
     be wrapped there, so it is not flagged.
 
-    In a module that does wrap its optimizer, it also finds a builder whose `if`/`elif`/`else` branches make
-    the optimizer one way each and wrap it in some branches only (`if name == "sgd": opt =
-    hvd.DistributedOptimizer(...)` / `else: opt = tf.train.AdamOptimizer(lr)`), when nothing wraps it after
-    the branches, or that returns a wrapped optimizer on some paths and a plain one on others. A builder with any `if` on Horovod, distribution, the worker count or a rank (`if
-    use_horovod:` ... `else:` a single-process optimizer) is right and left alone, as is one whose callers
-    wrap what it returns.
+    In a module that does wrap its optimizer, it also finds a builder whose `if`/`elif`/`else` branches make the
+    optimizer one way each and wrap it in some branches only (`if name == "sgd": opt =
+    hvd.DistributedOptimizer(...)` / `else: opt = tf.train.AdamOptimizer(lr)`), when nothing wraps it after the
+    branches, or that returns a wrapped optimizer on some paths and a plain one on others. A builder with any `if`
+    on Horovod, distribution, the worker count or a rank (`if use_horovod:` ... `else:` a single-process
+    optimizer) is right and left alone, as is one whose callers wrap what it returns.
 
     This rule and TFD507 can both report one custom loop's `apply_gradients`: they name two different missing
     pieces (averaging the gradients, broadcasting the first variables).
