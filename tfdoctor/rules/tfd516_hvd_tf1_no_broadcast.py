@@ -16,19 +16,20 @@ from tfdoctor.lint.rule import Context, Rule
 # Training that runs hooks or callbacks the module may not show (Keras, sessions made elsewhere, Estimators).
 _HOOKED = ("fit", "fit_generator", "train_on_batch", "MonitoredTrainingSession", "MonitoredSession", "train",
            "train_and_evaluate", "SingularMonitoredSession")
+_SESSIONS = frozenset({"tensorflow.Session", "tensorflow.InteractiveSession"})
 _ESTIMATORS = ("tensorflow.estimator.", "tensorflow.contrib.learn.", "tensorflow.contrib.tpu.", "tensorflow_estimator.")
 
 
 class HvdTf1NoBroadcast(Rule):
     """
     ## What it does
-    In a TF 1 Horovod program (one that calls `hvd.init()` and wraps an optimizer in
-    `hvd.DistributedOptimizer`), finds a `tf.train.MonitoredTrainingSession`, an `Estimator.train` or a
-    `tf.estimator.train_and_evaluate` (through its `TrainSpec`) whose hooks hold no
-    `hvd.BroadcastGlobalVariablesHook(0)`, or, in a module that trains only through plain sessions (no Keras
-    training, no monitored session, no Estimator), the first `session.run` of a training op in a loop; both
-    when the module broadcasts no other way (no `hvd.broadcast_global_variables`, `hvd.broadcast_variables`,
-    `hvd.broadcast` or Keras broadcast callback).
+    In a TF 1 Horovod program (one that calls `hvd.init()` and wraps an optimizer in `hvd.DistributedOptimizer`),
+    finds a `tf.train.MonitoredTrainingSession`, an `Estimator.train` or a `tf.estimator.train_and_evaluate`
+    (through its `TrainSpec`) whose hooks hold no `hvd.BroadcastGlobalVariablesHook(0)`, or, in a module that
+    trains only through plain sessions (no Keras training, no monitored session, no Estimator), the first
+    `session.run` of a training op in a loop, when the `tf.Session` is made in the module and given to no function
+    but TensorFlow's; both when the module broadcasts no other way (no `hvd.broadcast_global_variables`,
+    `hvd.broadcast_variables`, `hvd.broadcast` or Keras broadcast callback).
     Hooks that come from an unknown function, a parameter, another module or a library other than TensorFlow
     (its hook may broadcast) leave it open and the rule stays silent, as it does when every rank may start
     from the same weights anyway (a global seed that does not depend on the rank, or a checkpoint restored
@@ -140,6 +141,17 @@ with tf.Session() as session:
     session.run(bcast)
     classifier.train(input_fn=train_input_fn)
 """,
+        # the session goes through a helper of the project, which may broadcast
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+from .utils import initialize
+hvd.init()
+train_op = hvd.DistributedOptimizer(tf.train.AdamOptimizer(0.001)).minimize(loss)
+with tf.Session() as sess:
+    initialize(sess)
+    for step in range(1000):
+        sess.run(train_op)
+""",
         # a hook of the project, which may broadcast
         """import tensorflow as tf
 import horovod.tensorflow as hvd
@@ -178,9 +190,26 @@ with tf.train.MonitoredTrainingSession(hooks=[tf.train.StopAtStepHook(last_step=
 
 def _session_loop(facts: ModuleFacts) -> CallFact | None:
     """The first `session.run` of a training op in a loop of the Horovod program, in a module that trains
-    through plain sessions only."""
-    return next((c for c in facts.calls if c.attr == "run" and c.loops and dotted(c.receiver) is not None
-                 and horovod_scope(facts, c.scope) and runs_training_op(facts, c)), None)
+    through plain sessions only, when the session is made here and given to no function but TensorFlow's
+    (a helper of the project may broadcast through it)."""
+    run = next((c for c in facts.calls if c.attr == "run" and c.loops and dotted(c.receiver) is not None
+                and horovod_scope(facts, c.scope) and runs_training_op(facts, c)), None)
+    if run is None or not _session_made_here(facts, run):
+        return None
+    name = dotted(run.receiver) or ""
+    given = any(name in names and not (facts.resolve(c.func) or "").startswith("tensorflow.")
+                for c in facts.calls for names in c.arg_names)
+    return None if given else run
+
+
+def _session_made_here(facts: ModuleFacts, run: CallFact) -> bool:
+    """Whether the session a run is called on is a `tf.Session` made in this module (`with tf.Session() as
+    sess`, or assigned)."""
+    made = [item.item for fact in run.withs for item in fact.node.items
+            if item.asname is not None and dotted(item.asname.name) == dotted(run.receiver)]
+    if not made:
+        made = [o.expr for o in facts.values_of(run.receiver, run.scope, run.order) if o.kind == "value" and not o.via]
+    return bool(made) and all(isinstance(m, cst.Call) and facts.resolve(m.func) in _SESSIONS for m in made)
 
 
 def _plain_hook(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
