@@ -82,6 +82,8 @@ EXPECTED = [
     ('TFD206', 2, 6, 23, '`batches` builds a float64 batch; build it as `np.float32`'),
     ('TFD207', 0, 4, 9, '`shuffle` after `batch` shuffles whole batches; shuffle before batching'),
     ('TFD207', 1, 3, 70, '`shuffle` after `batch` shuffles whole batches; shuffle before batching'),
+    ('TFD209', 0, 13, 15, 'this `run` takes another batch from `iterator.get_next()` on every step, besides the one the training run uses'),
+    ('TFD209', 1, 11, 15, 'this `run` takes another batch from `iterator.get_next()` on every step, besides the one the training run uses'),
     ('TFD301', 0, 10, 28, '`float()` reads a step output on every iteration of the training loop'),
     ('TFD301', 1, 9, 5, '`print()` reads a step output on every iteration of the training loop'),
     ('TFD301', 2, 7, 12, "`optimizer.iterations.numpy()` reads the optimizer's step counter on every iteration of the training loop"),
@@ -122,6 +124,7 @@ EXPECTED = [
     ('TFD505', 1, 7, 1, 'this scheduled function reads a `tf.data.Dataset` made on the coordinator, not one made by `create_per_worker_dataset`'),
     ('TFD506', 0, 10, 5, 'neither `hvd.DistributedGradientTape` nor `hvd.DistributedOptimizer` averages these gradients'),
     ('TFD506', 1, 4, 1, 'this optimizer is not wrapped in `hvd.DistributedOptimizer`, so Horovod never averages the gradients'),
+    ('TFD506', 2, 8, 15, "this branch's optimizer is not wrapped in `hvd.DistributedOptimizer`, unlike the other branch's"),
     ('TFD507', 0, 11, 5, 'no `hvd.broadcast_variables` follows the first step, so the ranks start from different weights'),
     ('TFD507', 1, 7, 1, 'this `fit` gets no `BroadcastGlobalVariablesCallback(0)`, so the ranks start from different weights'),
     ('TFD507', 2, 3, 1, 'this `fit` gets no `BroadcastGlobalVariablesCallback(0)`, so the ranks start from different weights'),
@@ -139,6 +142,15 @@ EXPECTED = [
     ('TFD511', 0, 4, 6, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
     ('TFD511', 1, 4, 12, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
     ('TFD511', 2, 4, 11, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
+    ('TFD515', 0, 6, 10, "`LearningRateWarmupCallback` sets the rate from `initial_lr=lr`, the rate before the optimizer's scaling by the worker count"),
+    ('TFD515', 1, 9, 5, "`LearningRateWarmupCallback` sets the rate from `initial_lr=args.base_lr`, the rate before the optimizer's scaling by the worker count"),
+    ('TFD515', 1, 10, 5, "`LearningRateScheduleCallback` sets the rate from `initial_lr=args.base_lr`, the rate before the optimizer's scaling by the worker count"),
+    ('TFD515', 2, 6, 26, "`LearningRateWarmupCallback` sets the rate from `initial_lr=base_lr`, the rate before the optimizer's scaling by the worker count"),
+    ('TFD516', 0, 7, 6, 'the hooks of this `MonitoredTrainingSession` hold no `hvd.BroadcastGlobalVariablesHook(0)`, so the ranks start from different weights'),
+    ('TFD516', 1, 10, 1, 'the hooks of this `train` hold no `hvd.BroadcastGlobalVariablesHook(0)`, so the ranks start from different weights'),
+    ('TFD516', 2, 9, 9, 'no `hvd.broadcast_global_variables(0)` is run before this training loop, so the ranks start from different weights'),
+    ('TFD517', 0, 4, 14, 'this broadcast callback never runs, because the model trains with `train_on_batch`, not `fit`'),
+    ('TFD517', 1, 4, 18, 'this broadcast callback never runs, because the model trains with `train_on_batch`, not `fit`'),
 ]
 
 

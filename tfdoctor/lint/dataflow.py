@@ -27,9 +27,12 @@ from tfdoctor.lint.analysis.losses import (
 )
 from tfdoctor.lint.analysis.multiworker import (
     GUARD_WORDS,
+    broadcasts_otherwise,
+    call_list,
     callback_is,
     calls_any,
     derived_names,
+    escapes,
     expression_names,
     fit_callbacks,
     horovod_calls,
@@ -42,13 +45,15 @@ from tfdoctor.lint.analysis.multiworker import (
     mentions_worker_count,
     multi_worker_mirrored,
     only_multi_worker,
+    optimizer_learning_rate,
     path_from_outside,
     runs_on_one_worker,
+    same_start_everywhere,
     trains,
     unknown_value,
     write_kind,
 )
-from tfdoctor.lint.analysis.sessions import SessionFeed, session_feeds
+from tfdoctor.lint.analysis.sessions import SecondPull, SessionFeed, runs_training_op, second_pulls, session_feeds
 from tfdoctor.lint.analysis.steps import (
     TRAINING_ATTRS,
     calls_training_step,
@@ -70,12 +75,13 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 
 __all__ = [
     "DATASET_ONLY_METHODS", "GUARD_WORDS", "TRAINING_ATTRS", "FedElsewhere", "Loss", "LossKind", "Provenance",
-    "SessionFeed", "TrainingInput", "callback_is", "calls_any", "calls_training_step", "definitions",
-    "derived_names", "differentiated_losses", "expression_names", "fed_elsewhere", "fit_callbacks",
+    "SecondPull", "SessionFeed", "TrainingInput", "broadcasts_otherwise", "call_list", "callback_is", "calls_any", "calls_training_step", "definitions",
+    "derived_names", "differentiated_losses", "escapes", "expression_names", "fed_elsewhere", "fit_callbacks",
     "gated_by_step_modulo", "gated_if", "horovod_calls", "horovod_init", "horovod_member", "horovod_module",
     "horovod_scope", "is_global_batch", "is_python_iterator_class", "iterable_provenance", "keras3_callback",
     "keras3_file_name", "keras_loss_reduction", "loop_ifs", "loss_kind", "mentions_replica_count",
-    "mentions_worker_count", "multi_worker_mirrored", "only_multi_worker", "path_from_outside",
-    "returns_host_values", "runs_on_one_worker", "session_feeds", "training_chains", "training_inputs",
+    "mentions_worker_count", "multi_worker_mirrored", "only_multi_worker", "optimizer_learning_rate",
+    "path_from_outside",
+    "returns_host_values", "runs_on_one_worker", "runs_training_op", "same_start_everywhere", "second_pulls", "session_feeds", "training_chains", "training_inputs",
     "training_loops", "training_step_scopes", "trains", "unknown_value", "value_provenance", "write_kind",
 ]

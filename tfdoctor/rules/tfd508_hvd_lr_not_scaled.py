@@ -3,16 +3,14 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-import libcst as cst
-
-from tfdoctor.lint.facts import CallFact, ModuleFacts
+from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.dataflow import horovod_init, horovod_scope, mentions_worker_count, unknown_value
-from tfdoctor.lint.names import call_arg
+from tfdoctor.lint.dataflow import (
+    horovod_init, horovod_scope, mentions_worker_count, optimizer_learning_rate, unknown_value,
+)
 from tfdoctor.lint.rule import Context, Rule
 
 _WARMUP = re.compile(r"warm_?up", re.IGNORECASE)
-_OPTIMIZER_MODULES = ("keras.optimizers.", "tensorflow.optimizers.", "tensorflow.train.")
 
 
 class HvdLrNotScaled(Rule):
@@ -125,17 +123,7 @@ opt = make_optimizer(lr=0.001 * hvd.size())
         if not horovod_init(facts) or any(_WARMUP.search(line) for line in facts.source_lines):
             return
         for call in facts.calls:
-            rate = self._learning_rate(facts, call)
+            rate = optimizer_learning_rate(facts, call)
             if rate is None or not horovod_scope(facts, call.scope) or mentions_worker_count(facts, rate, call.scope) or unknown_value(facts, rate, call.scope):
                 continue
             yield self.report(call)
-
-    @staticmethod
-    def _learning_rate(facts: ModuleFacts, call: CallFact) -> cst.BaseExpression | None:
-        name = facts.resolve(call.func) or ""
-        if not name.startswith(_OPTIMIZER_MODULES) or not name.split(".")[-1][:1].isupper():
-            return None
-        if not re.search(r"Optimizer$|^(SGD|Adam|AdamW|Adamax|Nadam|RMSprop|Adagrad|Adadelta|Ftrl|Lion|Lamb)$",
-                         name.split(".")[-1]) or "LossScale" in name:
-            return None
-        return call_arg(call.node, 0, "learning_rate") or call_arg(call.node, None, "lr")

@@ -485,13 +485,21 @@ def fit_callbacks(facts: ModuleFacts, fit: CallFact) -> list[cst.BaseExpression]
     """The callbacks a `fit` call receives on every worker, when the module shows all of them: list literals,
     `+`, names bound to lists and grown with `append`/`extend`/`insert`/`+=` (an `append` under a test of the
     rank or the chief is not on every worker). None when any part is unknown."""
-    if any(a.star for a in fit.node.args):
+    return call_list(facts, fit, "callbacks", None, 5)
+
+
+def call_list(facts: ModuleFacts, call: CallFact, keyword: str, index: int | None,
+              max_positional: int) -> list[cst.BaseExpression] | None:
+    """The elements of a list argument (`fit(callbacks=...)`, `MonitoredTrainingSession(hooks=...)`) on every
+    worker, when the module shows all of them (see `fit_callbacks`): [] when the call does not give it, None
+    when any part is unknown or more than `max_positional` positional arguments may hold it."""
+    if any(a.star for a in call.node.args):
         return None
-    value = call_arg(fit.node, None, "callbacks")
+    value = call_arg(call.node, index, keyword)
     if value is None:
-        positional = [a for a in fit.node.args if a.keyword is None]
-        return None if len(positional) > 5 else []
-    return _list_elements(facts, value, fit.scope, fit.order, 0)
+        positional = [a for a in call.node.args if a.keyword is None]
+        return None if len(positional) > max_positional else []
+    return _list_elements(facts, value, call.scope, call.order, 0)
 
 
 def _list_elements(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: int,
@@ -582,3 +590,97 @@ def callback_is(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, memb
         return None
     results = [callback_is(facts, a.value, a.scope, member) for a in assigned]
     return True if True in results else (None if None in results else False)
+
+
+# -- Horovod: learning rates, seeds and broadcasts -----------------------------------------------------------
+_OPTIMIZER_MODULES = ("keras.optimizers.", "tensorflow.optimizers.", "tensorflow.train.")
+_OPTIMIZER_CLASS = re.compile(r"Optimizer$|^(SGD|Adam|AdamW|Adamax|Nadam|RMSprop|Adagrad|Adadelta|Ftrl|Lion|Lamb)$")
+# Ways to give every rank rank 0's variables other than the Keras callback (TF 1 hooks, elastic state, one
+# tensor at a time), and a callback's hooks run by hand outside `fit`.
+_BROADCASTS = ("broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook", "broadcast",
+               "broadcast_object", "broadcast_object_fn")
+_CALLBACK_HOOKS = ("on_train_begin", "on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end",
+                   "on_epoch_begin", "CallbackList")
+_LIST_GROWTH = frozenset({"append", "extend", "insert"})
+_INSPECTING = frozenset({"len", "print", "isinstance", "str", "repr", "type"})
+
+
+def optimizer_learning_rate(facts: ModuleFacts, call: CallFact) -> cst.BaseExpression | None:
+    """The learning rate given to a Keras or TensorFlow optimizer's constructor (`SGD(0.1)`,
+    `tf.train.AdamOptimizer(learning_rate=lr)`, `Adadelta(lr=...)`); None for any other call."""
+    name = facts.resolve(call.func) or ""
+    last = name.split(".")[-1]
+    if not name.startswith(_OPTIMIZER_MODULES) or not last[:1].isupper() or not _OPTIMIZER_CLASS.search(last) \
+            or "LossScale" in name:
+        return None
+    return call_arg(call.node, 0, "learning_rate") or call_arg(call.node, None, "lr")
+
+
+def broadcasts_otherwise(facts: ModuleFacts) -> bool:
+    """Whether the module gives every rank rank 0's variables by a means other than the Keras broadcast
+    callback: `hvd.broadcast_variables`, TF 1's `broadcast_global_variables` or its hook, `hvd.broadcast`,
+    elastic state, or a callback's hooks run by hand."""
+    return bool(horovod_calls(facts, *_BROADCASTS)) or calls_any(facts, *_BROADCASTS, *_CALLBACK_HOOKS) or any(
+        (horovod_member(facts, c.func) or "").startswith("elastic.") for c in facts.calls)
+
+
+def same_start_everywhere(facts: ModuleFacts) -> bool:
+    """Whether every rank may start from the same weights without a broadcast: the module sets TensorFlow's
+    (or Keras's) global seed to a value that does not depend on the rank, or restores a checkpoint or weights
+    outside any `if`."""
+    for call in facts.calls:
+        name = facts.resolve(call.func) or ""
+        if name.startswith(("tensorflow.", "keras.")) and name.endswith(("set_random_seed", ".set_seed")):
+            read = frozenset().union(*call.arg_names) if call.arg_names else frozenset()
+            if call.node.args and not any(GUARD_WORDS.search(n) for n in derived_names(facts, read, call.scope)):
+                return True
+        elif call.attr in ("restore", "load_weights") and not call.ifs and facts.resolve(call.func) is None:
+            return True
+    return False
+
+
+def escapes(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether what a call makes may be used where the module does not show it: bound to an attribute,
+    returned or yielded, or given (itself, or in a list that holds it) to any call but a list's `append`,
+    `extend` or `insert` and builtins that only look at it (`len`, `print`). A callback that does not escape is only ever in this module's lists."""
+    holders: set[str] = set()
+    for _ in range(4):
+        before = len(holders)
+        for assign in facts.assigns:
+            if _holds(assign.value, call.node, holders):
+                if any("." in target for target in assign.targets):
+                    return True
+                holders.update(assign.targets)
+        for other in facts.calls:
+            for argument in other.node.args:
+                if other.node is not call.node and _holds(argument.value, call.node, holders):
+                    receiver = dotted(other.receiver)
+                    if other.func in _INSPECTING:
+                        continue
+                    if other.attr not in _LIST_GROWTH or receiver is None or "." in receiver:
+                        return True
+                    holders.add(receiver)
+        if len(holders) == before:
+            break
+    stack = [facts.module_scope]
+    while stack:
+        scope = stack.pop()
+        stack.extend(scope.children)
+        if any(_holds(r.value, call.node, holders) for r in (*scope.returns, *scope.yields)):
+            return True
+    return False
+
+
+def _holds(expr: cst.BaseExpression | None, node: cst.CSTNode, names: set[str], depth: int = 0) -> bool:
+    """Whether an expression is `node`, one of `names`, or a list, tuple, sum or choice holding one."""
+    if expr is None or depth > 6:
+        return False
+    if expr is node or dotted(expr) in names:
+        return True
+    if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+        return any(_holds(e.value, node, names, depth + 1) for e in expr.elements)
+    if isinstance(expr, cst.BinaryOperation):
+        return _holds(expr.left, node, names, depth + 1) or _holds(expr.right, node, names, depth + 1)
+    if isinstance(expr, cst.IfExp):
+        return _holds(expr.body, node, names, depth + 1) or _holds(expr.orelse, node, names, depth + 1)
+    return False

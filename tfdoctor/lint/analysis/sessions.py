@@ -14,7 +14,7 @@ import libcst as cst
 from tfdoctor.lint.analysis.multiworker import derived_names, expression_names
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
 from tfdoctor.lint.names import call_arg, dotted
-from tfdoctor.lint.semantic.collector import CallFact, LoopFact
+from tfdoctor.lint.semantic.collector import CallFact, LoopFact, Scope
 
 _UPDATES = frozenset({"minimize", "apply_gradients"})
 # The TF1 convention for the op a training session runs, when the code does not show where it was made.
@@ -38,7 +38,7 @@ def session_feeds(facts: ModuleFacts) -> list[SessionFeed]:
     found = []
     for call in facts.calls:
         feed = call_arg(call.node, 1, "feed_dict") if call.attr == "run" and call.loops else None
-        if feed is None or not _runs_training_op(facts, call):
+        if feed is None or not runs_training_op(facts, call):
             continue
         names = derived_names(facts, _fed_names(facts, feed, call), call.scope, strings=False)
         source = _batch_source(facts, call, names)
@@ -47,7 +47,7 @@ def session_feeds(facts: ModuleFacts) -> list[SessionFeed]:
     return found
 
 
-def _runs_training_op(facts: ModuleFacts, call: CallFact) -> bool:
+def runs_training_op(facts: ModuleFacts, call: CallFact) -> bool:
     """Whether the fetches hold an op made by `minimize`/`apply_gradients`, or one named like a train op."""
     pending = [call_arg(call.node, 0, "fetches")]
     while pending:
@@ -119,3 +119,167 @@ def _counts(loop: LoopFact) -> bool:
             return True
         expr = call_arg(expr, 0, None)
     return False
+
+
+# -- a second batch pulled in one step ------------------------------------------------------------------------
+# Calls that make a TF 1 iterator, whose `get_next()` takes a new batch each time a session evaluates it.
+_ITERATOR_MAKERS = re.compile(r"^(?:make_(?:one_shot|initializable)_iterator|from_string_handle|from_structure|"
+                              r"Iterator)$")
+# A fetch named like an update: it may train on the batch it takes.
+_UPDATE_NAME = re.compile(r"optim|train|update|minimi|apply|solver", re.IGNORECASE)
+# TF 1 queue batches: each evaluation dequeues a new batch.
+_QUEUE_BATCHES = frozenset({"tensorflow.train.batch", "tensorflow.train.shuffle_batch", "tensorflow.train.batch_join",
+                            "tensorflow.train.shuffle_batch_join"})
+
+
+@dataclass(frozen=True)
+class SecondPull:
+    """A `session.run` in a training loop that evaluates another batch of the iterator the training run of the
+    same iteration consumes."""
+
+    run: CallFact
+    train: CallFact
+    source: str  # `iterator.get_next()`, or the queue batch call
+
+
+def second_pulls(facts: ModuleFacts) -> list[SecondPull]:
+    """Every `session.run` that runs on each iteration of a loop (under no `if` of the loop), fetches no training
+    op but something computed from an iterator's `get_next()` (or a TF 1 queue batch), beside a run of the same
+    session in the same loop that trains on that iterator, with the same values fed to what leads to it (a
+    `feed_dict` that feeds the batch itself or another iterator's handle makes it a different batch)."""
+    return facts.memo("second_pulls", lambda: _second_pulls(facts))
+
+
+def _second_pulls(facts: ModuleFacts) -> list[SecondPull]:
+    loops: dict[int, list[CallFact]] = {}
+    for call in facts.calls:
+        if call.attr == "run" and call.loops and dotted(call.receiver) is not None:
+            loops.setdefault(id(call.loops[-1]), []).append(call)
+    found = []
+    for runs in loops.values():
+        trains = [c for c in runs if runs_training_op(facts, c)]
+        for run in runs:
+            if not trains or run in trains or _gated_in_loop(facts, run) or _may_train(run):
+                continue
+            pulled, path = _pulls(facts, run)
+            for train in trains:
+                if dotted(train.receiver) != dotted(run.receiver):
+                    continue
+                common = sorted(set(pulled) & set(_pulls(facts, train)[0]))
+                if common and _same_feed(facts, run, train, path):
+                    found.append(SecondPull(run, train, common[0]))
+                    break
+    return found
+
+
+def _may_train(run: CallFact) -> bool:
+    """Whether a run fetches something named like an update the module does not show (`self.g_optim`): a
+    second training op (a GAN's generator step) trains on the batch it takes."""
+    fetched = run.arg_names[0] if run.arg_names else frozenset()
+    return any(_UPDATE_NAME.search(name.rsplit(".", 1)[-1]) for name in fetched)
+
+
+def _gated_in_loop(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a call sits under an `if` inside its innermost loop."""
+    loop = call.loops[-1]
+    inside = {id(fact.node) for fact in facts.if_facts if any(l is loop for l in fact.loops)}
+    return any(id(branch) in inside for branch in call.ifs)
+
+
+def _pulls(facts: ModuleFacts, run: CallFact) -> tuple[dict[str, None], frozenset[str]]:
+    """The batch sources a run's fetches are computed from (through assignments, eight levels), and the names
+    met on the way."""
+    fetches = call_arg(run.node, 0, "fetches")
+    found: dict[str, None] = {}
+    seen: set[str] = set()
+    parts = [e.value for e in fetches.elements if isinstance(e, cst.DictElement)] if isinstance(fetches, cst.Dict) \
+        else [fetches]
+    for part in parts:  # a dict of fetches: its values
+        _walk(facts, part, run.scope, run.order, 0, found, seen)
+    return found, frozenset(seen)
+
+
+def _walk(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int, depth: int,
+          found: dict[str, None], seen: set[str]) -> None:
+    if expr is None or depth > 8 or len(seen) > 200:
+        return
+    for source, receiver in _sources(facts, expr, scope, 0):
+        found[source] = None
+        if receiver is not None:  # what the iterator is made from (a handle fed by the run) is on the way too
+            _walk(facts, receiver, scope, before, depth + 1, {}, seen)
+    for name in expression_names(expr, strings=False):
+        if name in seen or not name.replace(".", "").isidentifier():
+            continue
+        seen.add(name)
+        for assign in facts.definitions(name, scope, before if depth == 0 else None):
+            _walk(facts, assign.value, assign.scope, assign.order, depth + 1, found, seen)
+
+
+def _sources(facts: ModuleFacts, expr: cst.CSTNode, scope: Scope,
+             depth: int) -> list[tuple[str, cst.BaseExpression | None]]:
+    """The batch sources evaluated by an expression itself: `it.get_next()` of an iterator (with the iterator),
+    or a queue batch."""
+    if depth > 6:
+        return []
+    if isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "get_next" and not expr.args:
+            receiver = expr.func.value
+            if _iterator(facts, receiver, scope):
+                return [(f"{facts.module.code_for_node(receiver)}.get_next()", receiver)]
+        if facts.resolve(expr.func) in _QUEUE_BATCHES:
+            return [(f"{dotted(expr.func)}(...)", None)]
+        parts: list[cst.CSTNode] = [expr.func, *(a.value for a in expr.args)]
+    elif isinstance(expr, (cst.Attribute, cst.Subscript)):
+        parts = [expr.value]
+    elif isinstance(expr, (cst.Tuple, cst.List)):
+        parts = [e.value for e in expr.elements]
+    elif isinstance(expr, cst.BinaryOperation):
+        parts = [expr.left, expr.right]
+    else:
+        return []
+    return [s for part in parts for s in _sources(facts, part, scope, depth + 1)]
+
+
+def _iterator(facts: ModuleFacts, receiver: cst.BaseExpression, scope: Scope) -> bool:
+    """Whether `x` in `x.get_next()` is a TF 1 iterator: made by `make_one_shot_iterator` and the like, here or
+    in the assignments of its name."""
+    values: list[cst.BaseExpression] = [receiver]
+    name = dotted(receiver)
+    if name is not None:
+        values = [a.value for a in facts.definitions(name, scope) if a.operator == "="]
+    return bool(values) and all(isinstance(v, cst.Call) and _ITERATOR_MAKERS.match(_called_name(v)) for v in values)
+
+
+def _called_name(call: cst.Call) -> str:
+    """The last name of what a call calls (`make_one_shot_iterator` in `ds.make_one_shot_iterator()`)."""
+    func = call.func
+    return func.attr.value if isinstance(func, cst.Attribute) else (dotted(func) or "").rsplit(".", 1)[-1]
+
+
+def _same_feed(facts: ModuleFacts, run: CallFact, train: CallFact, path: frozenset[str]) -> bool:
+    """Whether what a run feeds on the way to the batch is what the training run feeds: keys of its
+    `feed_dict` on that way (the iterator's handle, the batch itself) with the same values in both."""
+    feed = call_arg(run.node, 1, "feed_dict")
+    if feed is None:
+        return True
+    if not isinstance(feed, cst.Dict):
+        return False
+    given = _feed_items(facts, call_arg(train.node, 1, "feed_dict"))
+    for element in feed.elements:
+        if not isinstance(element, cst.DictElement):
+            return False
+        key = facts.module.code_for_node(element.key)
+        if derived_names(facts, expression_names(element.key, strings=False), run.scope, strings=False) & path:
+            if given is None or given.get(key) != facts.module.code_for_node(element.value):
+                return False
+    return True
+
+
+def _feed_items(facts: ModuleFacts, feed: cst.BaseExpression | None) -> dict[str, str] | None:
+    """A literal `feed_dict`'s keys and values as code ({} for none); None when it is not a literal."""
+    if feed is None:
+        return {}
+    if not isinstance(feed, cst.Dict) or not all(isinstance(e, cst.DictElement) for e in feed.elements):
+        return None
+    return {facts.module.code_for_node(e.key): facts.module.code_for_node(e.value)
+            for e in feed.elements if isinstance(e, cst.DictElement)}
