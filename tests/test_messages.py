@@ -28,6 +28,8 @@ EXPECTED = [
     ('TFD104', 1, 4, 20, 'the loss of replica function `replica` is a per-replica mean, so its summed gradients are N times too large'),
     ('TFD104', 2, 6, 16, 'the loss of replica function `replica` is a default-reduction Keras loss, so its summed gradients are N times too large (Keras 2.15 assumed: test)'),
     ('TFD104', 3, 3, 12, 'the loss of replica function `replica` is a per-replica mean, so its summed gradients are N times too large'),
+    ('TFD104', 4, 8, 20, 'the loss of replica function `replica_step` is a per-replica mean, so with N GPUs the gradients clipped by `tf.clip_by_global_norm` are N times larger'),
+    ('TFD104', 5, 7, 20, 'the loss of replica function `train_step` is an unscaled sum; `Adam` is almost scale-invariant, but its sum on replicas grows with N'),
     ('TFD105', 0, 5, 7, '`opt` (a Keras optimizer) is created outside `strategy.scope()` but is used in the replica function `replica`'),
     ('TFD105', 1, 6, 22, '`self.model` (a Keras model) is created outside `strategy.scope()` but is used in the replica function `train_step`'),
     ('TFD105', 2, 4, 7, '`acc` (a Keras metric) is created outside `strategy.scope()` but is used in the replica function `replica`'),
@@ -151,6 +153,20 @@ def test_messages_of_the_invalid_examples(code):
         for f in lint_text(example, select=(code,), **_targets(example))
     ]
     assert found == [row for row in EXPECTED if row[0] == code]
+
+
+# (code, INVALID example index, severity) where a finding's severity follows the consequence its message states
+SEVERITIES = [
+    ("TFD104", 1, "error"),  # an optimizer the code does not show: the step grows N times
+    ("TFD104", 4, "warning"),  # an adaptive optimizer whose gradients are clipped
+    ("TFD104", 5, "info"),  # an adaptive optimizer, no clipping: only the loss's value changes
+]
+
+
+@pytest.mark.parametrize("code, index, severity", SEVERITIES)
+def test_severity_follows_the_stated_consequence(code, index, severity):
+    example = rule_by_code(code).INVALID[index]
+    assert {f.severity.value for f in lint_text(example, select=(code,), **_targets(example))} == {severity}
 
 
 @pytest.mark.parametrize("rule", [r for r in all_rules() if r.code != "TFD000"], ids=lambda r: r.code)
