@@ -72,6 +72,7 @@ EXPECTED = [
     ('TFD203', 0, 3, 9, 'this training pipeline does not end in `prefetch`; append `.prefetch(tf.data.AUTOTUNE)`'),
     ('TFD203', 1, 2, 58, 'this training pipeline does not end in `prefetch`; append `.prefetch(tf.data.AUTOTUNE)`'),
     ('TFD203', 2, 2, 73, 'this training pipeline does not end in `prefetch`; append `.prefetch(tf.data.AUTOTUNE)`'),
+    ('TFD203', 3, 2, 59, 'this training pipeline does not end in `prefetch`; append `.prefetch(tf.data.AUTOTUNE)`'),
     ('TFD204', 0, 4, 62, '`cache()` after `map` freezes or breaks it; move `cache()` before `map`'),
     ('TFD204', 1, 4, 9, '`cache()` after `repeat` freezes or breaks it; move `cache()` before `repeat`'),
     ('TFD204', 2, 2, 85, '`cache()` after `map` freezes or breaks it; move `cache()` before `map`'),

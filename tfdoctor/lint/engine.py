@@ -227,7 +227,8 @@ def _position(
         related = tuple(evidence.related() for evidence in violation.evidence)
         finding = Finding(
             path=display_path, line=where.start.line, column=where.start.column + 1, end_line=where.end.line,
-            end_column=where.end.column + 1, code=rule.code, name=rule.name, severity=violation.severity or rule.severity_for(context),
+            end_column=where.end.column + 1, code=rule.code, name=rule.name,
+            severity=violation.severity or rule.severity_for(context),
             message=_with_evidence(violation.message, related), fixable=violation.fix is not None and not related,
             statement_line=statement_line, related=related,
         )

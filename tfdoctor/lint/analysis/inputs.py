@@ -304,13 +304,13 @@ def _fed_elsewhere(facts: ModuleFacts) -> Iterator[FedElsewhere]:
                 continue
             ops = tuple(DatasetOp(op.method, call.node, call.scope) for op, call in zip(here, mine))
             source_call = facts.calls[index[id(chain.source_call)]].node if source_here else None
-            where = f"`{use.scope.name}`" if use.scope.is_function else other.path
+            what = f"trained on in `{use.scope.name}`" if use.scope.is_function else "trained on"  # placed at path:line
             last = chain.last_batch()
             final = next((mapped for op, mapped in zip(here, ops) if op is last), None)
             own = chain.own_ops
             ends_here = bool(here) and bool(own) and own[-1] is here[-1] or not own and source_here
             yield FedElsewhere(ops, chain.source, source_call,
-                               Evidence(f"trained on in {where}", other.path, other, use.expr), use, final,
+                               Evidence(what, other.path, other, use.expr), use, final,
                                own, ends_here)
 
 
