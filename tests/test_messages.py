@@ -62,8 +62,10 @@ EXPECTED = [
     ('TFD201', 3, 9, 26, 'training is fed by the Python iterator class `Reader`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 4, 4, 27, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 4, 7, 18, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 5, 4, 11, 'training is fed by `ImageDataGenerator.flow`, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 6, 7, 21, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 5, 8, 21, 'training is fed by the Python `Sequence` class `Tiles` in 8 worker processes, which copy every batch through pickling; use a `tf.data` pipeline'),
+    ('TFD201', 5, 9, 11, 'training is fed by the Python `Sequence` class `Tiles`, 4 Python threads under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 6, 4, 11, 'training is fed by `ImageDataGenerator.flow_from_directory`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 7, 7, 21, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD202', 0, 3, 9, '`map` in a training pipeline runs on one core; add `num_parallel_calls=T.data.AUTOTUNE`'),
     ('TFD202', 1, 4, 18, '`interleave` in a training pipeline runs on one core; add `num_parallel_calls=data.AUTOTUNE`'),
     ('TFD202', 1, 4, 51, '`map` in a training pipeline runs on one core; add `num_parallel_calls=data.AUTOTUNE`'),
@@ -161,7 +163,14 @@ SEVERITIES = [
     ("TFD104", 1, "error"),  # an optimizer the code does not show: the step grows N times
     ("TFD104", 4, "warning"),  # an adaptive optimizer whose gradients are clipped
     ("TFD104", 5, "info"),  # an adaptive optimizer, no clipping: only the loss's value changes
+    ("TFD201", 0, "warning"),  # one Python thread
+    ("TFD201", 6, "warning"),
 ]
+
+
+def test_a_python_feed_in_worker_processes_is_info_in_threads_a_warning():
+    example = rule_by_code("TFD201").INVALID[5]
+    assert [(f.line, f.severity.value) for f in lint_text(example, select=("TFD201",))] == [(8, "info"), (9, "warning")]
 
 
 @pytest.mark.parametrize("code, index, severity", SEVERITIES)
