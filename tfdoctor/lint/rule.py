@@ -75,6 +75,16 @@ class Rule:
         return Violation(where, message, statement=statement, fix=fix, evidence=evidence, construct=construct,
                          severity=severity)
 
+    @staticmethod
+    def assumed(context: Context, package: str, facts: ModuleFacts, node: cst.CSTNode) -> str | None:
+        """What a finding on `node` says it assumes of a package's version (`Keras 2 assumed: ...`). `node`
+        itself is never its evidence: another place the version was read from is cited, or none."""
+        target = context.targets.keras if package == "keras" else context.targets.tensorflow
+        if not target.sightings:
+            return context.targets.assumed(package)
+        line, _, end_line, _ = facts.position(node)
+        return context.targets.assumed(package, (facts.path, line, end_line))
+
     @classmethod
     def doc_sections(cls) -> dict[str, str]:
         """The docstring's sections by heading."""
