@@ -62,8 +62,10 @@ EXPECTED = [
     ('TFD201', 3, 9, 26, 'training is fed by the Python iterator class `Reader`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 4, 4, 27, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 4, 7, 18, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 5, 8, 21, 'training is fed by the Python `Sequence` class `Tiles` in 8 worker processes, which copy every batch through pickling; use a `tf.data` pipeline'),
+    ('TFD201', 5, 8, 21, 'training is fed by the Python `Sequence` class `Tiles` in 8 worker processes, with every batch copied through pickling; use a `tf.data` pipeline'),
     ('TFD201', 5, 9, 11, 'training is fed by the Python `Sequence` class `Tiles`, 4 Python threads under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 5, 10, 11, 'training is fed by the Python `Sequence` class `Tiles` in a worker process, with every batch copied through pickling; use a `tf.data` pipeline'),
+    ('TFD201', 5, 11, 11, 'training is fed by the Python `Sequence` class `Tiles` in Python threads or worker processes, as `use_multiprocessing` says; use a `tf.data` pipeline'),
     ('TFD201', 6, 4, 11, 'training is fed by `ImageDataGenerator.flow_from_directory`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 7, 7, 21, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD202', 0, 3, 9, '`map` in a training pipeline runs on one core; add `num_parallel_calls=T.data.AUTOTUNE`'),
@@ -170,7 +172,8 @@ SEVERITIES = [
 
 def test_a_python_feed_in_worker_processes_is_info_in_threads_a_warning():
     example = rule_by_code("TFD201").INVALID[5]
-    assert [(f.line, f.severity.value) for f in lint_text(example, select=("TFD201",))] == [(8, "info"), (9, "warning")]
+    assert [(f.line, f.severity.value) for f in lint_text(example, select=("TFD201",))] == [
+        (8, "info"), (9, "warning"), (10, "info"), (11, "warning")]
 
 
 @pytest.mark.parametrize("code, index, severity", SEVERITIES)

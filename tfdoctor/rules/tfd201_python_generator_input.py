@@ -32,8 +32,8 @@ class PythonGeneratorInput(Rule):
     they no longer share the GIL, but every batch is pickled and copied back to the training process, and
     the step still waits whenever they fall behind; that finding is info. Whether the code asks for
     processes is read from `fit`'s arguments; when it depends on a value the code does not show
-    (`use_multiprocessing=args.mp`), the feed is not reported. The message names the call that makes the
-    feed (`ImageDataGenerator.flow_from_directory`).
+    (`use_multiprocessing=args.mp`), the message says either may run it. The message names the call that
+    makes the feed (`ImageDataGenerator.flow_from_directory`).
 
     ## Example
     ```python
@@ -80,8 +80,10 @@ class PythonGeneratorInput(Rule):
     MESSAGES = {
         "default": "training is fed by {what}, one Python thread under the GIL; use a `tf.data` pipeline",
         "threads": "training is fed by {what}, {workers} under the GIL; use a `tf.data` pipeline",
-        "processes": ("training is fed by {what} in {workers}, which copy every batch through pickling; use a "
+        "processes": ("training is fed by {what} in {workers}, with every batch copied through pickling; use a "
                       "`tf.data` pipeline"),
+        "threads-or-processes": ("training is fed by {what} in Python threads or worker processes, as "
+                                 "`use_multiprocessing` says; use a `tf.data` pipeline"),
     }
     triggers = ("from_generator", "fit", "__next__", "yield", "Sequence", "PyDataset", "flow", "run", "train_on_batch",
                 "apply_gradients", "feed_dict")
@@ -150,6 +152,8 @@ class Tiles(keras.utils.Sequence):
 WORKERS = 8
 model.fit_generator(Tiles(), epochs=5, workers=WORKERS, use_multiprocessing=True)  # TFD201
 model.fit(Tiles(), epochs=5, workers=4)  # TFD201
+model.fit(Tiles(), epochs=5, workers=1, use_multiprocessing=True)  # TFD201
+model.fit(Tiles(), epochs=5, workers=8, use_multiprocessing=args.processes)  # TFD201
 """,
         # the iterator that flow_from_directory returns, given to fit by name
         """import tensorflow as tf
@@ -192,15 +196,6 @@ for line in Lines():
 val = tf.data.Dataset.from_generator(gen, output_signature=SIG).batch(8)
 model.fit(train_ds, validation_data=val)
 """,
-        # whether Keras runs the Sequence in threads or in processes is decided elsewhere
-        """import keras
-class Tiles(keras.utils.Sequence):
-    def __len__(self):
-        return 100
-    def __getitem__(self, i):
-        return read_tiles(i)
-model.fit(Tiles(), epochs=5, workers=8, use_multiprocessing=args.processes)
-""",
         # TF1: the data comes from a tf.data iterator; feed_dict carries a learning rate and a recurrent state
         """import tensorflow as tf
 train_op = optimizer.minimize(loss)
@@ -219,11 +214,9 @@ for images, labels in batches(files):
             if id(node) in seen:
                 continue
             seen.add(id(node))
-            workers = _workers(facts, fit) if fit is not None else ("default", "")
-            if workers is not None:
-                template, count = workers
-                yield self.report(node, template, statement=statement, what=what, workers=count,
-                                  severity=Severity.INFO if template == "processes" else None)
+            template, workers = _workers(facts, fit) if fit is not None else ("default", "")
+            yield self.report(node, template, statement=statement, what=what, workers=workers,
+                              severity=Severity.INFO if template == "processes" else None)
         if not any(c.attr == "from_generator" and id(c.node) not in seen for c in facts.calls):
             return  # asking the importers costs their analysis: only for a generator source it has not reported
         for feed in fed_elsewhere(facts):  # a loader's `from_generator` pipeline, trained on in another module
@@ -279,15 +272,15 @@ def _fit_of(facts: ModuleFacts, expr: cst.BaseExpression, statement: cst.CSTNode
                  and call_arg(c.node, 0, "x" if c.attr == "fit" else "generator") is expr), None)
 
 
-def _workers(facts: ModuleFacts, fit: CallFact) -> tuple[str, str] | None:
-    """How Keras 2 runs the Python feed of a `fit` call: ("default", ""), in threads (`workers=4`), in processes
-    (`use_multiprocessing=True`), with how many; None when the code does not show which."""
+def _workers(facts: ModuleFacts, fit: CallFact) -> tuple[str, str]:
+    """How Keras 2 runs the Python feed of a `fit` call: one thread ("default"), several threads (`workers=4`),
+    processes (`use_multiprocessing=True`), with how many, or whichever a value the code does not show says."""
     given = call_arg(fit.node, None, "workers")
     workers = _literal(facts, given, fit) if given is not None else 1
     multiprocessing = call_arg(fit.node, None, "use_multiprocessing")
     processes = _literal(facts, multiprocessing, fit) if multiprocessing is not None else False
     if not isinstance(processes, bool):
-        return None  # `use_multiprocessing=args.mp`: threads or processes, the code does not say
+        return "threads-or-processes", ""  # `use_multiprocessing=args.mp`: the code does not say which
     if workers == 0:
         return "default", ""  # Keras runs it on the main thread
     count = workers if isinstance(workers, int) and not isinstance(workers, bool) else None
