@@ -28,6 +28,8 @@ EXPECTED = [
     ('TFD104', 1, 4, 20, 'the loss of replica function `replica` is a per-replica mean, so its summed gradients are N times too large'),
     ('TFD104', 2, 6, 16, 'the loss of replica function `replica` is a default-reduction Keras loss, so its summed gradients are N times too large (Keras 2.15 assumed: test)'),
     ('TFD104', 3, 3, 12, 'the loss of replica function `replica` is a per-replica mean, so its summed gradients are N times too large'),
+    ('TFD104', 4, 8, 20, 'the loss of replica function `replica_step` is a per-replica mean, so with N GPUs the gradients clipped by `tf.clip_by_global_norm` are N times larger'),
+    ('TFD104', 5, 7, 20, 'the loss of replica function `train_step` is an unscaled sum; `Adam` is almost scale-invariant, but its sum on replicas grows with N'),
     ('TFD105', 0, 5, 7, '`opt` (a Keras optimizer) is created outside `strategy.scope()` but is used in the replica function `replica`'),
     ('TFD105', 1, 6, 22, '`self.model` (a Keras model) is created outside `strategy.scope()` but is used in the replica function `train_step`'),
     ('TFD105', 2, 4, 7, '`acc` (a Keras metric) is created outside `strategy.scope()` but is used in the replica function `replica`'),
@@ -60,8 +62,12 @@ EXPECTED = [
     ('TFD201', 3, 9, 26, 'training is fed by the Python iterator class `Reader`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 4, 4, 27, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 4, 7, 18, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 5, 4, 11, 'training is fed by `ImageDataGenerator.flow`, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 6, 7, 21, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 5, 8, 21, 'training is fed by the Python `Sequence` class `Tiles` in 8 worker processes, with every batch copied through pickling; use a `tf.data` pipeline'),
+    ('TFD201', 5, 9, 11, 'training is fed by the Python `Sequence` class `Tiles`, 4 Python threads under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 5, 10, 11, 'training is fed by the Python `Sequence` class `Tiles` in a worker process, with every batch copied through pickling; use a `tf.data` pipeline'),
+    ('TFD201', 5, 11, 11, 'training is fed by the Python `Sequence` class `Tiles` in Python threads or worker processes, as `use_multiprocessing` says; use a `tf.data` pipeline'),
+    ('TFD201', 6, 4, 11, 'training is fed by `ImageDataGenerator.flow_from_directory`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 7, 7, 21, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD202', 0, 3, 9, '`map` in a training pipeline runs on one core; add `num_parallel_calls=T.data.AUTOTUNE`'),
     ('TFD202', 1, 4, 18, '`interleave` in a training pipeline runs on one core; add `num_parallel_calls=data.AUTOTUNE`'),
     ('TFD202', 1, 4, 51, '`map` in a training pipeline runs on one core; add `num_parallel_calls=data.AUTOTUNE`'),
@@ -70,6 +76,7 @@ EXPECTED = [
     ('TFD203', 0, 3, 9, 'this training pipeline does not end in `prefetch`; append `.prefetch(tf.data.AUTOTUNE)`'),
     ('TFD203', 1, 2, 58, 'this training pipeline does not end in `prefetch`; append `.prefetch(tf.data.AUTOTUNE)`'),
     ('TFD203', 2, 2, 73, 'this training pipeline does not end in `prefetch`; append `.prefetch(tf.data.AUTOTUNE)`'),
+    ('TFD203', 3, 2, 59, 'this training pipeline does not end in `prefetch`; append `.prefetch(tf.data.AUTOTUNE)`'),
     ('TFD204', 0, 4, 62, '`cache()` after `map` freezes or breaks it; move `cache()` before `map`'),
     ('TFD204', 1, 4, 9, '`cache()` after `repeat` freezes or breaks it; move `cache()` before `repeat`'),
     ('TFD204', 2, 2, 85, '`cache()` after `map` freezes or breaks it; move `cache()` before `map`'),
@@ -163,6 +170,28 @@ def test_messages_of_the_invalid_examples(code):
         for f in lint_text(example, select=(code,), **_targets(example))
     ]
     assert found == [row for row in EXPECTED if row[0] == code]
+
+
+# (code, INVALID example index, severity) where a finding's severity follows the consequence its message states
+SEVERITIES = [
+    ("TFD104", 1, "error"),  # an optimizer the code does not show: the step grows N times
+    ("TFD104", 4, "warning"),  # an adaptive optimizer whose gradients are clipped
+    ("TFD104", 5, "info"),  # an adaptive optimizer, no clipping: only the loss's value changes
+    ("TFD201", 0, "warning"),  # one Python thread
+    ("TFD201", 6, "warning"),
+]
+
+
+def test_a_python_feed_in_worker_processes_is_info_in_threads_a_warning():
+    example = rule_by_code("TFD201").INVALID[5]
+    assert [(f.line, f.severity.value) for f in lint_text(example, select=("TFD201",))] == [
+        (8, "info"), (9, "warning"), (10, "info"), (11, "warning")]
+
+
+@pytest.mark.parametrize("code, index, severity", SEVERITIES)
+def test_severity_follows_the_stated_consequence(code, index, severity):
+    example = rule_by_code(code).INVALID[index]
+    assert {f.severity.value for f in lint_text(example, select=(code,), **_targets(example))} == {severity}
 
 
 @pytest.mark.parametrize("rule", [r for r in all_rules() if r.code != "TFD000"], ids=lambda r: r.code)

@@ -118,3 +118,45 @@ def test_fix_rewrites_only_the_changed_cell(tmp_path):
     assert ".map(parse, num_parallel_calls=tf.data.AUTOTUNE)" in changed[0][1]
     again = run_cli("lint", "--no-cache", "--fix", str(notebook))
     assert "fixed 0 findings" in again.stderr and notebook.read_text().splitlines() == after
+
+
+def _with_output(raw: bytes, size: int) -> bytes:
+    """The notebook with an image output of about `size` bytes in its first cell (a plot saved as base64)."""
+    data = json.loads(raw)
+    data["cells"][0]["outputs"] = [{"output_type": "display_data", "metadata": {},
+                                    "data": {"image/png": "iVBORw0KGgo" + "A" * size}}]
+    return (json.dumps(data, indent=1) + "\n").encode()
+
+
+def test_every_output_places_version_evidence_by_cell_and_never_on_the_flagged_call(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "cited.ipynb").write_bytes(_notebook(
+        "import tensorflow as tf\nfrom tensorflow import keras\nopt = keras.optimizers.legacy.Adam()\n",
+        "model.fit_generator(batches(), steps_per_epoch=10)\n"))
+    (tmp_path / "alone.ipynb").write_bytes(_notebook(
+        "import tensorflow as tf\n", "model = tf.keras.Sequential()\nmodel.fit_generator(batches(), steps_per_epoch=10)\n"))
+    message = "`fit_generator` is removed in Keras 3; use `fit`"
+    cited = f"{message} (Keras 2 assumed: `keras.optimizers.legacy` at cited.ipynb:cell 1:3)"
+    report = json.loads(run_cli("lint", "--no-cache", "--format", "json", "--select", "TFD401", ".", cwd=tmp_path).stdout)
+    assert [(f["path"], f["cell"], f["line"], f["message"]) for f in report["findings"]] == [
+        ("alone.ipynb", 2, 2, message), ("cited.ipynb", 2, 1, cited)]
+    concise = run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD401", ".", cwd=tmp_path).stdout
+    assert concise.splitlines() == [f"alone.ipynb:cell 2:2:1: TFD401 {message}", f"cited.ipynb:cell 2:1:1: TFD401 {cited}"]
+    text = run_cli("lint", "--no-cache", "--select", "TFD401", "cited.ipynb", cwd=tmp_path).stdout
+    assert f"cell 2:1:1 TFD401 warning removed-keras-api: {cited}" in text
+    sarif = json.loads(run_cli("lint", "--no-cache", "--format", "sarif", "--select", "TFD401", "cited.ipynb",
+                               cwd=tmp_path).stdout)
+    [result] = sarif["runs"][0]["results"]
+    assert result["message"]["text"] == f"cell 2: {cited}" and result["properties"]["cell"] == 2
+    assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 1
+
+
+def test_a_notebook_is_measured_by_its_code_cells_not_its_outputs(tmp_path):
+    raw = _notebook("import tensorflow as tf\n", "from keras.utils import multi_gpu_model\nm = multi_gpu_model(base, 2)\n")
+    (tmp_path / "plots.ipynb").write_bytes(_with_output(raw, 50_000))
+    (tmp_path / "code.ipynb").write_bytes(_notebook("import tensorflow as tf\n" + "x = 1\n" * 10_000))
+    result = run_cli("lint", "--no-cache", "--format", "concise", "--max-file-bytes", "20000", "--select", "TFD101",
+                     ".", cwd=tmp_path)
+    assert result.stdout.splitlines() == ["plots.ipynb:cell 2:2:5: TFD101 `multi_gpu_model` copies the model onto "
+                                          "each GPU by hand; use `tf.distribute.MirroredStrategy`"]
+    assert "code.ipynb: not linted" in result.stderr and "plots.ipynb" not in result.stderr

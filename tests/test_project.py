@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES, run_cli
+from tfdoctor.config import Overrides
 from tfdoctor.lint.engine import lint_paths
 
 
@@ -106,12 +107,30 @@ def test_a_loader_is_linted_against_the_module_that_trains_on_it(tmp_path: Path,
     monkeypatch.chdir(_loader_project(tmp_path))
     alone = lint_paths(["loader.py"])
     assert [(f.line, f.column, f.code) for f in alone.findings] == [(5, 43, "TFD202"), (5, 55, "TFD106")]
-    assert all(f.message.endswith("(trained on in train0.py at train0.py:8)") for f in alone.findings)
+    assert all(f.message.endswith("(trained on at train0.py:8)") for f in alone.findings)
     # train0.py alone reports them on its call of the loader; the whole project once each, on the loader
     assert {(f.path, f.line, f.code) for f in lint_paths(["train0.py"]).findings} == {
         ("train0.py", 8, "TFD202"), ("train0.py", 8, "TFD106")}
     assert {(f.path, f.line, f.code) for f in lint_paths(["."]).findings} == {
         ("loader.py", 5, "TFD202"), ("loader.py", 5, "TFD106")}
+
+
+def test_a_loader_trained_on_in_another_module_names_that_place_once(tmp_path: Path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "loader.py").write_text(LOADER.replace(".batch(64)", ".batch(64 * strategy.num_replicas_in_sync)")
+                                        .replace(".map(decode)", ".map(decode, num_parallel_calls=8)"))
+    (tmp_path / "loop.py").write_text("""import tensorflow as tf
+from loader import make_dataset
+
+def main():
+    for batch in make_dataset(["a.tfrecord"]):
+        optimizer.apply_gradients(grads(batch))
+""")
+    monkeypatch.chdir(tmp_path)
+    found = lint_paths(["loader.py"], Overrides(select=("TFD203",))).findings
+    assert [(f.line, f.column, f.message) for f in found] == [
+        (5, 77, "this training pipeline does not end in `prefetch`; append `.prefetch(tf.data.AUTOTUNE)` "
+                "(trained on in `main` at loop.py:5)")]
 
 
 def test_a_loader_whose_text_differs_from_the_file_or_that_every_module_imports_stays_silent(tmp_path: Path,

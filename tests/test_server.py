@@ -286,6 +286,24 @@ async def test_notebook_cells_get_their_own_diagnostics_and_fixes(client: Langua
     await _eventually(client, cells[2], lambda found: not found)
 
 
+@on_one_server
+async def test_notebook_evidence_is_cited_by_cell_and_line(client: LanguageClient, tmp_path):
+    notebook = (tmp_path / "legacy.ipynb").as_uri()
+    cells = [f"{notebook}#cell{n}" for n in range(1, 3)]
+    texts = ["import tensorflow as tf\nfrom tensorflow import keras\nopt = keras.optimizers.legacy.Adam()",
+             "model.fit_generator(batches(), steps_per_epoch=10)"]
+    client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
+        notebook_document=types.NotebookDocument(uri=notebook, notebook_type="jupyter-notebook", version=1,
+                                                 cells=[_cell(uri) for uri in cells]),
+        cell_text_documents=[types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+                             for uri, text in zip(cells, texts)]))
+    found = await _eventually(client, cells[1], lambda found: _codes(found) == ["TFD401"])
+    assert found[0].range.start.line == 0
+    assert found[0].message.startswith("`fit_generator` is removed in Keras 3; use `fit` (Keras 2 assumed: "
+                                       "`keras.optimizers.legacy` at ")
+    assert found[0].message.endswith("legacy.ipynb:cell 1:3)")
+
+
 GARBAGE = [
     "import tensorflow as tf\ndef broken(:\n    strategy.run(",  # a syntax error
     "import tensorflow as tf\n" + "(" * 5000 + ")" * 5000,  # nested too deeply for the parser

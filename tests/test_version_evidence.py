@@ -119,8 +119,8 @@ def test_show_target_lists_the_evidence(tmp_path):
 
 MESSAGES = {
     "keras2_under_tf217": "train.py:20:16: TFD104 the loss of replica function `replica_step` is a default-reduction "
-                          "Keras loss, so its summed gradients are N times too large (Keras 2 assumed: "
-                          "`get_scaled_loss` at scaling.py:5)",
+                          "Keras loss; `Adam` is almost scale-invariant, but its sum on replicas grows with N "
+                          "(Keras 2 assumed: `get_scaled_loss` at scaling.py:5)",
     "keras3_project": "train.py:18:5: TFD304 `optimizer` is first built inside the distributed step `replica_step`; "
                       "build it in `strategy.scope()` (Keras 3 assumed: `keras.ops` at layers.py:4)",
     "tf21_custom_loop": "train.py:19:46: TFD202 `map` in a training pipeline runs on one core; add "

@@ -53,14 +53,19 @@ from tfdoctor.lint.analysis.multiworker import (
     unknown_value,
     write_kind,
 )
+from tfdoctor.lint.analysis.optimizers import Optimizer, applied_optimizer
 from tfdoctor.lint.analysis.sessions import SecondPull, SessionFeed, runs_training_op, second_pulls, session_feeds
 from tfdoctor.lint.analysis.steps import (
     TRAINING_ATTRS,
+    applies_gradients,
     calls_training_step,
     gated_by_step_modulo,
     gated_if,
+    in_test_code,
     loop_ifs,
     returns_host_values,
+    runs_of,
+    runs_once,
     training_loops,
     training_step_scopes,
 )
@@ -75,13 +80,14 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 
 __all__ = [
     "DATASET_ONLY_METHODS", "GUARD_WORDS", "TRAINING_ATTRS", "FedElsewhere", "Loss", "LossKind", "Provenance",
-    "SecondPull", "SessionFeed", "TrainingInput", "broadcasts_otherwise", "call_list", "callback_is", "calls_any", "calls_training_step", "definitions",
+    "Optimizer", "SecondPull", "SessionFeed", "TrainingInput", "applied_optimizer", "applies_gradients",
+    "broadcasts_otherwise", "call_list", "callback_is", "calls_any", "calls_training_step", "definitions",
     "derived_names", "differentiated_losses", "escapes", "expression_names", "fed_elsewhere", "fit_callbacks",
     "gated_by_step_modulo", "gated_if", "horovod_calls", "horovod_init", "horovod_member", "horovod_module",
-    "horovod_scope", "is_global_batch", "is_python_iterator_class", "iterable_provenance", "keras3_callback",
-    "keras3_file_name", "keras_loss_reduction", "loop_ifs", "loss_kind", "mentions_replica_count",
+    "horovod_scope", "in_test_code", "is_global_batch", "is_python_iterator_class", "iterable_provenance",
+    "keras3_callback", "keras3_file_name", "keras_loss_reduction", "loop_ifs", "loss_kind", "mentions_replica_count",
     "mentions_worker_count", "multi_worker_mirrored", "only_multi_worker", "optimizer_learning_rate",
-    "path_from_outside",
-    "returns_host_values", "runs_on_one_worker", "runs_training_op", "same_start_everywhere", "second_pulls", "session_feeds", "training_chains", "training_inputs",
-    "training_loops", "training_step_scopes", "trains", "unknown_value", "value_provenance", "write_kind",
+    "path_from_outside", "returns_host_values", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
+    "same_start_everywhere", "second_pulls", "session_feeds", "training_chains", "training_inputs", "training_loops",
+    "training_step_scopes", "trains", "unknown_value", "value_provenance", "write_kind",
 ]

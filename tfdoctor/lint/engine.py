@@ -227,7 +227,8 @@ def _position(
         related = tuple(evidence.related() for evidence in violation.evidence)
         finding = Finding(
             path=display_path, line=where.start.line, column=where.start.column + 1, end_line=where.end.line,
-            end_column=where.end.column + 1, code=rule.code, name=rule.name, severity=rule.severity_for(context),
+            end_column=where.end.column + 1, code=rule.code, name=rule.name,
+            severity=violation.severity or rule.severity_for(context),
             message=_with_evidence(violation.message, related), fixable=violation.fix is not None and not related,
             statement_line=statement_line, related=related,
         )
@@ -400,7 +401,7 @@ def lint_paths(paths: list[str], overrides: Overrides = Overrides(), stdin: byte
             files = [path]
         for file in files:
             try:
-                if _oversize(report, str(file), file.stat().st_size, settings):
+                if _oversize(report, str(file), linted_size(file, settings), settings):
                     report.files += 1
                     continue
                 source = file.read_bytes()
@@ -445,6 +446,23 @@ def _one_per_smell(findings: list[Finding]) -> list[Finding]:
             if not any(r.subject and (os.path.abspath(r.path), r.line, r.column, f.code) in at for r in f.related)]
 
 
+# A notebook is read to measure its code cells up to this many times max-file-bytes (outputs, such as plots
+# saved as base64 images, make most of a large notebook).
+_NOTEBOOK_READ_FACTOR = 64
+
+
+def linted_size(file: Path, settings: Settings) -> int:
+    """The size that max-file-bytes bounds: the file's, or for a notebook the size of its code cells."""
+    size = file.stat().st_size
+    if not is_notebook(file.name) or size <= settings.max_file_bytes or \
+            size > settings.max_file_bytes * _NOTEBOOK_READ_FACTOR:
+        return size
+    try:
+        return len(read_notebook(file.read_bytes()).python.encode())
+    except NotebookError:
+        return size
+
+
 def _oversize(report: LintReport, display: str, size: int, settings: Settings) -> bool:
     """Count and name a file larger than max-file-bytes; True when it is not to be linted."""
     if size <= settings.max_file_bytes:
@@ -456,4 +474,4 @@ def _oversize(report: LintReport, display: str, size: int, settings: Settings) -
 
 
 __all__ = ["ConfigError", "InternalError", "LintReport", "Reported", "check_module", "discover", "lint_notebook",
-           "lint_paths", "lint_source", "parse_error", "parse_source", "should_parse", "with_noqa"]
+           "linted_size", "lint_paths", "lint_source", "parse_error", "parse_source", "should_parse", "with_noqa"]

@@ -67,6 +67,7 @@ class Violation:
     fix: Fix | None = None
     evidence: tuple[Evidence, ...] = ()
     construct: cst.CSTNode | None = None  # what the finding is about, when wider than `node` (see precedence.py)
+    severity: Severity | None = None  # when the consequence this finding states is not the rule's default one
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from tfdoctor.config import Overrides, Settings, load_settings
-from tfdoctor.lint.engine import InternalError, discover, needs_isolation
+from tfdoctor.lint.engine import InternalError, discover, linted_size, needs_isolation
 from tfdoctor.lint.findings import Finding
 from tfdoctor.lint.notebook_fixes import fix_notebook
 from tfdoctor.lint.notebooks import NotebookError
@@ -118,7 +118,7 @@ def fix_paths(paths: list[str], overrides: Overrides, unsafe: bool) -> FixReport
             if file.suffix not in (".py", ".ipynb"):
                 continue
             try:
-                if file.stat().st_size > settings.max_file_bytes:
+                if linted_size(file, settings) > settings.max_file_bytes:
                     continue
                 before = file.read_bytes()
             except OSError as error:

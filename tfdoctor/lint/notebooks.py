@@ -55,17 +55,18 @@ class Notebook:
         return [self._moved(finding) for finding in findings]
 
     def _moved(self, finding: Finding) -> Finding:
-        cell, line = self._place(finding.line)
-        end_cell, end_line = self._place(finding.end_line)
+        cell, line = self.place(finding.line)
+        end_cell, end_line = self.place(finding.end_line)
         end_column = finding.end_column
         if end_cell != cell:  # cannot span cells; stop at the end of the first one's last line
             end_line = len(self.cell(cell))
             end_column = len(self.cell(cell)[end_line - 1]) + 1 if end_line else 1
-        statement_cell, statement_line = self._place(finding.statement_line or finding.line)
+        statement_cell, statement_line = self.place(finding.statement_line or finding.line)
         return replace(finding, cell=cell, line=line, end_line=max(end_line, line), end_column=end_column,
                        statement_line=statement_line if statement_cell == cell else line)
 
-    def _place(self, module_line: int) -> tuple[int, int]:
+    def place(self, module_line: int) -> tuple[int, int]:
+        """(cell, line in the cell) of a line of the module."""
         if not self.places:
             return (1, 1)
         return self.places[min(max(module_line, 1), len(self.places)) - 1]

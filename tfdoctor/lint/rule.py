@@ -60,18 +60,30 @@ class Rule:
 
     def report(self, where: CallFact | cst.CSTNode, template: str = "default", *, statement: cst.CSTNode | None = None,
                fix: Fix | None = None, assumed: str | None = None, evidence: tuple[Evidence, ...] = (),
-               construct: cst.CSTNode | None = None, **fields: object) -> Violation:
+               construct: cst.CSTNode | None = None, severity: Severity | None = None, **fields: object) -> Violation:
         """A finding at a call (its statement is the `# noqa` line) or a node, worded by `MESSAGES[template]`.
         `assumed` says which version the finding depends on and why (`Keras 2 assumed: ...`); `evidence`,
         what it relies on in other files of the project; `construct`, what the finding is about when it
-        points at a part of it (for precedence)."""
+        points at a part of it (for precedence); `severity`, the finding's own when its consequence is not the
+        one the rule's severity stands for."""
         message = self.MESSAGES[template].format(**fields)
         if assumed is not None:
             message = f"{message} ({assumed})"
         if isinstance(where, CallFact):
             return Violation(where.node, message, statement=statement or where.statement, fix=fix, evidence=evidence,
-                             construct=construct)
-        return Violation(where, message, statement=statement, fix=fix, evidence=evidence, construct=construct)
+                             construct=construct, severity=severity)
+        return Violation(where, message, statement=statement, fix=fix, evidence=evidence, construct=construct,
+                         severity=severity)
+
+    @staticmethod
+    def assumed(context: Context, package: str, facts: ModuleFacts, node: cst.CSTNode) -> str | None:
+        """What a finding on `node` says it assumes of a package's version (`Keras 2 assumed: ...`). `node`
+        itself is never its evidence: another place the version was read from is cited, or none."""
+        target = context.targets.keras if package == "keras" else context.targets.tensorflow
+        if not target.sightings:
+            return context.targets.assumed(package)
+        line, _, end_line, _ = facts.position(node)
+        return context.targets.assumed(package, (facts.path, line, end_line))
 
     @classmethod
     def doc_sections(cls) -> dict[str, str]:

@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
+from tfdoctor.lint.notebooks import NotebookError, read_notebook
 from tfdoctor.lint.project_root import project_root
 from tfdoctor.lint.versions import Target
 
@@ -115,11 +116,13 @@ class Sighting:
 
     api: Api
     path: str  # as cited
-    line: int
+    line: int  # in a notebook: in its code cells joined as one module (the lines its findings are found at)
+    cell: tuple[int, int] | None = None  # in a notebook: the cell and the line in it, as cited
 
     @property
     def cited(self) -> str:
-        return f"`{self.api.name}` at {self.path}:{self.line}"
+        where = f"cell {self.cell[0]}:{self.cell[1]}" if self.cell is not None else str(self.line)
+        return f"`{self.api.name}` at {self.path}:{where}"
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ class Range:
     low: Version | None
     high: Version | None
     sighting: Sighting
+    others: tuple[Sighting, ...] = ()  # the other sightings as narrow as the cited one, which could be cited
 
     @property
     def label(self) -> str:
@@ -171,6 +175,7 @@ def _in_comment_or_docstring(source: bytes, at: int) -> bool:
 def decide(sightings: Iterable[Sighting], package: str) -> Range | None:
     """The range of versions all sightings of a package allow, citing the narrowest; None when there are none
     or they contradict each other."""
+    sightings = tuple(sightings)
     low: Version | None = None
     high: Version | None = None
     cited: Sighting | None = None
@@ -186,7 +191,9 @@ def decide(sightings: Iterable[Sighting], package: str) -> Range | None:
             cited = sighting
     if cited is None or (low is not None and high is not None and low > high[: len(low)]):
         return None
-    return Range(low, high, cited)
+    equal = tuple(s for s in sightings if s is not cited and s.api.package == package
+                  and _width(s.api) == _width(cited.api))
+    return Range(low, high, cited, equal)
 
 
 def _width(api: Api) -> tuple[int, ...]:
@@ -256,7 +263,8 @@ class CodeEvidence:
             return None
         held = found.holds(fallback.version)
         version = fallback.version if held else (found.high or found.low or fallback.version)
-        return Target(version, found.sighting.cited, "code", found.label)
+        return Target(version, found.sighting.cited, "code", found.label,
+                      tuple((s.cited, s.path, s.line) for s in (found.sighting, *found.others)))
 
 
 def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], bool]) -> CodeEvidence:
@@ -273,7 +281,7 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
     if source is not None:
         key = (here, len(source), hash(source))
         if key not in _OWN:
-            _OWN[key] = scan(source, here)
+            _OWN[key] = _notebook_scan(source, here) if path.suffix == ".ipynb" else scan(source, here)
         own = _OWN[key]
     folder = path if path.is_dir() else path.parent
     if folder not in _ROOTS:
@@ -287,6 +295,15 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
         ranges = tuple(decide(sightings, package) for package in (TENSORFLOW, KERAS))
     ranges = tuple(found or decide(own, package) for found, package in zip(ranges, (TENSORFLOW, KERAS)))
     return CodeEvidence(sightings, *ranges)
+
+
+def _notebook_scan(source: bytes, here: str) -> tuple[Sighting, ...]:
+    """The sightings in a notebook's code cells (not in its outputs), placed by cell and line."""
+    try:
+        notebook = read_notebook(source)
+    except NotebookError:
+        return ()
+    return tuple(replace(s, cell=notebook.place(s.line)) for s in scan(notebook.python.encode(), here))
 
 
 @lru_cache(maxsize=64)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,6 +30,8 @@ class Target:
     source: str
     kind: str = "explicit"
     label: str | None = None
+    # read from the code: the places it rests on (cited text, file as cited, line), the cited one first
+    sightings: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def text(self) -> str:
@@ -47,10 +50,19 @@ class Targets:
     keras: Target
     note: str | None = None  # said once per run: Keras 2 code under a TensorFlow whose tf.keras is Keras 3
 
-    def assumed(self, package: str) -> str:
-        """`Keras 3.15 assumed: newest release`, for the findings that depend on that package's version."""
+    def assumed(self, package: str, at: tuple[str, int, int] | None = None) -> str | None:
+        """`Keras 3.15 assumed: newest release`, for the findings that depend on that package's version. The
+        code a finding is about (`at`: a file, its first and last line) is not its own evidence: another place
+        the version was read from is cited instead, and with none, nothing is."""
         target, label = (self.keras, "Keras") if package == "keras" else (self.tensorflow, "TF")
-        return f"{label} {target.text} assumed: {target.source}"
+        source = target.source
+        if at is not None and target.sightings:
+            others = [cited for cited, path, line in target.sightings
+                      if not (at[1] <= line <= at[2] and os.path.abspath(path) == os.path.abspath(at[0]))]
+            if not others:
+                return None
+            source = others[0]
+        return f"{label} {target.text} assumed: {source}"
 
     @classmethod
     def newest(cls) -> Targets:

@@ -2,8 +2,16 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import differentiated_losses
-from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.dataflow import (
+    Loss,
+    applied_optimizer,
+    applies_gradients,
+    differentiated_losses,
+    in_test_code,
+    runs_of,
+    runs_once,
+)
+from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
 
@@ -19,7 +27,14 @@ class UnscaledLoss(Rule):
     `tf.add_n`/`sum`, and a model whose `call` returns it; a Keras `train_step` override counts as a replica
     function, and Keras' own `self.compiled_loss`/`self.compute_loss` are scaled by Keras. A loss from a
     helper is reported where the replica function calls it (the helper's line is its evidence when it lies
-    in another module).
+    in another module). The message and the severity follow the optimizer the step applies, when the code
+    shows it (the receiver of `apply_gradients`/`minimize`: a constructor, `self.optimizer`, a parameter, a
+    wrapper such as `LossScaleOptimizer`, or the optimizer given to `compile`, also as a string): an error
+    for SGD, momentum or an optimizer the code does not show; a warning for an adaptive optimizer (Adam,
+    RMSprop, Adagrad, AdamW, LAMB, ...) whose gradients are clipped (`clipnorm`, `clipvalue`,
+    `global_clipnorm`, `tf.clip_by_global_norm`); info for an adaptive one without clipping. Test code (a
+    `test*` function of a test module, a `TestCase` method) and a gradient computed by one `strategy.run`
+    outside any loop and never applied (a check of a value) are not training, and are not reported.
 
     ## Why it is bad
     The strategy sums gradients across replicas. A loss averaged over one replica's examples therefore
@@ -30,6 +45,12 @@ class UnscaledLoss(Rule):
     the step size by N. Dividing by the global batch makes both independent of N. Keras 3.8 and later
     scale a default Keras loss by the replica count inside a replica context, so those are not flagged
     there.
+
+    That is the step of SGD and momentum. Adam, RMSprop, Adagrad and the other adaptive optimizers divide
+    each step by a running measure of the gradients' size, so a constant factor on the loss hardly changes
+    their steps. There the harm is elsewhere: gradient clipping compares N times larger gradients with the
+    same threshold (clipping far more, or always), and the loss summed over the replicas (a reported
+    training loss) grows with the GPU count.
 
     ## Example
     ```python
@@ -74,6 +95,10 @@ class UnscaledLoss(Rule):
                 "take N times larger steps"),
         "keras-default": ("the loss of replica function `{replica}` is a default-reduction Keras loss, so its summed "
                           "gradients are N times too large"),
+        "clipped": ("the loss of replica function `{replica}` is {what}, so with N GPUs the gradients clipped by "
+                    "{clipping} are N times larger"),
+        "adaptive": ("the loss of replica function `{replica}` is {what}; `{optimizer}` is almost scale-invariant, but its "
+                     "sum on replicas grows with N"),
     }
     triggers = ("gradient", "minimize")
     INVALID = (
@@ -123,6 +148,37 @@ def replica(x, y):
 @tf.function
 def step(x, y):
     strategy.run(replica, args=(x, y))
+""",
+        # an adaptive optimizer whose gradients are clipped: the clipping sees N times larger gradients
+        """import tensorflow as tf
+class Trainer:
+    def __init__(self, strategy):
+        self.strategy = strategy
+        self.optimizer = tf.keras.optimizers.Adam(1e-4)
+    def replica_step(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self.model(x) - y))  # TFD104
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        grads, _ = tf.clip_by_global_norm(grads, 5.0)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+    @tf.function
+    def step(self, x, y):
+        self.strategy.run(self.replica_step, args=(x, y))
+""",
+        # an adaptive optimizer chosen by a string in compile, applied by a Keras train_step override
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+class Net(tf.keras.Model):
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(self(x) - y))  # TFD104
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        return {"loss": loss}
+with strategy.scope():
+    net = Net()
+    net.compile(optimizer="adam")
 """,
     )
     VALID = (
@@ -181,6 +237,27 @@ def replica(x, y):
 def step(x, y):
     strategy.run(replica, args=(x, y))
 """,
+        # a test that compares the gradients of one distributed call with the expected ones
+        """import tensorflow as tf
+class GradientTest(tf.test.TestCase):
+    def test_gradients(self):
+        strategy = tf.distribute.MirroredStrategy()
+        def replica(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(model(x))
+            return tape.gradient(loss, model.trainable_variables)
+        grads = strategy.run(replica, args=(x,))
+        self.assertAllClose(grads, expected)
+""",
+        # one `strategy.run`, outside any loop, to look at a gradient: not a training step
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def replica(x):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(model(x))
+    return tape.gradient(loss, model.trainable_variables)
+print(strategy.run(replica, args=(x,)))
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
@@ -190,6 +267,33 @@ def step(x, y):
                 continue
             if loss.kind == "keras-default" and keras.at_least(3, 8):
                 continue
+            if not _trains(facts, call.scope):
+                continue
             assumed = context.targets.assumed("keras") if loss.kind == "keras-default" else None
-            yield self.report(loss.node, loss.kind, statement=loss.statement or call.statement, assumed=assumed,
-                              evidence=loss.evidence, replica=call.scope.name)
+            yield self._report(facts, call, loss, assumed)
+
+    def _report(self, facts: ModuleFacts, call: CallFact, loss: Loss, assumed: str | None) -> Violation:
+        """Worded by what the optimizer the step applies makes of the scale: SGD or one the code does not show
+        takes N times larger steps; an adaptive one hardly changes, but clipping sees N times larger gradients."""
+        optimizer = applied_optimizer(facts, call.scope)
+        template, severity = loss.kind, None
+        if optimizer is not None and optimizer.family == "adaptive":
+            template, severity = ("clipped", Severity.WARNING) if optimizer.clipping else ("adaptive", Severity.INFO)
+        return self.report(loss.node, template, statement=loss.statement or call.statement, assumed=assumed,
+                           evidence=loss.evidence, severity=severity, replica=call.scope.name,
+                           what=_WHAT.get(loss.kind, ""), optimizer=optimizer.name if optimizer else "",
+                           clipping=optimizer.clipping if optimizer else "")
+
+
+_WHAT = {"mean": "a per-replica mean", "sum": "an unscaled sum", "keras-default": "a default-reduction Keras loss"}
+
+
+def _trains(facts: ModuleFacts, replica: Scope) -> bool:
+    """Whether a replica function is training code: not a test, and not a gradient computed by one
+    `strategy.run` outside any loop and never applied (a check of a value)."""
+    if in_test_code(facts, replica):
+        return False
+    runs = runs_of(facts, replica)
+    if any(in_test_code(facts, run.scope) for run in runs):
+        return False
+    return applies_gradients(facts, replica) or not runs or not all(runs_once(facts, run) for run in runs)

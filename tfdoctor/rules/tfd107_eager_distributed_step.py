@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.dataflow import applies_gradients, in_test_code, runs_once
+from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
 
@@ -14,6 +15,9 @@ class EagerDistributedStep(Rule):
     with nor wrapped by `tf.function` (and not only called from one) that the module calls or that loops
     over steps itself, or module-level code. A replica function that is itself a `tf.function` (decorated,
     or wrapped as `self.step = tf.function(self.step)`) is not flagged: each replica then runs a graph.
+    Nor is code that does not train: test code (a `test*` function of a test module, a `TestCase` method),
+    or one `strategy.run` outside any loop whose replica function applies no gradients (a look at one
+    forward value or gradient).
 
     ## Why it is bad
     Outside a `tf.function`, every step dispatches each replica's operations one by one from Python, in
@@ -85,6 +89,22 @@ for b in dist_ds:
 """,
     )
     VALID = (
+        # one forward pass through the replicas, to look at its output
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def forward(x):
+    return model(x, training=False)
+print(strategy.run(forward, args=(x,)))
+""",
+        # a test comparing the outputs of the replicas
+        """import tensorflow as tf
+class ReplicaTest(tf.test.TestCase):
+    def test_replicas_agree(self):
+        strategy = tf.distribute.MirroredStrategy()
+        for batch in dataset:
+            outputs = strategy.run(model, args=(batch,))
+            self.assertAllClose(outputs.values[0], outputs.values[1])
+""",
         # wrapped by assignment
         """import tensorflow as tf
 def dist_step(b):
@@ -127,6 +147,8 @@ class Trainer:
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for run in facts.run_calls:
             scope = run.scope
+            if in_test_code(facts, scope) or _one_look(facts, run):
+                continue  # not training: a test, or one look at what the replicas compute
             replicas = facts.callables_of(facts.replica_fn_expr(run), scope, before=run.order)
             if replicas and all(facts.runs_in_graph(r) for r in replicas if r.owner is facts) and all(
                     r.owner is facts for r in replicas):
@@ -140,3 +162,10 @@ class Trainer:
                 yield self.report(run, "function", call=run.func or run.attr, function=scope.name)
             else:
                 yield self.report(run, "module", call=run.func or run.attr)
+
+
+def _one_look(facts: ModuleFacts, run: CallFact) -> bool:
+    """One `strategy.run`, outside any loop, of replica functions the code shows, none of which applies
+    gradients."""
+    replicas = facts.callables_of(facts.replica_fn_expr(run), run.scope, before=run.order)
+    return runs_once(facts, run) and bool(replicas) and not any(applies_gradients(facts, r) for r in replicas)

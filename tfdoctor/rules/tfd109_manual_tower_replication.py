@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.facts import CallFact, LoopFact, ModuleFacts, Scope, reads
+from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
@@ -178,7 +178,7 @@ def _picked_from_devices(facts: ModuleFacts, spec: cst.BaseExpression | None, de
     `devices[i]` (directly, or through a name bound to it in the loop) with `i` the loop's index."""
     name = dotted(spec) if spec is not None else None
     if name in loop_vars:
-        return any(name in loop.targets and _DEVICES.search(dotted(_iterated(loop, name)) or "")
+        return any(name in loop.targets and _DEVICES.search(dotted(loop.iterated(name)) or "")
                    for loop in device.loops)
     if name is not None and "." not in name:
         found = facts.definitions(name, device.scope, device.order)
@@ -186,23 +186,6 @@ def _picked_from_devices(facts: ModuleFacts, spec: cst.BaseExpression | None, de
     if not (isinstance(spec, cst.Subscript) and len(spec.slice) == 1 and isinstance(spec.slice[0].slice, cst.Index)):
         return False
     return bool(_DEVICES.search(dotted(spec.value) or "")) and dotted(spec.slice[0].slice.value) in loop_vars
-
-
-def _iterated(loop: LoopFact, target: str) -> cst.BaseExpression | None:
-    """What a loop target is an element of, through `enumerate` and `zip`: `gpus` for `device` in
-    `for i, (device, batch) in enumerate(zip(gpus, batches))`."""
-    expr = loop.iter_expr
-    index = loop.targets.index(target)
-    path = loop.unpack[index] if index < len(loop.unpack) else ()
-    while path and isinstance(expr, cst.Call) and dotted(expr.func) in ("enumerate", "zip"):
-        if dotted(expr.func) == "zip":
-            position = path[0]
-        else:
-            position = 0 if path[0] == 1 else -1
-        if not 0 <= position < len(expr.args):
-            return None  # the index `enumerate` counts, or an argument not shown
-        expr, path = expr.args[position].value, path[1:]
-    return None if path else expr
 
 
 def _mentions_gpu(facts: ModuleFacts, spec: cst.BaseExpression | None, scope: Scope) -> bool:

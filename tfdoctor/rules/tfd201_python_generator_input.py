@@ -6,9 +6,9 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import definitions, fed_elsewhere, iterable_provenance, session_feeds, training_inputs
-from tfdoctor.lint.facts import ModuleFacts, Scope
+from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import dotted
+from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
 
 _FLOW = re.compile(r"^flow(_from_\w+)?$")
@@ -27,7 +27,13 @@ class PythonGeneratorInput(Rule):
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
     parallelised like `tf.data`'s `map`, overlapped with the step by `prefetch`, or sharded across workers,
-    so the devices wait for it; the more GPUs, the longer they wait.
+    so the devices wait for it; the more GPUs, the longer they wait. Keras 2's `fit(workers=N)` runs it in N
+    threads, which still share the GIL. With `use_multiprocessing=True` it runs in worker processes instead:
+    they no longer share the GIL, but every batch is pickled and copied back to the training process, and
+    the step still waits whenever they fall behind; that finding is info. Whether the code asks for
+    processes is read from `fit`'s arguments; when it depends on a value the code does not show
+    (`use_multiprocessing=args.mp`), the message says either may run it. The message names the call that
+    makes the feed (`ImageDataGenerator.flow_from_directory`).
 
     ## Example
     ```python
@@ -71,7 +77,14 @@ class PythonGeneratorInput(Rule):
     severity = Severity.WARNING
     summary = "Training is fed by Python (generator, Sequence, iterator class, `from_generator`, `fit_generator`)."
     OUTRANKS = ("TFD201",)  # a `fit_generator(...)` call and its generator argument: the argument says more
-    MESSAGES = {"default": "training is fed by {what}, one Python thread under the GIL; use a `tf.data` pipeline"}
+    MESSAGES = {
+        "default": "training is fed by {what}, one Python thread under the GIL; use a `tf.data` pipeline",
+        "threads": "training is fed by {what}, {workers} under the GIL; use a `tf.data` pipeline",
+        "processes": ("training is fed by {what} in {workers}, with every batch copied through pickling; use a "
+                      "`tf.data` pipeline"),
+        "threads-or-processes": ("training is fed by {what} in Python threads or worker processes, as "
+                                 "`use_multiprocessing` says; use a `tf.data` pipeline"),
+    }
     triggers = ("from_generator", "fit", "__next__", "yield", "Sequence", "PyDataset", "flow", "run", "train_on_batch",
                 "apply_gradients", "feed_dict")
     INVALID = (
@@ -129,6 +142,19 @@ with tf.compat.v1.Session() as sess:
         bx, by = mnist.train.next_batch(128)  # TFD201
         sess.run([train_op, loss], feed_dict={x: bx, y: by})
 """,
+        # a Sequence run by Keras 2 in worker processes, and in worker threads
+        """import keras
+class Tiles(keras.utils.Sequence):
+    def __len__(self):
+        return 100
+    def __getitem__(self, i):
+        return read_tiles(i)
+WORKERS = 8
+model.fit_generator(Tiles(), epochs=5, workers=WORKERS, use_multiprocessing=True)  # TFD201
+model.fit(Tiles(), epochs=5, workers=4)  # TFD201
+model.fit(Tiles(), epochs=5, workers=1, use_multiprocessing=True)  # TFD201
+model.fit(Tiles(), epochs=5, workers=8, use_multiprocessing=args.processes)  # TFD201
+""",
         # the iterator that flow_from_directory returns, given to fit by name
         """import tensorflow as tf
 images = tf.keras.preprocessing.image.ImageDataGenerator(rescale=1 / 255.0)
@@ -184,10 +210,13 @@ for images, labels in batches(files):
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         seen: set[int] = set()
-        for node, statement, what in self._python_feeds(facts):
-            if id(node) not in seen:
-                seen.add(id(node))
-                yield self.report(node, statement=statement, what=what)
+        for node, statement, what, fit in self._python_feeds(facts):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            template, workers = _workers(facts, fit) if fit is not None else ("default", "")
+            yield self.report(node, template, statement=statement, what=what, workers=workers,
+                              severity=Severity.INFO if template == "processes" else None)
         if not any(c.attr == "from_generator" and id(c.node) not in seen for c in facts.calls):
             return  # asking the importers costs their analysis: only for a generator source it has not reported
         for feed in fed_elsewhere(facts):  # a loader's `from_generator` pipeline, trained on in another module
@@ -197,37 +226,83 @@ for images, labels in batches(files):
                 yield self.report(feed.source_call, statement=call.statement if call else None,
                                   what="`Dataset.from_generator`", evidence=(feed.evidence,))
 
-    def _python_feeds(self, facts: ModuleFacts) -> Iterator[tuple[cst.CSTNode, cst.CSTNode, str]]:
+    def _python_feeds(self, facts: ModuleFacts) -> Iterator[tuple[cst.CSTNode, cst.CSTNode, str, CallFact | None]]:
+        """(node, statement, what feeds it, the `fit`/`fit_generator` call that it feeds, if one does)."""
         for call in facts.method_calls("fit_generator"):
-            yield call.node, call.statement, "`fit_generator`"
+            yield call.node, call.statement, "`fit_generator`", call
         for use in training_inputs(facts):
             scope, order, expr, statement = use.scope, use.order, use.expr, use.statement
+            fit = _fit_of(facts, use.expr, statement) if use.via == "fit" else None
             chain = facts.dataset_chain(expr, scope, order)
             if chain is not None:
                 if chain.source.endswith(".from_generator"):
                     source = facts.call_fact(chain.source_call)
-                    yield chain.source_call, source.statement if source else statement, "`Dataset.from_generator`"
+                    yield chain.source_call, source.statement if source else statement, "`Dataset.from_generator`", None
                 continue
             origins = [o.expr for o in facts.values_of(expr, scope, order)] if dotted(expr) else [expr]
-            if origins and all(self._is_flow(facts, origin, scope) for origin in origins):
-                yield expr, statement, "`ImageDataGenerator.flow`"
+            flows = {self._flow(facts, origin, scope) for origin in origins}
+            if origins and None not in flows and len(flows) == 1:
+                yield expr, statement, f"`ImageDataGenerator.{flows.pop()}`", fit
                 continue
             origin = iterable_provenance(facts, expr, scope, order)
             if origin is not None and origin.kind == "undistributed" and "Python" in origin.reason:
-                yield expr, statement, origin.reason
+                yield expr, statement, origin.reason, fit
         for feed in session_feeds(facts):
-            yield feed.source, feed.statement, "`feed_dict` batches from Python"
+            yield feed.source, feed.statement, "`feed_dict` batches from Python", None
 
     @staticmethod
-    def _is_flow(facts: ModuleFacts, expr: cst.CSTNode, scope: Scope) -> bool:
-        """`ImageDataGenerator(...).flow*(...)`, its generator directly or through a variable."""
+    def _flow(facts: ModuleFacts, expr: cst.CSTNode, scope: Scope) -> str | None:
+        """For `ImageDataGenerator(...).flow*(...)`, its generator directly or through a variable: the method
+        called (`flow_from_directory`)."""
         if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
                 and _FLOW.match(expr.func.attr.value)):
-            return False
+            return None
         receiver = expr.func.value
         name = dotted(receiver)
         if name is not None:
             found = definitions(facts, name, scope)
             receiver = found[-1].value if found else receiver
         qualified = facts.resolve(receiver.func) if isinstance(receiver, cst.Call) else None
-        return bool(qualified and qualified.endswith("ImageDataGenerator"))
+        return expr.func.attr.value if qualified and qualified.endswith("ImageDataGenerator") else None
+
+
+def _fit_of(facts: ModuleFacts, expr: cst.BaseExpression, statement: cst.CSTNode) -> CallFact | None:
+    """The `fit`/`fit_generator` call that `expr` is the input of."""
+    return next((c for c in facts.method_calls("fit", "fit_generator") if c.statement is statement
+                 and call_arg(c.node, 0, "x" if c.attr == "fit" else "generator") is expr), None)
+
+
+def _workers(facts: ModuleFacts, fit: CallFact) -> tuple[str, str]:
+    """How Keras 2 runs the Python feed of a `fit` call: one thread ("default"), several threads (`workers=4`),
+    processes (`use_multiprocessing=True`), with how many, or whichever a value the code does not show says."""
+    given = call_arg(fit.node, None, "workers")
+    workers = _literal(facts, given, fit) if given is not None else 1
+    multiprocessing = call_arg(fit.node, None, "use_multiprocessing")
+    processes = _literal(facts, multiprocessing, fit) if multiprocessing is not None else False
+    if not isinstance(processes, bool):
+        return "threads-or-processes", ""  # `use_multiprocessing=args.mp`: the code does not say which
+    if workers == 0:
+        return "default", ""  # Keras runs it on the main thread
+    count = workers if isinstance(workers, int) and not isinstance(workers, bool) else None
+    if processes:
+        return "processes", ("a worker process" if count == 1 else f"{count} worker processes" if count
+                             else "worker processes")
+    if count == 1:
+        return "default", ""
+    return "threads", f"{count} Python threads" if count else "Python threads"
+
+
+def _literal(facts: ModuleFacts, expr: cst.BaseExpression, call: CallFact) -> int | bool | None:
+    """The integer or boolean every value of `expr` is (a literal, or a name assigned one)."""
+    written = _constant(expr)
+    if written is not None:
+        return written
+    values = [o.expr for o in facts.values_of(expr, call.scope, call.order)] if dotted(expr) else [expr]
+    found = {_constant(v) for v in values}
+    return found.pop() if len(found) == 1 else None
+
+
+def _constant(expr: cst.CSTNode) -> int | bool | None:
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+        return expr.value == "True"
+    return int(expr.value, 0) if isinstance(expr, cst.Integer) else None

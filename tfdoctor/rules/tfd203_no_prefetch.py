@@ -7,6 +7,7 @@ import libcst as cst
 from tfdoctor.lint.dataflow import fed_elsewhere, training_chains
 from tfdoctor.lint.facts import DATASET_METHODS, END_OF_SCOPE, DatasetOp, ModuleFacts, Scope
 from tfdoctor.lint.findings import Fix, Severity, Violation
+from tfdoctor.lint.names import call_arg
 from tfdoctor.lint.rule import Context, Rule
 from tfdoctor.lint.spelling import autotune, autotune_text
 
@@ -26,7 +27,9 @@ class NoPrefetch(Rule):
     a strategy, prefetch to the devices themselves. Nor is a bare `tfds.load` or Keras
     `image_dataset_from_directory` dataset (Keras' utilities end in `prefetch`). Steps after a `prefetch`
     that only count, skip or repeat batches (`ds.prefetch(1)`, then `ds.take(steps)` in the loop) keep it
-    working; a pipeline without one is reported at its last step before them, where `prefetch` goes.
+    working, and so do parallel `map`s after it (`prefetch(n).map(f, num_parallel_calls=AUTOTUNE)`: a
+    parallel map computes elements ahead into its own buffer); a pipeline without one is reported at its last
+    step before them, where `prefetch` goes.
 
     ## Why it is bad
     Without `prefetch` the pipeline produces the next batch only when the step asks for it: input and
@@ -80,8 +83,18 @@ def step(images, labels):
 for images, labels in ds.take(steps):
     step(images, labels)
 """,
+        # a map after the prefetch that runs one element at a time: the step waits for it
+        """import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).batch(64).prefetch(2).map(augment)  # TFD203
+model.fit(ds, epochs=5)
+""",
     )
     VALID = (
+        # a parallel map after the prefetch computes batches ahead itself
+        """import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).batch(64).prefetch(2).map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+model.fit(ds, epochs=5)
+""",
         # prefetched to the GPU
         """import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).batch(64).apply(tf.data.experimental.prefetch_to_device("/gpu:0"))
@@ -135,7 +148,7 @@ for images, labels in ds.take(steps):
             methods = [_step(op) for op in steps]
             while methods and methods[-1] in _TRAILING_OK:
                 methods.pop()
-            if methods and methods[-1] == "prefetch":
+            if methods and (methods[-1] == "prefetch" or _parallel_maps_after_prefetch(steps[:len(methods)])):
                 continue
             if not methods and not chain.source.startswith("tensorflow.data."):
                 continue  # Keras' dataset utilities prefetch; what tfds returns is not shown here
@@ -186,11 +199,27 @@ def _step(op: DatasetOp) -> str:
 
 
 def _prefetched(steps: tuple[DatasetOp, ...]) -> bool:
-    """Whether a pipeline ends in `prefetch`, after only steps that keep it (`with_options`)."""
+    """Whether a pipeline ends in `prefetch`, after only steps that keep it (`with_options`), or in parallel
+    `map`s after a `prefetch`."""
     kept = [_step(op) for op in steps]
     while kept and kept[-1] in _TRAILING_OK:
         kept.pop()
-    return bool(kept) and kept[-1] == "prefetch"
+    return bool(kept) and (kept[-1] == "prefetch" or _parallel_maps_after_prefetch(steps[:len(kept)]))
+
+
+def _parallel_maps_after_prefetch(steps: tuple[DatasetOp, ...]) -> bool:
+    """`...prefetch(n).map(f, num_parallel_calls=...)`: a parallel `map` computes elements ahead into its own
+    buffer, so the pipeline still overlaps with the step."""
+    methods = [_step(op) for op in steps]
+    if "prefetch" not in methods:
+        return False
+    after = steps[len(methods) - methods[::-1].index("prefetch"):]
+    return bool(after) and all(op.method == "map" and _parallel(op.call) for op in after)
+
+
+def _parallel(call: cst.Call) -> bool:
+    given = call_arg(call, 1, "num_parallel_calls")
+    return given is not None and not (isinstance(given, cst.Name) and given.value == "None")
 
 
 def _append_prefetch(last: cst.Call, value: cst.BaseExpression) -> cst.Call:

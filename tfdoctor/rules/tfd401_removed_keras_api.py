@@ -98,15 +98,16 @@ model.fit_generator(gen(), steps_per_epoch=10)
             old_keras = len(keras.version) > 1 and keras.below(2, 4)  # a bare "2" is Keras 2 at large
         if old_keras:
             return  # standalone Keras 2.3 or earlier, or tf.keras of TF 1.x/2.0: how generators are trained
-        assumed = context.targets.assumed("keras")
         for call in facts.calls:
             removed = [a.keyword.value for a in call.node.args if a.keyword and a.keyword.value in _REMOVED_ARGUMENTS]
             if call.attr in _GENERATOR_METHODS:
                 replacement = _GENERATOR_METHODS[call.attr]
                 fix = None if removed else Fix(call.node.func, call.node.func.with_changes(
                     attr=cst.Name(replacement)), f"rename {call.attr} to {replacement}")
-                yield self.report(call.node.func, "method", statement=call.statement, fix=fix, assumed=assumed,
-                                  construct=call.node, method=call.attr, replacement=replacement)
+                yield self.report(call.node.func, "method", statement=call.statement, fix=fix,
+                                  assumed=self.assumed(context, "keras", facts, call.node), construct=call.node,
+                                  method=call.attr, replacement=replacement)
             elif call.attr in ("fit", "evaluate", "predict") and removed and keras.at_least(3):
-                yield self.report(call, "arguments", assumed=assumed, method=call.attr,
+                yield self.report(call, "arguments", assumed=self.assumed(context, "keras", facts, call.node),
+                                  method=call.attr,
                                   arguments=", ".join(f"`{name}`" for name in removed))

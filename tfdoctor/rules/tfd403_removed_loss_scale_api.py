@@ -75,5 +75,5 @@ scaled = optimizer.scale_loss(loss)
         if keras.below(3):
             return
         for call in facts.method_calls(*_REPLACEMENTS):
-            yield self.report(call, assumed=context.targets.assumed("keras"), method=call.attr,
+            yield self.report(call, assumed=self.assumed(context, "keras", facts, call.node), method=call.attr,
                               replacement=_REPLACEMENTS[call.attr])

@@ -72,14 +72,15 @@ def iterable_provenance(facts: ModuleFacts, expr: cst.BaseExpression | None, sco
             return iterable_provenance(facts, call_arg(expr, 0, None), scope, before, depth + 1)
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in DISTRIBUTE_DATASET_METHODS:
             return Provenance("distributed", "a distributed dataset")
-        found = _python_source(facts, expr, scope)
+        functions = facts.callables_of(expr.func, scope)
+        found = _python_source(facts, expr, functions)
         if found is not None:
             return found
-        functions = facts.callables_of(expr.func, scope)
         if len(functions) == 1 and not functions[0].is_generator:  # a wrapper: `return batches(lines, size)`
-            made = [r.value for r in functions[0].returns
-                    if not (isinstance(r.value, cst.Name) and r.value.value == "None")]
-            found = _agreed([_python_source(facts, v, functions[0]) if isinstance(v, cst.Call) else None for v in made])
+            wrapper = functions[0]
+            made = [r.value for r in wrapper.returns if not (isinstance(r.value, cst.Name) and r.value.value == "None")]
+            found = _agreed([_python_source(facts, v, facts.callables_of(v.func, wrapper)) if isinstance(v, cst.Call)
+                             else None for v in made])
             if found is not None:
                 return found
     chain = facts.dataset_chain(expr, scope, before)
@@ -97,12 +98,12 @@ def iterable_provenance(facts: ModuleFacts, expr: cst.BaseExpression | None, sco
     return None
 
 
-def _python_source(facts: ModuleFacts, call: cst.Call, scope: Scope) -> Provenance | None:
-    """A call that makes a Python batch source: an iterator class or a generator function."""
+def _python_source(facts: ModuleFacts, call: cst.Call, functions: list[Scope]) -> Provenance | None:
+    """A call that makes a Python batch source: an iterator class or a generator function (`functions`: the
+    callables the call invokes)."""
     described = is_python_iterator_class(facts, dotted(call.func))
     if described:
         return Provenance("undistributed", described, call)
-    functions = facts.callables_of(call.func, scope)
     if len(functions) == 1 and functions[0].is_generator:
         return Provenance("undistributed", f"the Python generator `{functions[0].name}`", call)
     return None
@@ -304,13 +305,13 @@ def _fed_elsewhere(facts: ModuleFacts) -> Iterator[FedElsewhere]:
                 continue
             ops = tuple(DatasetOp(op.method, call.node, call.scope) for op, call in zip(here, mine))
             source_call = facts.calls[index[id(chain.source_call)]].node if source_here else None
-            where = f"`{use.scope.name}`" if use.scope.is_function else other.path
+            what = f"trained on in `{use.scope.name}`" if use.scope.is_function else "trained on"  # placed at path:line
             last = chain.last_batch()
             final = next((mapped for op, mapped in zip(here, ops) if op is last), None)
             own = chain.own_ops
             ends_here = bool(here) and bool(own) and own[-1] is here[-1] or not own and source_here
             yield FedElsewhere(ops, chain.source, source_call,
-                               Evidence(f"trained on in {where}", other.path, other, use.expr), use, final,
+                               Evidence(what, other.path, other, use.expr), use, final,
                                own, ends_here)
 
 

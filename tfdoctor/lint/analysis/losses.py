@@ -150,7 +150,7 @@ def _call_loss(facts: ModuleFacts, expr: cst.Call, scope: Scope, before: int, de
     if resolved in _ADD_N or (dotted(expr.func) == "sum" and "sum" not in facts.aliases):
         return _summed_items(facts, call_arg(expr, 0, "inputs"), expr, scope, before, depth)
     func_name = dotted(expr.func)
-    if func_name in _KERAS_SCALED_ATTRS and _in_keras_model(facts, scope):
+    if func_name in _KERAS_SCALED_ATTRS and in_keras_model(facts, scope):
         return Loss("scaled", expr, None)  # Keras divides its compiled losses by the replica count
     reduction = keras_loss_reduction(facts, expr.func, scope)
     if reduction in _DEFAULT_REDUCTIONS:
@@ -220,7 +220,8 @@ def _nodes(parts: list[Loss | None]) -> list[cst.CSTNode]:
     return [p.node for p in parts if p is not None]
 
 
-def _in_keras_model(facts: ModuleFacts, scope: Scope) -> bool:
+def in_keras_model(facts: ModuleFacts, scope: Scope) -> bool:
+    """Whether a scope is a method of a class derived from a Keras `Model`."""
     class_name = facts.enclosing_class(scope)
     class_fact = facts.class_named(class_name) if class_name else None
     return class_fact is not None and any(

@@ -4,6 +4,8 @@ every N steps only."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import libcst as cst
 
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
@@ -137,3 +139,41 @@ def gated_if(fact: IfFact) -> bool:
     """Whether an `if` itself runs only every N steps (it is nested in a modulo-gated `if`)."""
     model: ModuleFacts = fact.scope.owner  # type: ignore[assignment]
     return any(_gates(model, outer.test, fact.scope, fact.order, 0) for outer in fact.ifs)
+
+
+def in_test_code(facts: ModuleFacts, scope: Scope) -> bool:
+    """Code of a test: a `test*` function (or one nested in it) of a `test_*.py`/`*_test.py` module, or a
+    method of a class derived from a `TestCase` (`tf.test.TestCase`, `unittest.TestCase`)."""
+    module = Path(facts.path).name
+    test_module = module.startswith("test_") or module.endswith("_test.py")
+    current: Scope | None = scope
+    while current is not None and current.is_function:
+        if test_module and current.name.startswith("test"):
+            return True
+        class_fact = facts.class_named(current.class_name) if current.class_name else None
+        if class_fact is not None and any((facts.resolve(b) or b).endswith("TestCase") for b in class_fact.bases):
+            return True
+        current = current.parent
+    return False
+
+
+def runs_once(facts: ModuleFacts, call: CallFact) -> bool:
+    """A call that runs once: outside any loop, at module level or in a function that only module-level
+    code outside loops calls (`out = strategy.run(forward, args=(x,))` to look at one value)."""
+    if call.loops:
+        return False
+    if not call.scope.is_function:
+        return True
+    callers = facts.callers_of(call.scope)
+    return bool(callers) and all(not c.loops and not c.scope.is_function for c in callers)
+
+
+def runs_of(facts: ModuleFacts, replica: Scope) -> list[CallFact]:
+    """The `strategy.run` calls of this module that run a replica function."""
+    return [run for run in facts.run_calls
+            if any(s is replica for s in facts.callables_of(facts.replica_fn_expr(run), run.scope))]
+
+
+def applies_gradients(facts: ModuleFacts, replica: Scope) -> bool:
+    """Whether a function, or one it calls, applies gradients (`apply_gradients`, `minimize`, ...)."""
+    return any(_applies_gradients(c) for s in facts.transitive_callees([replica]) for c in s.calls)

@@ -56,6 +56,20 @@ class LoopFact:
     unpack: tuple[tuple[int, ...], ...] = ()  # per target, its index path in the loop target (`i, (x, y)`)
     blocks: tuple[Block, ...] = ()  # the conditional bodies it is in
 
+    def iterated(self, target: str) -> cst.BaseExpression | None:
+        """What a loop target is an element of, through `enumerate` and `zip`: `gpus` for `device` in
+        `for i, (device, batch) in enumerate(zip(gpus, batches))`; None for the index `enumerate` counts, or
+        an argument not shown."""
+        expr = self.iter_expr
+        index = self.targets.index(target)
+        path = self.unpack[index] if index < len(self.unpack) else ()
+        while path and isinstance(expr, cst.Call) and dotted(expr.func) in ("enumerate", "zip"):
+            position = path[0] if dotted(expr.func) == "zip" else 0 if path[0] == 1 else -1
+            if not 0 <= position < len(expr.args):
+                return None
+            expr, path = expr.args[position].value, path[1:]
+        return None if path else expr
+
 
 @dataclass(eq=False)
 class WithFact:
