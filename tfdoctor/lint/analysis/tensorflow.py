@@ -429,9 +429,11 @@ class ModuleFacts(SemanticModel):
         semantic model's lookup follows (assignments, `ds = ds.map(...)`, returns, unpacking, other project
         modules). `before` is the visit order of the use, so `ds` means its latest assignment before it.
         With `any_source`, `tf.data` methods on a source the code does not show still make a chain (with
-        source ""), for questions about the order of the methods only."""
+        source ""), for questions about the order of the methods only. A transformation whose result is
+        discarded (`ds.shuffle(n)` as a statement of its own) is no step of the pipeline: datasets are immutable."""
         if expr is None or depth > 8:
             return None
+        model: ModuleFacts = seen_from.owner  # type: ignore[assignment]
         ops: list[DatasetOp] = []
         node = expr
         while (
@@ -440,10 +442,10 @@ class ModuleFacts(SemanticModel):
             and isinstance(node.func, cst.Attribute)
             and node.func.attr.value in DATASET_METHODS
         ):
-            ops.append(DatasetOp(node.func.attr.value, node, seen_from))
+            if node is not expr or not model.discards(node):
+                ops.append(DatasetOp(node.func.attr.value, node, seen_from))
             node = node.func.value
         ops.reverse()
-        model: ModuleFacts = seen_from.owner  # type: ignore[assignment]
         base: DatasetChain | None = None
         split = model._split_of_all_splits(node, seen_from, before) if not path else None
         if model.is_dataset_source(node, path) or model._instance_join(node, path):

@@ -162,6 +162,11 @@ class SemanticModel:
         """The fact recorded for a call node (e.g. a method of a dataset chain)."""
         return self._call_facts.get(id(node))
 
+    def discards(self, node: cst.CSTNode) -> bool:
+        """Whether a call's result is thrown away (the call is a statement of its own)."""
+        call = self._call_facts.get(id(node))
+        return call is not None and call.discarded
+
     def method_calls(self, *attrs: str) -> Iterator[CallFact]:
         wanted = set(attrs)
         return (c for c in self.calls if c.attr in wanted)
