@@ -363,6 +363,18 @@ class SemanticModel:
                 found.extend(o for e in assign.value.elements for o in self.values_of(e.value, home, assign.order))
         return found
 
+    def loop_counter(self, expr: cst.BaseExpression | None, scope: Scope, before: int = END_OF_SCOPE) -> LoopFact | None:
+        """The `for` loop whose counter a name holds at a point (`for epoch in range(n)`, the index of `for i, x in
+        enumerate(xs)`), when every value it can hold there comes from that loop: a new Python int each turn."""
+        if not isinstance(expr, cst.Name) or any(n in self.aliases or self.function_named(n, scope)
+                                                 for n in ("range", "enumerate")):
+            return None
+        origins = self.values_of(expr, scope, before)
+        loops = {id(loop.iter_expr): loop for loop in scope.loops if isinstance(loop.node, cst.For)}
+        counted = [loops.get(id(o.expr)) for o in origins if o.kind == "element" and o.scope is scope
+                   and isinstance(o.expr, cst.Call) and (dotted(o.expr.func), o.path) in (("range", ()), ("enumerate", (0,)))]
+        return counted[0] if len(origins) == 1 and len(counted) == 1 else None
+
     # -- callables ------------------------------------------------------------------------------------
     def callables_of(self, expr: cst.BaseExpression | None, seen_from: Scope, depth: int = 0,
                      before: int = END_OF_SCOPE, parameters: bool = True) -> list[Scope]:
