@@ -14,7 +14,8 @@ class OneLossOfListDifferentiated(Rule):
     Finds a loop that appends one loss per turn to a list (per split of the batch, per tower, per head),
     followed by a gradient (`tape.gradient`, `optimizer.minimize`, `compute_gradients`, `tf.gradients`) of
     only one of them: the last loss the loop computed (`step_loss`, still bound after the loop) or one item
-    of the list (`losses[-1]`, `losses[0]`). A loop that computes or applies gradients itself is left alone
+    of the list (`losses[-1]`, `losses[0]`), also through an assignment after the loop that reads that last
+    loss and not the list (`loss = tf.reduce_sum(step_loss)`). A loop that computes or applies gradients itself is left alone
     (it trains each loss there), and so is a loss the code rebinds after the loop (`loss = tf.add_n(losses)`).
 
     ## Why it is bad
@@ -48,7 +49,7 @@ class OneLossOfListDifferentiated(Rule):
     name = "one-loss-of-list-differentiated"
     severity = Severity.ERROR
     summary = "Losses are gathered in a list per split, but only one of them is differentiated."
-    MESSAGES = {"default": "`{call}` differentiates only `{given}`, one of the losses appended to `{list}`; "
+    MESSAGES = {"default": "`{call}` differentiates `{given}`, from only one of the losses appended to `{list}`; "
                            "differentiate their sum or mean"}
     triggers = ("append",)
     INVALID = (

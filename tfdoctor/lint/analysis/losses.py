@@ -18,7 +18,7 @@ import libcst as cst
 from tfdoctor.lint.analysis.evidence import Evidence, evidence_for
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
 from tfdoctor.lint.names import call_arg, dotted, literal_int, literal_str
-from tfdoctor.lint.semantic.collector import AssignFact, CallFact, LoopFact, Scope
+from tfdoctor.lint.semantic.collector import AssignFact, CallFact, LoopFact, Scope, reads
 from tfdoctor.lint.semantic.model import Origin
 
 _REPLICA_COUNT = re.compile(r"num_replicas_in_sync|get_per_replica_batch_size|num_replicas", re.IGNORECASE)
@@ -369,16 +369,34 @@ def _differentiated(facts: ModuleFacts, call: CallFact) -> cst.BaseExpression | 
 
 
 def _last_of_loop(facts: ModuleFacts, call: CallFact, target: cst.BaseExpression) -> str | None:
-    """`step_loss` after `for ...: step_loss = ...; losses.append(step_loss)`: the list's name."""
-    if not isinstance(target, cst.Name):
-        return None
-    origins = facts.values_of(target, call.scope, call.order)
-    assigns = [next((a for a in call.scope.assigns if a.value is o.expr and target.value in a.targets), None)
+    """`step_loss` after `for ...: step_loss = ...; losses.append(step_loss)`, also through assignments after the
+    loop that read it and not the list (`step_loss = tf.reduce_sum(step_loss)`): the list's name."""
+    return _last_loss_list(facts, call, target.value, call.order, 0) if isinstance(target, cst.Name) else None
+
+
+def _last_loss_list(facts: ModuleFacts, call: CallFact, name: str, before: int, depth: int) -> str | None:
+    origins = facts.values_of(cst.Name(name), call.scope, before)
+    assigns = [next((a for a in call.scope.assigns if a.value is o.expr and name in a.targets), None)
                for o in origins if o.kind == "value" and o.scope is call.scope]
-    if not assigns or len(assigns) != len(origins) or not all(assigns):
+    if not assigns or len(assigns) != len(origins) or not all(assigns) or depth > 3:
         return None
-    found = {_appended_in_loop(call, a) for a in assigns}  # type: ignore[arg-type]
+    found = {_appended_in_loop(call, a) or _derived_from_last(facts, call, a, depth)  # type: ignore[arg-type]
+             for a in assigns}
     return found.pop() if len(found) == 1 else None
+
+
+def _derived_from_last(facts: ModuleFacts, call: CallFact, assign: AssignFact, depth: int) -> str | None:
+    """An assignment outside the loops the call comes after, computed from one loop's last loss and not from
+    its list (`tloss = tf.reduce_sum(tloss)`)."""
+    if any(loop not in call.loops for loop in assign.loops):
+        return None
+    found = {_last_loss_list(facts, call, n, assign.order, depth + 1) for n in assign.names
+             if "." not in n and facts.resolve(n) is None}
+    found.discard(None)
+    if len(found) != 1:
+        return None
+    list_name = found.pop()
+    return None if list_name is None or reads(assign.names, list_name) else list_name
 
 
 def _appended_in_loop(call: CallFact, assign: AssignFact) -> str | None:

@@ -33,6 +33,7 @@ from tfdoctor.lint.semantic.collector import (
     ImportFact,
     LoopFact,
     Scope,
+    reads,
 )
 from tfdoctor.lint.semantic.positions import Positions, positions
 from tfdoctor.lint.semantic.walk import walk
@@ -362,6 +363,22 @@ class SemanticModel:
                     and isinstance(assign.value, (cst.List, cst.Tuple))):
                 found.extend(o for e in assign.value.elements for o in self.values_of(e.value, home, assign.order))
         return found
+
+    def read_later(self, name: str, scope: Scope, after: int, ignore: Callable[[CallFact], bool] = lambda c: False) -> bool:
+        """Whether code after visit order `after` in `scope`, or in a function defined there, reads `name` (a call,
+        an assignment, a loop, a return), calls that `ignore` accepts aside."""
+        stack = [scope]
+        while stack:
+            current = stack.pop()
+            stack.extend(current.children)
+            if (any(c.order > after and not ignore(c) and (reads({c.func} if c.func else (), name)
+                                                           or any(reads(n, name) for n in c.arg_names))
+                    for c in current.calls)
+                    or any(a.order > after and reads(a.names, name) for a in current.assigns)
+                    or any(loop.order > after and reads({dotted(loop.iter_expr) or ""}, name) for loop in current.loops)
+                    or any(reads(r.names, name) for r in (*current.returns, *current.yields))):
+                return True
+        return False
 
     def loop_counter(self, expr: cst.BaseExpression | None, scope: Scope, before: int = END_OF_SCOPE) -> LoopFact | None:
         """The `for` loop whose counter a name holds at a point (`for epoch in range(n)`, the index of `for i, x in
