@@ -116,15 +116,11 @@ for epoch in range(10):
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for call in facts.calls:
-            if call.func is None or facts.runs_in_graph(call.scope):
+            if call.func is None or not call.loops or facts.runs_in_graph(call.scope):
                 continue
-            counters = [(arg, loop) for arg in call.node.args if not arg.star
-                        for loop in [facts.loop_counter(_counted(arg.value), call.scope, call.order)]
-                        if loop is not None and loop in call.loops]
-            if not counters or not self._retraces(facts, call):
-                continue
-            argument = counters[0][0].value
-            yield self.report(call, function=call.func, counter=facts.module.code_for_node(argument))
+            counter = next((arg.value for arg in call.node.args if not arg.star and _counts(facts, call, arg.value)), None)
+            if counter is not None and self._retraces(facts, call):
+                yield self.report(call, function=call.func, counter=facts.module.code_for_node(counter))
 
     @staticmethod
     def _retraces(facts: ModuleFacts, call: CallFact) -> bool:
@@ -134,6 +130,12 @@ for epoch in range(10):
             wrapper is not None and (call_arg(wrapper, 1, "input_signature") is not None or any(
                 arg.keyword is not None and arg.keyword.value in _NO_RETRACE_OPTIONS for arg in wrapper.args))
             for wrapper in made)
+
+
+def _counts(facts: ModuleFacts, call: CallFact, value: cst.BaseExpression) -> bool:
+    """Whether an argument is the counter of a loop the call is in (a new Python int on every turn)."""
+    loop = facts.loop_counter(_counted(value), call.scope, call.order)
+    return loop is not None and loop in call.loops
 
 
 def _counted(expr: cst.BaseExpression) -> cst.BaseExpression:
