@@ -116,7 +116,8 @@ ds.save("/tmp/ds")
 
 def _base(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
     """`self.dataset` for `self.dataset.batch(32)`: what a chain of transformations starts from."""
-    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in DATASET_METHODS:
+    while (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+           and expr.func.attr.value in DATASET_METHODS):
         expr = expr.func.value
     return expr
 

@@ -15,8 +15,9 @@ class OneLossOfListDifferentiated(Rule):
     followed by a gradient (`tape.gradient`, `optimizer.minimize`, `compute_gradients`, `tf.gradients`) of
     only one of them: the last loss the loop computed (`step_loss`, still bound after the loop) or one item
     of the list (`losses[-1]`, `losses[0]`), also through an assignment after the loop that reads that last
-    loss and not the list (`loss = tf.reduce_sum(step_loss)`). A loop that computes or applies gradients itself is left alone
-    (it trains each loss there), and so is a loss the code rebinds after the loop (`loss = tf.add_n(losses)`).
+    loss and not the list (`loss = tf.reduce_sum(step_loss)`). A loop that computes or applies gradients
+    itself is left alone (it trains each loss there), and so is a loss the code rebinds from the list after
+    the loop (`loss = tf.add_n(losses)`).
 
     ## Why it is bad
     Only the differentiated loss trains: the other splits' losses are computed and never reach the

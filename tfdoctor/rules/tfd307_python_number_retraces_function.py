@@ -118,7 +118,8 @@ for epoch in range(10):
         for call in facts.calls:
             if call.func is None or not call.loops or facts.runs_in_graph(call.scope):
                 continue
-            counter = next((arg.value for arg in call.node.args if not arg.star and _counts(facts, call, arg.value)), None)
+            counter = next((arg.value for arg in call.node.args
+                            if not arg.star and _counts(facts, call, arg.value)), None)
             if counter is not None and self._retraces(facts, call):
                 yield self.report(call, function=call.func, counter=facts.module.code_for_node(counter))
 

@@ -423,7 +423,8 @@ def _item_of_list(facts: ModuleFacts, call: CallFact, target: cst.BaseExpression
         return None
     name = item.value.value
     for loop in call.scope.loops:
-        if loop in call.loops or loop.order > call.order or not isinstance(loop.node, cst.For) or _updates_weights(loop):
+        if (loop in call.loops or loop.order > call.order or not isinstance(loop.node, cst.For)
+                or _updates_weights(loop)):
             continue
         if any(c.attr == "append" and dotted(c.receiver) == name and loop in c.loops for c in loop.calls) \
                 and facts.items_of(name, call.scope, call.order):

@@ -40,6 +40,7 @@ from tfdoctor.lint.semantic.walk import walk
 
 _MAX_DEPTH = 12
 _FUNCTION_WRAPPERS = frozenset({"functools.partial", "tensorflow.function", "functools.wraps"})
+_COUNTERS = (("range", ()), ("enumerate", (0,)))  # what a loop target counts with: the callee and the target's path
 
 
 class ModuleLoader(Protocol):
@@ -364,7 +365,8 @@ class SemanticModel:
                 found.extend(o for e in assign.value.elements for o in self.values_of(e.value, home, assign.order))
         return found
 
-    def read_later(self, name: str, scope: Scope, after: int, ignore: Callable[[CallFact], bool] = lambda c: False) -> bool:
+    def read_later(self, name: str, scope: Scope, after: int,
+                   ignore: Callable[[CallFact], bool] = lambda c: False) -> bool:
         """Whether code after visit order `after` in `scope`, or in a function defined there, reads `name` (a call,
         an assignment, a loop, a return), calls that `ignore` accepts aside."""
         stack = [scope]
@@ -380,7 +382,8 @@ class SemanticModel:
                 return True
         return False
 
-    def loop_counter(self, expr: cst.BaseExpression | None, scope: Scope, before: int = END_OF_SCOPE) -> LoopFact | None:
+    def loop_counter(self, expr: cst.BaseExpression | None, scope: Scope,
+                     before: int = END_OF_SCOPE) -> LoopFact | None:
         """The `for` loop whose counter a name holds at a point (`for epoch in range(n)`, the index of `for i, x in
         enumerate(xs)`), when every value it can hold there comes from that loop: a new Python int each turn."""
         if not isinstance(expr, cst.Name) or any(n in self.aliases or self.function_named(n, scope)
@@ -389,7 +392,7 @@ class SemanticModel:
         origins = self.values_of(expr, scope, before)
         loops = {id(loop.iter_expr): loop for loop in scope.loops if isinstance(loop.node, cst.For)}
         counted = [loops.get(id(o.expr)) for o in origins if o.kind == "element" and o.scope is scope
-                   and isinstance(o.expr, cst.Call) and (dotted(o.expr.func), o.path) in (("range", ()), ("enumerate", (0,)))]
+                   and isinstance(o.expr, cst.Call) and (dotted(o.expr.func), o.path) in _COUNTERS]
         return counted[0] if len(origins) == 1 and len(counted) == 1 else None
 
     # -- callables ------------------------------------------------------------------------------------
