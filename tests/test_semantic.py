@@ -187,3 +187,34 @@ def test_what_one_branch_binds_reaches_neither_the_other_branch_nor_past_a_retur
     call = [c for c in scope.calls if c.func == "use"][use]
     origins = model.values_of(cst.parse_expression("value"), scope, call.order)
     assert sorted(f"{o.kind}:{cst.Module([]).code_for_node(o.expr)}" for o in origins) == expected
+
+
+def _model(source: str) -> ModuleFacts:
+    return ModuleFacts(cst.parse_module(source), "m.py", source.splitlines())
+
+
+def test_a_call_written_as_a_statement_of_its_own_discards_its_result():
+    model = _model("ds.shuffle(1)\nds = ds.batch(2)\nuse(ds.map(f))\n")
+    assert [(c.attr or c.func, c.discarded) for c in model.calls] == [
+        ("shuffle", True), ("batch", False), ("use", True), ("map", False)]
+
+
+def test_a_loop_counter_is_a_range_target_or_an_enumerate_index_not_rebound_in_the_loop():
+    model = _model(
+        "for epoch in range(3):\n    for i, x in enumerate(xs):\n        f(epoch, i, x)\n"
+        "for k in range(3):\n    k = str(k)\n    f(k)\n"
+    )
+    first, second = (c for c in model.calls if c.func == "f")
+    loops = model.module_scope.loops
+    found = [model.loop_counter(a.value, first.scope, first.order) for a in first.node.args]
+    assert found == [loops[0], loops[1], None]
+    assert model.loop_counter(second.node.args[0].value, second.scope, second.order) is None
+
+
+def test_a_name_read_later_counts_calls_assignments_loops_and_returns_after_the_point():
+    model = _model("def f(ds):\n    ds.shuffle(1)\n    ds.cache()\n    return ds\n\ndef g(ds):\n    ds.shuffle(1)\n")
+    f, g = (s for s in model.scopes if s.name in ("f", "g"))
+    shuffle = f.calls[0]
+    assert model.read_later("ds", f, shuffle.order)
+    assert not model.read_later("ds", g, g.calls[0].order)
+    assert not model.read_later("ds", g, g.calls[0].order, ignore=lambda c: c.discarded)

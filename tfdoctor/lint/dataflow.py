@@ -19,11 +19,13 @@ from tfdoctor.lint.analysis.inputs import (
 from tfdoctor.lint.analysis.losses import (
     Loss,
     LossKind,
+    OneOfList,
     differentiated_losses,
     is_global_batch,
     keras_loss_reduction,
     loss_kind,
     mentions_replica_count,
+    one_loss_of_list,
 )
 from tfdoctor.lint.analysis.multiworker import (
     GUARD_WORDS,
@@ -79,15 +81,16 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 
 
 __all__ = [
-    "DATASET_ONLY_METHODS", "GUARD_WORDS", "TRAINING_ATTRS", "FedElsewhere", "Loss", "LossKind", "Provenance",
-    "Optimizer", "SecondPull", "SessionFeed", "TrainingInput", "applied_optimizer", "applies_gradients",
+    "DATASET_ONLY_METHODS", "FedElsewhere", "GUARD_WORDS", "Loss", "LossKind", "OneOfList", "Optimizer", "Provenance",
+    "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "applied_optimizer", "applies_gradients",
     "broadcasts_otherwise", "call_list", "callback_is", "calls_any", "calls_training_step", "definitions",
     "derived_names", "differentiated_losses", "escapes", "expression_names", "fed_elsewhere", "fit_callbacks",
     "gated_by_step_modulo", "gated_if", "horovod_calls", "horovod_init", "horovod_member", "horovod_module",
     "horovod_scope", "in_test_code", "is_global_batch", "is_python_iterator_class", "iterable_provenance",
     "keras3_callback", "keras3_file_name", "keras_loss_reduction", "loop_ifs", "loss_kind", "mentions_replica_count",
-    "mentions_worker_count", "multi_worker_mirrored", "only_multi_worker", "optimizer_learning_rate",
-    "path_from_outside", "returns_host_values", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
-    "same_start_everywhere", "second_pulls", "session_feeds", "training_chains", "training_inputs", "training_loops",
-    "training_step_scopes", "trains", "unknown_value", "value_provenance", "write_kind",
+    "mentions_worker_count", "multi_worker_mirrored", "one_loss_of_list", "only_multi_worker",
+    "optimizer_learning_rate", "path_from_outside", "returns_host_values", "runs_of", "runs_on_one_worker",
+    "runs_once", "runs_training_op", "same_start_everywhere", "second_pulls", "session_feeds", "training_chains",
+    "training_inputs", "training_loops", "training_step_scopes", "trains", "unknown_value", "value_provenance",
+    "write_kind",
 ]

@@ -72,6 +72,8 @@ ds = tf.data.Dataset.list_files(pattern).map(tf.io.read_file).map(tf.io.decode_p
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         seen: set[int] = set()
         for call in facts.method_calls("map", "flat_map", "interleave", "filter"):
+            if call.discarded:
+                continue  # a discarded `ds.map(f)` never runs `f` (TFD208)
             for fn in facts.callables_of(call_arg(call.node, 0, None), call.scope):
                 inner = next((c for c in fn.calls if facts.resolve(c.func) in _PY_FUNCTIONS), None)
                 if inner is not None and id(fn) not in seen:

@@ -17,8 +17,8 @@ import libcst as cst
 
 from tfdoctor.lint.analysis.evidence import Evidence, evidence_for
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
-from tfdoctor.lint.names import call_arg, dotted, literal_str
-from tfdoctor.lint.semantic.collector import CallFact, Scope
+from tfdoctor.lint.names import call_arg, dotted, literal_int, literal_str
+from tfdoctor.lint.semantic.collector import AssignFact, CallFact, LoopFact, Scope, reads
 from tfdoctor.lint.semantic.model import Origin
 
 _REPLICA_COUNT = re.compile(r"num_replicas_in_sync|get_per_replica_batch_size|num_replicas", re.IGNORECASE)
@@ -332,3 +332,106 @@ def keras_loss_reduction(facts: ModuleFacts, func: cst.BaseExpression, scope: Sc
         return text
     attr = dotted(reduction) or ""
     return attr.split(".")[-1] if attr else None
+
+
+# What differentiates a loss: the method (or function) and where its loss argument sits.
+_DIFFERENTIATE = {"gradient": (0, "target"), "minimize": (0, "loss"), "compute_gradients": (0, "loss")}
+_UPDATES = frozenset({"gradient", "gradients", "minimize", "compute_gradients", "apply_gradients"})
+
+
+@dataclass(frozen=True)
+class OneOfList:
+    """A gradient call that differentiates one loss of a list built in a loop: the list and what is given."""
+
+    call: CallFact
+    list_name: str
+    given: cst.BaseExpression
+
+
+def one_loss_of_list(facts: ModuleFacts) -> Iterator[OneOfList]:
+    """Gradient calls (`tape.gradient`, `minimize`, `compute_gradients`, `tf.gradients`) given, after a loop that
+    appends one loss per turn to a list, only one of them: the loop's last loss (`step_loss`, bound in the loop
+    and appended) or one item (`losses[-1]`). A loop that updates weights itself trains each loss there."""
+    for call in facts.calls:
+        target = _differentiated(facts, call)
+        if target is None:
+            continue
+        found = _last_of_loop(facts, call, target) or _item_of_list(facts, call, target)
+        if found is not None:
+            yield OneOfList(call, found, target)
+
+
+def _differentiated(facts: ModuleFacts, call: CallFact) -> cst.BaseExpression | None:
+    if call.attr in _DIFFERENTIATE:
+        return call_arg(call.node, *_DIFFERENTIATE[call.attr])
+    if facts.resolve(call.node.func) == "tensorflow.gradients":
+        return call_arg(call.node, 0, "ys")
+    return None
+
+
+def _last_of_loop(facts: ModuleFacts, call: CallFact, target: cst.BaseExpression) -> str | None:
+    """`step_loss` after `for ...: step_loss = ...; losses.append(step_loss)`, also through assignments after the
+    loop that read it and not the list (`step_loss = tf.reduce_sum(step_loss)`): the list's name."""
+    return _last_loss_list(facts, call, target.value, call.order, 0) if isinstance(target, cst.Name) else None
+
+
+def _last_loss_list(facts: ModuleFacts, call: CallFact, name: str, before: int, depth: int) -> str | None:
+    origins = facts.values_of(cst.Name(name), call.scope, before)
+    assigns = [next((a for a in call.scope.assigns if a.value is o.expr and name in a.targets), None)
+               for o in origins if o.kind == "value" and o.scope is call.scope]
+    if not assigns or len(assigns) != len(origins) or not all(assigns) or depth > 3:
+        return None
+    found = {_appended_in_loop(call, a) or _derived_from_last(facts, call, a, depth)  # type: ignore[arg-type]
+             for a in assigns}
+    return found.pop() if len(found) == 1 else None
+
+
+def _derived_from_last(facts: ModuleFacts, call: CallFact, assign: AssignFact, depth: int) -> str | None:
+    """An assignment outside the loops the call comes after, computed from one loop's last loss and not from
+    its list (`tloss = tf.reduce_sum(tloss)`)."""
+    if any(loop not in call.loops for loop in assign.loops):
+        return None
+    found = {_last_loss_list(facts, call, n, assign.order, depth + 1) for n in assign.names
+             if "." not in n and facts.resolve(n) is None}
+    found.discard(None)
+    if len(found) != 1:
+        return None
+    list_name = found.pop()
+    return None if list_name is None or reads(assign.names, list_name) else list_name
+
+
+def _appended_in_loop(call: CallFact, assign: AssignFact) -> str | None:
+    """The list a fresh per-turn value (`v = ...`, not `v += ...`) is appended to in a loop the call comes after."""
+    name = assign.targets[0] if len(assign.targets) == 1 else None
+    if name is None or assign.operator != "=" or name in assign.names:
+        return None
+    for loop in assign.loops:
+        if loop in call.loops or not isinstance(loop.node, cst.For) or _updates_weights(loop):
+            continue
+        for append in loop.calls:
+            if (append.attr == "append" and append.order > assign.order and isinstance(append.receiver, cst.Name)
+                    and dotted(call_arg(append.node, 0, None)) == name):
+                return append.receiver.value
+    return None
+
+
+def _item_of_list(facts: ModuleFacts, call: CallFact, target: cst.BaseExpression) -> str | None:
+    """`losses[-1]` (or a name bound to it) where `losses` is a list of losses appended in an earlier loop."""
+    origins = [o for o in facts.values_of(target, call.scope, call.order)] if isinstance(target, cst.Name) else []
+    item = origins[0].expr if len(origins) == 1 and origins[0].kind == "value" else target
+    if not (isinstance(item, cst.Subscript) and isinstance(item.value, cst.Name) and len(item.slice) == 1
+            and isinstance(item.slice[0].slice, cst.Index) and literal_int(item.slice[0].slice.value) is not None):
+        return None
+    name = item.value.value
+    for loop in call.scope.loops:
+        if (loop in call.loops or loop.order > call.order or not isinstance(loop.node, cst.For)
+                or _updates_weights(loop)):
+            continue
+        if any(c.attr == "append" and dotted(c.receiver) == name and loop in c.loops for c in loop.calls) \
+                and facts.items_of(name, call.scope, call.order):
+            return name
+    return None
+
+
+def _updates_weights(loop: LoopFact) -> bool:
+    return any(c.attr in _UPDATES for c in loop.calls)

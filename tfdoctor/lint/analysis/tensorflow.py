@@ -168,6 +168,24 @@ class ModuleFacts(SemanticModel):
                     found[id(wrapped)] = wrapped
         return list(found.values())
 
+    def tf_function_made_by(self, call: CallFact) -> list[cst.Call | None] | None:
+        """For a call that surely runs a `tf.function`: the `tf.function(...)` calls that make it, whose arguments
+        configure it (None for a bare `@tf.function`); None when the call may run something else. A function
+        wrapped somewhere (`f = tf.function(g)`) but called by its own name (`g(x)`) runs eagerly."""
+        wrappers = [_tf_function_call(o.model, o.expr) if o.kind == "value" and not o.path else None
+                    for o in self.values_of(call.node.func, call.scope, call.order)]
+        if wrappers and all(wrappers):
+            return wrappers  # type: ignore[return-value]
+        made: list[cst.Call | None] = []
+        functions = self.callables_of(call.node.func, call.scope, before=call.order)
+        for function in functions:
+            decorator = next((d.decorator for d in function.decorators
+                              if function.owner._is_tf_function_ref(d.decorator)), False)  # type: ignore[attr-defined]
+            if decorator is False:
+                return None
+            made.append(decorator if isinstance(decorator, cst.Call) else None)
+        return made or None
+
     def runs_in_graph(self, scope: Scope) -> bool:
         """True when a function is a tf.function, nested in one, or only ever called from graph code."""
         return self._graph_scopes.get(id(scope), False)
@@ -429,9 +447,11 @@ class ModuleFacts(SemanticModel):
         semantic model's lookup follows (assignments, `ds = ds.map(...)`, returns, unpacking, other project
         modules). `before` is the visit order of the use, so `ds` means its latest assignment before it.
         With `any_source`, `tf.data` methods on a source the code does not show still make a chain (with
-        source ""), for questions about the order of the methods only."""
+        source ""), for questions about the order of the methods only. A transformation whose result is
+        discarded (`ds.shuffle(n)` as a statement of its own) is no step of the pipeline: datasets are immutable."""
         if expr is None or depth > 8:
             return None
+        model: ModuleFacts = seen_from.owner  # type: ignore[assignment]
         ops: list[DatasetOp] = []
         node = expr
         while (
@@ -440,10 +460,10 @@ class ModuleFacts(SemanticModel):
             and isinstance(node.func, cst.Attribute)
             and node.func.attr.value in DATASET_METHODS
         ):
-            ops.append(DatasetOp(node.func.attr.value, node, seen_from))
+            if node is not expr or not model.discards(node):
+                ops.append(DatasetOp(node.func.attr.value, node, seen_from))
             node = node.func.value
         ops.reverse()
-        model: ModuleFacts = seen_from.owner  # type: ignore[assignment]
         base: DatasetChain | None = None
         split = model._split_of_all_splits(node, seen_from, before) if not path else None
         if model.is_dataset_source(node, path) or model._instance_join(node, path):
@@ -473,6 +493,12 @@ class ModuleFacts(SemanticModel):
                                           joined=a.joined) for a in base.alternatives)
         return DatasetChain(base.source, base.source_call, base.ops + tuple(ops), seen_from, base.via,
                             base.source_scope, alternatives, base.joined)
+
+
+def _tf_function_call(model: SemanticModel, expr: cst.CSTNode) -> cst.Call | None:
+    """`tf.function(f, ...)` or `tf.function(...)(f)`: the call to `tf.function` that holds its options."""
+    wrapper = expr.func if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Call) else expr
+    return wrapper if isinstance(wrapper, cst.Call) and model.resolve(wrapper.func) == "tensorflow.function" else None
 
 
 def _alternatives(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:

@@ -103,6 +103,13 @@ class CallFact:
         func = self.node.func
         return func.value if isinstance(func, cst.Attribute) else None
 
+    @property
+    def discarded(self) -> bool:
+        """Whether the call's result is thrown away: the call is a whole expression statement (`ds.shuffle(n)`)."""
+        statement = self.statement
+        return isinstance(statement, cst.SimpleStatementLine) and any(
+            isinstance(small, cst.Expr) and small.value is self.node for small in statement.body)
+
     def names_of(self, arg: cst.BaseExpression | None) -> frozenset[str]:
         """The names read by one of this call's argument values."""
         for index, call_argument in enumerate(self.node.args):

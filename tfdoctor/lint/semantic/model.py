@@ -33,12 +33,14 @@ from tfdoctor.lint.semantic.collector import (
     ImportFact,
     LoopFact,
     Scope,
+    reads,
 )
 from tfdoctor.lint.semantic.positions import Positions, positions
 from tfdoctor.lint.semantic.walk import walk
 
 _MAX_DEPTH = 12
 _FUNCTION_WRAPPERS = frozenset({"functools.partial", "tensorflow.function", "functools.wraps"})
+_COUNTERS = (("range", ()), ("enumerate", (0,)))  # what a loop target counts with: the callee and the target's path
 
 
 class ModuleLoader(Protocol):
@@ -161,6 +163,11 @@ class SemanticModel:
     def call_fact(self, node: cst.CSTNode) -> CallFact | None:
         """The fact recorded for a call node (e.g. a method of a dataset chain)."""
         return self._call_facts.get(id(node))
+
+    def discards(self, node: cst.CSTNode) -> bool:
+        """Whether a call's result is thrown away (the call is a statement of its own)."""
+        call = self._call_facts.get(id(node))
+        return call is not None and call.discarded
 
     def method_calls(self, *attrs: str) -> Iterator[CallFact]:
         wanted = set(attrs)
@@ -357,6 +364,36 @@ class SemanticModel:
                     and isinstance(assign.value, (cst.List, cst.Tuple))):
                 found.extend(o for e in assign.value.elements for o in self.values_of(e.value, home, assign.order))
         return found
+
+    def read_later(self, name: str, scope: Scope, after: int,
+                   ignore: Callable[[CallFact], bool] = lambda c: False) -> bool:
+        """Whether code after visit order `after` in `scope`, or in a function defined there, reads `name` (a call,
+        an assignment, a loop, a return), calls that `ignore` accepts aside."""
+        stack = [scope]
+        while stack:
+            current = stack.pop()
+            stack.extend(current.children)
+            if (any(c.order > after and not ignore(c) and (reads({c.func} if c.func else (), name)
+                                                           or any(reads(n, name) for n in c.arg_names))
+                    for c in current.calls)
+                    or any(a.order > after and reads(a.names, name) for a in current.assigns)
+                    or any(loop.order > after and reads({dotted(loop.iter_expr) or ""}, name) for loop in current.loops)
+                    or any(reads(r.names, name) for r in (*current.returns, *current.yields))):
+                return True
+        return False
+
+    def loop_counter(self, expr: cst.BaseExpression | None, scope: Scope,
+                     before: int = END_OF_SCOPE) -> LoopFact | None:
+        """The `for` loop whose counter a name holds at a point (`for epoch in range(n)`, the index of `for i, x in
+        enumerate(xs)`), when every value it can hold there comes from that loop: a new Python int each turn."""
+        if not isinstance(expr, cst.Name) or any(n in self.aliases or self.function_named(n, scope)
+                                                 for n in ("range", "enumerate")):
+            return None
+        origins = self.values_of(expr, scope, before)
+        loops = {id(loop.iter_expr): loop for loop in scope.loops if isinstance(loop.node, cst.For)}
+        counted = [loops.get(id(o.expr)) for o in origins if o.kind == "element" and o.scope is scope
+                   and isinstance(o.expr, cst.Call) and (dotted(o.expr.func), o.path) in _COUNTERS]
+        return counted[0] if len(origins) == 1 and len(counted) == 1 else None
 
     # -- callables ------------------------------------------------------------------------------------
     def callables_of(self, expr: cst.BaseExpression | None, seen_from: Scope, depth: int = 0,

@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from tfdoctor.lint.dataflow import DATASET_ONLY_METHODS
+from tfdoctor.lint.facts import DATASET_METHODS, CallFact, ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.names import dotted
+from tfdoctor.lint.rule import Context, Rule
+
+
+class DatasetResultDiscarded(Rule):
+    """
+    ## What it does
+    Finds a `tf.data` transformation (`shuffle`, `map`, `batch`, `repeat`, `prefetch`, `filter`, `shard`,
+    ...) written as a statement of its own, its result thrown away, on a value the code shows is a
+    `tf.data` pipeline that is used afterwards (fitted, iterated, returned, transformed again). A step
+    that nothing follows is left alone: `ds.map(layer)` ending a test may be there to trace the function.
+
+    ## Why it is bad
+    Datasets are immutable: each transformation returns a new dataset and leaves its receiver as it was.
+    `ds.shuffle(1000)` on its own line does nothing, so the model trains on data that is not shuffled,
+    not batched, not augmented or not repeated as the author believes (a discarded `prefetch`, `cache`
+    or `with_options` only loses speed). The severity is error because most of these change what the
+    model is trained on. Other tfdoctor rules do not count a discarded step as part of the pipeline.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    ds = tf.data.TFRecordDataset(files).map(parse)
+    ds.shuffle(10_000)  # TFD208
+    ds = ds.batch(64)
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+    ds = tf.data.TFRecordDataset(files).map(parse)
+    ds = ds.shuffle(10_000)
+    ds = ds.batch(64)
+    ```
+    """
+
+    code = "TFD208"
+    name = "dataset-result-discarded"
+    severity = Severity.ERROR
+    summary = "A `tf.data` transformation whose result is discarded does nothing (datasets are immutable)."
+    MESSAGES = {"default": "the dataset `{method}` returns is discarded, so `{receiver}` stays unchanged; "
+                           "assign the result"}
+    triggers = tuple(sorted(DATASET_METHODS))
+    INVALID = (
+        """import tensorflow as tf
+ds = tf.data.Dataset.range(100)
+ds = ds.batch(8)
+ds.shuffle(100)  # TFD208
+model.fit(ds, epochs=3)
+""",
+        """import tensorflow as tf
+def make(files, batch_size):
+    dataset = tf.data.TFRecordDataset(files)
+    dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)  # TFD208
+    dataset = dataset.batch(batch_size)
+    dataset.prefetch(tf.data.AUTOTUNE)  # TFD208
+    return dataset
+""",
+        # a dataset handed in by the caller, shown to be one by a method only datasets have
+        """import tensorflow as tf
+def prepare(dataset):
+    dataset = dataset.shuffle(1000)
+    dataset.repeat()  # TFD208
+    return dataset.batch(32)
+""",
+    )
+    VALID = (
+        """import tensorflow as tf
+ds = tf.data.Dataset.range(100).shuffle(100)
+ds = ds.batch(8)
+model.fit(ds.prefetch(1))
+""",
+        # `map` and `repeat` on values that need not be datasets (a pandas Series, a numpy array)
+        """import tensorflow as tf
+def clean(frame, values):
+    frame["label"].map(str.lower)
+    values.repeat(3)
+""",
+        # nothing uses the dataset afterwards: the call may be there to trace the mapped function (a test)
+        """import tensorflow as tf
+def test_layer_maps(layer):
+    ds = tf.data.Dataset.from_tensor_slices(images)
+    ds.map(layer)
+""",
+        # a method with an effect of its own is not a transformation
+        """import tensorflow as tf
+ds = tf.data.Dataset.range(100)
+ds.save("/tmp/ds")
+""",
+    )
+
+    def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        for call in facts.method_calls(*DATASET_METHODS):
+            if not call.discarded or not self._on_dataset(facts, call):
+                continue
+            name = dotted(_base(call.receiver))
+            if name is not None and _used_later(facts, call, name):
+                yield self.report(call.node.func.attr, statement=call.statement,  # type: ignore[attr-defined]
+                                  method=call.attr, receiver=name)
+
+    @staticmethod
+    def _on_dataset(facts: ModuleFacts, call: CallFact) -> bool:
+        """The receiver is a `tf.data` pipeline: from a source the code shows, or with a method only datasets have."""
+        chain = facts.dataset_chain(call.receiver, call.scope, call.order, any_source=True)
+        return chain is not None and bool(chain.source or DATASET_ONLY_METHODS.intersection(chain.methods()))
+
+
+def _base(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """`self.dataset` for `self.dataset.batch(32)`: what a chain of transformations starts from."""
+    while (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+           and expr.func.attr.value in DATASET_METHODS):
+        expr = expr.func.value
+    return expr
+
+
+def _used_later(facts: ModuleFacts, call: CallFact, name: str) -> bool:
+    """Whether the dataset is used after the discarded step (other discarded steps aside): only then was the
+    step meant to change it. A step left last (`ds.map(layer)` ending a test) may be there to trace its function."""
+    def ignore(other: CallFact) -> bool:
+        return other.discarded and other.attr in DATASET_METHODS and dotted(_base(other.receiver)) == name
+
+    if facts.read_later(name, call.scope, call.order, ignore):
+        return True
+    owner = facts.enclosing_class(call.scope) if name.startswith("self.") else None
+    return owner is not None and any(facts.read_later(name, scope, 0, ignore) for scope in facts.scopes
+                                     if scope is not call.scope and facts.enclosing_class(scope) == owner)
