@@ -67,6 +67,7 @@ EXPECTED = [
     ('TFD202', 1, 4, 51, '`map` in a training pipeline runs on one core; add `num_parallel_calls=data.AUTOTUNE`'),
     ('TFD202', 2, 5, 48, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),
     ('TFD202', 3, 3, 19, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),
+    ('TFD202', 4, 3, 9, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),
     ('TFD203', 0, 3, 9, 'this training pipeline does not end in `prefetch`; append `.prefetch(tf.data.AUTOTUNE)`'),
     ('TFD203', 1, 2, 58, 'this training pipeline does not end in `prefetch`; append `.prefetch(tf.data.AUTOTUNE)`'),
     ('TFD203', 2, 2, 73, 'this training pipeline does not end in `prefetch`; append `.prefetch(tf.data.AUTOTUNE)`'),

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import libcst as cst
 
@@ -74,6 +74,20 @@ class DatasetOp:
             return self.call
         applied = self.applied
         return applied[1] if applied is not None and applied[0] in _BATCHING_FUNCTIONS else None
+
+
+def runs_once(op: DatasetOp, steps: Sequence[DatasetOp]) -> bool:
+    """Whether `op` (one of `steps`, a pipeline's steps in order) runs in the first epoch only: a `cache()`
+    or `snapshot()` follows it with no `repeat()` between (an endless dataset never finishes filling the cache)."""
+    index = next((i for i, step in enumerate(steps) if step.call is op.call), None)
+    if index is None:
+        return False
+    for step in steps[index + 1:]:
+        if step.method == "repeat":
+            return False
+        if step.method in ("cache", "snapshot"):
+            return True
+    return False
 
 
 @dataclass(eq=False)
