@@ -139,7 +139,8 @@ EXPECTED = [
     ('TFD510', 2, 4, 13, "every Horovod rank writes this callback's files to the same path; add it under `if hvd.rank() == 0`"),
     ('TFD511', 0, 4, 6, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
     ('TFD511', 1, 4, 12, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
-    ('TFD511', 2, 4, 11, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
+    ('TFD511', 2, 6, 11, 'every Horovod rank trains on all of these arrays; slice them by `hvd.rank()` or divide the epochs by `hvd.size()`'),
+    ('TFD511', 3, 4, 11, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
 ]
 
 

@@ -38,7 +38,8 @@ _CANONICAL_EXACT = {
 # Keras 2's `optimizer_v2` is one of `keras.optimizers.legacy`; `keras.src.optimizers.adam.Adam`,
 # `tensorflow.python.keras.engine.training.Model`, `keras.src.models.model.Model` are the public classes.
 _PRIVATE_MODULES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^keras\.(?:optimizers\.)?(?:optimizer_v2|legacy)\.[a-z_0-9]+\.(?=[A-Z]\w*$)"), "keras.optimizers.legacy."),
+    (re.compile(r"^keras\.(?:optimizers\.)?(?:optimizer_v2|legacy)\.[a-z_0-9]+\.(?=[A-Z]\w*$)"),
+     "keras.optimizers.legacy."),
     (re.compile(r"^keras\.optimizers\.(?:optimizer_experimental\.)?(?!schedules\.|legacy\.)[a-z_0-9]+\.(?=[A-Z]\w*$)"),
      "keras.optimizers."),
     (re.compile(r"^keras\.(?:engine\.(?:training|sequential|functional)|models\.(?:model|sequential|functional))\."

@@ -152,6 +152,43 @@ def _origin_provenance(origin: Origin, depth: int) -> Provenance | None:
     return None
 
 
+_ARRAY_LOADERS = frozenset({"numpy.load", "numpy.loadtxt", "numpy.genfromtxt", "numpy.fromfile"})
+# What keeps an array the same data: numpy functions and array methods that convert or reshape it.
+_ARRAY_KEEPERS = frozenset({"numpy.array", "numpy.asarray", "numpy.expand_dims", "numpy.reshape", "numpy.squeeze",
+                            "numpy.transpose", "keras.utils.to_categorical", "keras.utils.normalize"})
+_ARRAY_METHODS = frozenset({"reshape", "astype", "transpose", "copy", "squeeze"})
+
+
+def loaded_arrays(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int,
+                  depth: int = 0) -> cst.Call | None:
+    """The call that loads the numpy arrays `expr` holds, when every value it may have comes from one:
+    `keras.datasets.*.load_data()` or `np.load(...)`, through names, unpacking, arithmetic (`x / 255.0`),
+    slicing and reshaping. Random or hand-made arrays are not loaded data."""
+    if expr is None or depth > _MAX_DEPTH:
+        return None
+    facts = scope.owner  # type: ignore[assignment]
+    if isinstance(expr, cst.BinaryOperation):
+        return (loaded_arrays(facts, expr.left, scope, before, depth + 1)
+                or loaded_arrays(facts, expr.right, scope, before, depth + 1))
+    if isinstance(expr, cst.Subscript):
+        return loaded_arrays(facts, expr.value, scope, before, depth + 1)
+    if isinstance(expr, cst.Call):
+        resolved = facts.resolve(expr.func) or ""
+        if resolved in _ARRAY_LOADERS or (resolved.startswith("keras.datasets.") and resolved.endswith(".load_data")):
+            return expr
+        if resolved in _ARRAY_KEEPERS:
+            return loaded_arrays(facts, call_arg(expr, 0, None), scope, before, depth + 1)
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _ARRAY_METHODS and not resolved:
+            return loaded_arrays(facts, expr.func.value, scope, before, depth + 1)
+        return None
+    if dotted(expr) is None or isinstance(expr, cst.Attribute):
+        return None
+    found = [loaded_arrays(o.model, o.expr, o.scope, o.order, depth + 1)  # type: ignore[arg-type]
+             if o.kind == "value" and o.model is facts and o.expr is not expr else None
+             for o in facts.values_of(expr, scope, before)]
+    return found[0] if found and all(f is not None for f in found) else None
+
+
 def _agreed(results: list[Provenance | None]) -> Provenance | None:
     if results and all(r is not None and r.kind == results[0].kind for r in results):  # type: ignore[union-attr]
         return results[0]
