@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tfdoctor.lint.analysis.inputs import (
     DATASET_ONLY_METHODS,
+    PLAIN_TENSOR,
     FedElsewhere,
     Provenance,
     TrainingInput,
@@ -70,7 +71,7 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 
 
 __all__ = [
-    "DATASET_ONLY_METHODS", "GUARD_WORDS", "TRAINING_ATTRS", "FedElsewhere", "Loss", "LossKind", "Provenance",
+    "DATASET_ONLY_METHODS", "GUARD_WORDS", "PLAIN_TENSOR", "TRAINING_ATTRS", "FedElsewhere", "Loss", "LossKind", "Provenance",
     "SessionFeed", "TrainingInput", "callback_is", "calls_any", "calls_training_step", "definitions",
     "derived_names", "differentiated_losses", "expression_names", "fed_elsewhere", "fit_callbacks",
     "gated_by_step_modulo", "gated_if", "horovod_calls", "horovod_init", "horovod_member", "horovod_module",

@@ -22,7 +22,7 @@ import libcst as cst
 from tfdoctor.lint.analysis.steps import training_loops
 from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, DatasetOp, ModuleFacts
 from tfdoctor.lint.findings import Evidence
-from tfdoctor.lint.names import call_arg, dotted
+from tfdoctor.lint.names import call_arg, dotted, literal_int
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, Scope
 from tfdoctor.lint.semantic.model import Origin, SemanticModel, Step
 
@@ -32,6 +32,9 @@ _PYTHON_BASES = ("utils.Sequence", "utils.PyDataset", "utils.data_utils.Sequence
 # distributed value cannot be given to them outside `strategy.run`, so only an undistributed one gets here).
 _SAME_ORIGIN_OPS = frozenset({"tensorflow.expand_dims", "tensorflow.squeeze", "tensorflow.reshape",
                               "tensorflow.cast", "tensorflow.identity", "tensorflow.image.resize"})
+
+
+PLAIN_TENSOR = "a plain tensor"
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,9 @@ def _origin_provenance(origin: Origin, depth: int) -> Provenance | None:
     if resolved.startswith("numpy."):
         return Provenance("undistributed", "a numpy array", expr)
     if resolved in ("tensorflow.constant", "tensorflow.convert_to_tensor"):
-        return Provenance("undistributed", "a plain tensor", expr)
+        if _python_number(facts, call_arg(expr, 0, "value"), origin.scope, origin.order):
+            return None  # a scalar (`tf.constant(epoch)`), not a batch
+        return Provenance("undistributed", PLAIN_TENSOR, expr)
     if resolved in _SAME_ORIGIN_OPS:
         found = value_provenance(facts, call_arg(expr, 0, None), origin.scope, origin.order, depth + 1)
         return found if found is not None and found.kind == "undistributed" else None
@@ -187,6 +192,20 @@ def loaded_arrays(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Sc
              if o.kind == "value" and o.model is facts and o.expr is not expr else None
              for o in facts.values_of(expr, scope, before)]
     return found[0] if found and all(f is not None for f in found) else None
+
+
+def _python_number(facts: ModuleFacts, value: cst.BaseExpression | None, scope: Scope, before: int) -> bool:
+    """A number literal, or a name that only ever holds one or a counter of `range(...)` (`for epoch in
+    range(n)`)."""
+    if isinstance(value, (cst.Integer, cst.Float)) or literal_int(value) is not None:
+        return True
+    if not isinstance(value, cst.Name):
+        return False
+    origins = facts.values_of(value, scope, before)
+    return bool(origins) and all(
+        (o.kind == "value" and isinstance(o.expr, (cst.Integer, cst.Float)))
+        or (o.kind == "element" and isinstance(o.expr, cst.Call) and dotted(o.expr.func) == "range")
+        for o in origins)
 
 
 def _agreed(results: list[Provenance | None]) -> Provenance | None:

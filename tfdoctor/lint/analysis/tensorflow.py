@@ -280,11 +280,13 @@ class ModuleFacts(SemanticModel):
     def replica_fn_expr(self, run_call: CallFact) -> cst.BaseExpression | None:
         return call_arg(run_call.node, 0, "fn")
 
-    def replica_args(self, run_call: CallFact) -> list[cst.BaseExpression]:
-        """The positional inputs given to the replica function (`args=(a, b)`)."""
+    def replica_args(self, run_call: CallFact, starred: bool = False) -> list[cst.BaseExpression]:
+        """The positional inputs given to the replica function (`args=(a, b)`); with `starred`, also what
+        `*x` unpacks (`x`)."""
         args = call_arg(run_call.node, 1, "args")
         if isinstance(args, (cst.Tuple, cst.List)):
-            return [element.value for element in args.elements if not isinstance(element, cst.StarredElement)]
+            return [element.value for element in args.elements
+                    if starred or not isinstance(element, cst.StarredElement)]
         return [args] if args is not None else []
 
     @cached_property
