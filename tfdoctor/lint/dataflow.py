@@ -59,6 +59,7 @@ from tfdoctor.lint.analysis.steps import (
     gated_if,
     loop_ifs,
     returns_host_values,
+    runs_many_steps,
     step_counter,
     training_loops,
     training_step_scopes,
@@ -80,6 +81,6 @@ __all__ = [
     "horovod_scope", "is_global_batch", "is_python_iterator_class", "iterable_provenance", "keras3_callback",
     "keras3_file_name", "keras_loss_reduction", "loaded_arrays", "loop_ifs", "loss_kind", "mentions_replica_count",
     "mentions_worker_count", "multi_worker_mirrored", "only_multi_worker", "path_from_outside",
-    "returns_host_values", "runs_on_one_worker", "session_feeds", "step_counter", "training_chains", "training_inputs",
+    "returns_host_values", "runs_many_steps", "runs_on_one_worker", "session_feeds", "step_counter", "training_chains", "training_inputs",
     "training_loops", "training_step_scopes", "trains", "unknown_value", "value_provenance", "write_kind",
 ]

@@ -11,6 +11,7 @@ from tfdoctor.lint.dataflow import (
     gated_if,
     loop_ifs,
     returns_host_values,
+    runs_many_steps,
     step_counter,
     training_loops,
 )
@@ -36,7 +37,9 @@ class HostSyncInLoop(Rule):
     `True if (opt.iterations + 1) % n == 0 else False`) in a loop that runs eagerly.
     Work under `if step % N == 0` (or under a flag computed so, `do_log = step % N == 0`, by a TensorFlow op
     or by a function that returns such a test) runs every N steps and is not flagged; nor are the results of
-    `train_on_batch`, which are already on the host.
+    `train_on_batch`, which are already on the host, nor reads in a loop whose iteration may run many steps
+    (it calls a `tf.function` that loops over steps itself, or the `train_function` of a model compiled with
+    `steps_per_execution`).
 
     ## Why it is bad
     Reading a tensor's value makes the host wait until the device has finished the step. The input
@@ -231,6 +234,17 @@ for step, x in enumerate(dist):
     if global_step >= total_steps:
         break
 """,
+        # each iteration runs many steps inside one tf.function
+        """import tensorflow as tf
+@tf.function
+def train_steps(iterator, steps):
+    for _ in tf.range(steps):
+        loss = strategy.run(replica, args=(next(iterator),))
+    return loss
+for epoch in range(epochs):
+    loss = train_steps(iterator, tf.constant(steps_per_epoch))
+    print(epoch, float(loss), optimizer.iterations.numpy())
+""",
         # a value computed from one that is already on the host
         """import tensorflow as tf
 @tf.function
@@ -256,6 +270,8 @@ for x, y in batches:
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         flagged: set[int] = set()
         for loop in training_loops(facts):
+            if runs_many_steps(facts, loop):
+                continue  # its reads wait once per many steps
             outputs = self._step_outputs(facts, loop)
             read = False  # the first read of a step output waits for the step; the ones after it do not
             for call in loop.calls:

@@ -101,6 +101,23 @@ def training_loops(facts: ModuleFacts) -> list[LoopFact]:
     return cached
 
 
+def runs_many_steps(facts: ModuleFacts, loop: LoopFact) -> bool:
+    """Whether one iteration of a training loop may run many steps: it calls a `tf.function` that runs a loop
+    of steps itself (`for _ in tf.range(steps): strategy.run(...)`), or Keras' `train_function` of a model
+    compiled with `steps_per_execution`. What the loop reads back then waits once per many steps."""
+    cached = facts.__dict__.setdefault("_runs_many_steps", {})
+    if id(loop) not in cached:
+        inner = {id(other.scope) for other in training_loops(facts)
+                 if other is not loop and facts.runs_in_graph(other.scope)}
+        per_execution = any(any(a.keyword is not None and a.keyword.value == "steps_per_execution"
+                                for a in c.node.args) for c in facts.method_calls("compile"))
+        cached[id(loop)] = any(
+            (per_execution and call.attr == "train_function")
+            or any(id(target) in inner for target in facts.callees(call))
+            for call in loop.calls if call.loops and call.loops[-1] is loop)
+    return cached[id(loop)]
+
+
 def gated_by_step_modulo(call: CallFact) -> bool:
     """Whether a call runs only every N steps: under `if step % N == 0` (or any `if` testing a modulo), or
     under `if flag:` where the flag was computed so (`do_log = (step + 1) % N == 0`)."""
