@@ -322,10 +322,7 @@ class ModuleFacts(SemanticModel):
             return
         for scope in self.scopes:
             for decorator in scope.decorators:
-                name = dotted(decorator.decorator)
-                if name is None:
-                    continue
-                for target in self._named_callable(name, scope.parent or scope, cross_module=True):
+                for target in self.decorator_functions(decorator, scope):
                     other = target.owner
                     if other is self or not isinstance(other, ModuleFacts) or not target.value_params():
                         continue

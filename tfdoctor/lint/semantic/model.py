@@ -479,12 +479,24 @@ class SemanticModel:
         table: dict[int, list[Scope]] = {}
         for scope in self.scopes:
             for decorator in scope.decorators:
-                name = dotted(decorator.decorator)
-                if name is None or name in self.aliases:
-                    continue
-                for target in self._named_callable(name, scope.parent or scope, cross_module=True):
+                for target in self.decorator_functions(decorator, scope, imported=False):
                     table.setdefault(id(target), []).append(scope)
         return table
+
+    def decorator_functions(self, decorator: cst.Decorator, scope: Scope, imported: bool = True) -> list[Scope]:
+        """The project functions that a decorator of `scope` gives the decorated function to, as their first
+        parameter: `@wrap` names one; `@make_wrap(args)` calls a factory, whose returned inner function is
+        the decorator. Without `imported`, only this module's own names."""
+        expr = decorator.decorator
+        factory = isinstance(expr, cst.Call)
+        name = dotted(expr.func if isinstance(expr, cst.Call) else expr)
+        if name is None or (not imported and name in self.aliases):
+            return []
+        targets = self._named_callable(name, scope.parent or scope, cross_module=True)
+        if not factory:
+            return targets
+        return [inner for target in targets for r in target.returns if isinstance(r.value, cst.Name)
+                for inner in target.children if inner.name == r.value.value and isinstance(inner.node, cst.FunctionDef)]
 
     def transitive_callees(self, roots: Iterable[Scope]) -> list[Scope]:
         """The roots and every module function they call, directly or not."""
