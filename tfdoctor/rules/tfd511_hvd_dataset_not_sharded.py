@@ -10,7 +10,7 @@ from tfdoctor.lint.dataflow import (
 )
 from tfdoctor.lint.facts import CallFact, DatasetChain, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg, literal_int
+from tfdoctor.lint.names import call_arg, dotted, literal_int
 from tfdoctor.lint.rule import Context, Rule
 
 
@@ -22,7 +22,8 @@ class HvdDatasetNotSharded(Rule):
     without being sharded by rank (`shard(hvd.size(), hvd.rank())`, or a source built from a per-rank list),
     while the number of steps is not divided by `hvd.size()`: `fit` without `steps_per_epoch`, or with one
     not computed from the number of processes; a loop over the dataset with no `take(N // hvd.size())`.
-    Likewise numpy arrays loaded from files or `keras.datasets` and given whole to `fit`. Epochs divided by
+    Likewise numpy arrays loaded from files or `keras.datasets` and given whole to a Keras `fit` (one given
+    `epochs`, or of a model compiled in the module). Epochs divided by
     `hvd.size()` split the work too. The finding is at the pipeline's source call (at `fit`'s arrays). Steps or sources that come from a parameter leave it open,
     and synthetic data (made by `tf.random`, as benchmarks do) has nothing to split.
 
@@ -204,6 +205,10 @@ def _whole_arrays(facts: ModuleFacts, fit: CallFact, x: cst.BaseExpression) -> b
     if not horovod_scope(facts, fit.scope) or any(a.star for a in fit.node.args) or facts.dataset_chain(
             x, fit.scope, fit.order) is not None:
         return False
+    receiver = dotted(fit.receiver)
+    if call_arg(fit.node, None, "epochs") is None and not any(
+            receiver is not None and dotted(c.receiver) == receiver for c in facts.method_calls("compile")):
+        return False  # not surely a Keras model's `fit` (scikit-learn's takes arrays too)
     if loaded_arrays(facts, x, fit.scope, fit.order) is None:
         return False
     if mentions_worker_count(facts, x, fit.scope) or any(

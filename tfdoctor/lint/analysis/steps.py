@@ -169,6 +169,7 @@ def gated_if(fact: IfFact) -> bool:
 
 
 _COUNTER_WORD = re.compile(r"step|iter", re.IGNORECASE)
+_NOT_COUNTER = re.compile(r"size|rate|len|per_|steps", re.IGNORECASE)  # `step_size`, `steps_per_epoch`
 _COUNTER_MAKERS = frozenset({"tensorflow.Variable", "tensorflow.train.get_or_create_global_step",
                              "tensorflow.train.get_global_step", "tensorflow.train.create_global_step"})
 
@@ -184,7 +185,7 @@ def step_counter(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, bef
     last = name.rsplit(".", 1)[-1]
     if last == "iterations" and "." in name:
         return name
-    if not _COUNTER_WORD.search(last):
+    if not _COUNTER_WORD.search(last) or _NOT_COUNTER.search(last):
         return None
     origins = facts.values_of(expr, scope, before)
     if origins and all(o.kind == "value" and isinstance(o.expr, cst.Call) and not o.path
