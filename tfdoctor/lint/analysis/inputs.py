@@ -179,7 +179,7 @@ def loaded_arrays(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Sc
         return loaded_arrays(facts, expr.value, scope, before, depth + 1)
     if isinstance(expr, cst.Call):
         resolved = facts.resolve(expr.func) or ""
-        if resolved in _ARRAY_LOADERS or (resolved.startswith("keras.datasets.") and resolved.endswith(".load_data")):
+        if resolved in _ARRAY_LOADERS or re.match(r"keras\.datasets\.\w+\.load_data$", resolved):
             return expr
         if resolved in _ARRAY_KEEPERS:
             return loaded_arrays(facts, call_arg(expr, 0, None), scope, before, depth + 1)

@@ -132,8 +132,8 @@ def _gates(facts: ModuleFacts, test: cst.BaseExpression, scope: Scope, before: i
         if (facts.resolve(test.func) or "").startswith("tensorflow."):  # `tf.equal(step % n, 0)`
             return any(_has_modulo(a.value) for a in test.args)
         functions = facts.callables_of(test.func, scope, before=before)  # `if should_log(step):`
-        return bool(functions) and all(
-            f.returns and all(_gates(f.owner, r.value, f, END_OF_SCOPE, depth + 1) for r in f.returns)  # type: ignore[arg-type]
+        return bool(functions) and all(f.returns and all(
+            _gates(f.owner, r.value, f, END_OF_SCOPE, depth + 1) for r in f.returns)  # type: ignore[arg-type]
             for f in functions)
     name = dotted(test.expression if isinstance(test, cst.UnaryOperation) else test)
     if name is None or depth > 3:
@@ -188,21 +188,25 @@ def step_counter(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, bef
     if not _COUNTER_WORD.search(last) or _NOT_COUNTER.search(last):
         return None
     origins = facts.values_of(expr, scope, before)
-    if origins and all(o.kind == "value" and isinstance(o.expr, cst.Call) and not o.path
-                       and o.model.resolve(o.expr.func) in _COUNTER_MAKERS for o in origins):  # type: ignore[attr-defined]
+    if origins and all(o.kind == "value" and not o.path and _made_by(o.model, o.expr, _COUNTER_MAKERS)  # type: ignore[arg-type]
+                       for o in origins):
         return name
     if isinstance(expr, cst.Attribute):  # `ckpt.step` of `tf.train.Checkpoint(step=tf.Variable(1), ...)`
         owners = facts.values_of(expr.value, scope, before)
-        if owners and all(_checkpointed_variable(o.model, o.expr, last) for o in owners if o.kind == "value"):  # type: ignore[arg-type]
-            return name if all(o.kind == "value" for o in owners) else None
+        if owners and all(o.kind == "value" and _checkpointed_variable(o.model, o.expr, last)  # type: ignore[arg-type]
+                          for o in owners):
+            return name
     return None
+
+
+def _made_by(facts: ModuleFacts, value: cst.BaseExpression | None, makers: frozenset[str]) -> bool:
+    return isinstance(value, cst.Call) and facts.resolve(value.func) in makers
 
 
 def _checkpointed_variable(facts: ModuleFacts, made: cst.BaseExpression | None, attr: str) -> bool:
     if not isinstance(made, cst.Call) or facts.resolve(made.func) != "tensorflow.train.Checkpoint":
         return False
-    value = call_arg(made, None, attr)
-    return isinstance(value, cst.Call) and facts.resolve(value.func) == "tensorflow.Variable"
+    return _made_by(facts, call_arg(made, None, attr), frozenset({"tensorflow.Variable"}))
 
 
 def counters_read(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int,
