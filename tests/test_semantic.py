@@ -22,6 +22,7 @@ class Trainer:
 
 def run(flag, items):
     data, size = make(8)
+    pair = make(3)
     picked = data if flag else tf.data.Dataset.range(2)
     if flag:
         chosen = 1
@@ -58,6 +59,8 @@ def facts() -> ModuleFacts:
     ("chosen", ["value:1", "value:2"]),  # both branches reach the use
     ("late", ["value:3"]),  # a later plain assignment replaces the earlier one
     ("items", ["value:[1, 2]"]),  # a parameter, bound at the call site
+    ("pair[0]", ["value:tf.data.Dataset.range(n)"]),  # an item taken by a literal index from a returned tuple
+    ("pair[1]", ["value:n + 1"]),
 ])
 def test_values_of_names_in_a_function(facts: ModuleFacts, name: str, expected: list[str]):
     assert _values(facts, "run", name) == expected

@@ -11,6 +11,7 @@ from tfdoctor.lint.analysis.tensorflow import (
     DatasetChain,
     DatasetOp,
     ModuleFacts,
+    runs_once,
 )
 from tfdoctor.lint.semantic.collector import (
     END_OF_SCOPE,
@@ -30,5 +31,5 @@ from tfdoctor.lint.semantic.model import Origin
 __all__ = [
     "DATASET_METHODS", "DISTRIBUTE_DATASET_METHODS", "END_OF_SCOPE", "RUN_METHODS", "AssignFact", "CallFact",
     "ClassFact", "DatasetChain", "DatasetOp", "IfFact", "LoopFact", "ModuleFacts", "Origin", "ReturnFact", "Scope",
-    "SubscriptFact", "WithFact", "reads",
+    "SubscriptFact", "WithFact", "reads", "runs_once",
 ]

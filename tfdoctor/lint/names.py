@@ -7,6 +7,8 @@ import aliases plus attribute chains is all the rules need.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 # Prefixes that name the same API; the longest match is rewritten first.
@@ -32,6 +34,18 @@ _CANONICAL_EXACT = {
     "tensorflow.python.keras": "keras",
     "tf_keras": "keras",
 }
+# Keras classes imported from the private module that defines them, as their public names: an optimizer of
+# Keras 2's `optimizer_v2` is one of `keras.optimizers.legacy`; `keras.src.optimizers.adam.Adam`,
+# `tensorflow.python.keras.engine.training.Model`, `keras.src.models.model.Model` are the public classes.
+_PRIVATE_MODULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^keras\.(?:optimizers\.)?(?:optimizer_v2|legacy)\.[a-z_0-9]+\.(?=[A-Z]\w*$)"),
+     "keras.optimizers.legacy."),
+    (re.compile(r"^keras\.optimizers\.(?:optimizer_experimental\.)?(?!schedules\.|legacy\.)[a-z_0-9]+\.(?=[A-Z]\w*$)"),
+     "keras.optimizers."),
+    (re.compile(r"^keras\.(?:engine\.(?:training|sequential|functional)|models\.(?:model|sequential|functional))\."
+                r"(?=(?:Model|Sequential|Functional)$)"), "keras."),
+    (re.compile(r"^keras\.losses\.losses\.(?=[A-Z]\w*$)"), "keras.losses."),
+)
 TRACKED_ROOTS = frozenset({"tensorflow", "keras", "tf_keras", "numpy", "functools", "cv2"})
 
 
@@ -42,6 +56,10 @@ def canonical(qualified: str) -> str:
     for prefix, replacement in _CANONICAL_PREFIXES:
         if qualified.startswith(prefix):
             return canonical(replacement + qualified[len(prefix):])
+    if qualified.startswith("keras."):
+        for private, public in _PRIVATE_MODULES:
+            if private.match(qualified):
+                return private.sub(public, qualified, count=1).replace("keras.Functional", "keras.Model")
     return qualified
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import value_provenance
+from tfdoctor.lint.dataflow import PLAIN_TENSOR, value_provenance
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
@@ -139,6 +139,17 @@ def step(b):
 for i, b in enumerate(dist_ds):
     step(b)
 """,
+        # the epoch as a tensor beside the distributed batches
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+it = iter(strategy.experimental_distribute_dataset(ds))
+@tf.function
+def step(images, labels, epoch):
+    return strategy.run(replica_fn, args=(images, labels, epoch))
+for epoch in range(10):
+    for _ in range(steps):
+        step(*next(it), tf.constant(epoch))
+""",
         # the same reshape of a batch from a distributed dataset, inside the replica function
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -152,8 +163,13 @@ for sample in dist:
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for run in facts.run_calls:
-            for arg in facts.replica_args(run):
-                origin = value_provenance(facts, arg, run.scope, run.order)
-                if origin is not None and origin.kind == "undistributed":
-                    yield self.report(run, call=run.func or run.attr, origin=origin.reason, evidence=origin.evidence)
-                    break
+            origins = [value_provenance(facts, arg, run.scope, run.order)
+                       for arg in facts.replica_args(run, starred=True)]
+            distributed = any(o is not None and o.kind == "distributed" for o in origins)
+            for origin in origins:
+                if origin is None or origin.kind != "undistributed":
+                    continue
+                if distributed and origin.reason == PLAIN_TENSOR:
+                    continue  # a tensor beside the distributed batches (`args=(*next(it), epoch)`): not a batch
+                yield self.report(run, call=run.func or run.attr, origin=origin.reason, evidence=origin.evidence)
+                break

@@ -5,7 +5,7 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import fed_elsewhere, training_chains
-from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.facts import ModuleFacts, runs_once
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import call_arg
 from tfdoctor.lint.rule import Context, Rule
@@ -21,7 +21,8 @@ class MapNotParallel(Rule):
     Finds `Dataset.map` and `Dataset.interleave` without `num_parallel_calls` in a pipeline that feeds
     training (`model.fit`, a distributed dataset, or a loop that runs a training step), in this module or
     in one that imports it and trains on the pipeline (a loader's `return ds`). Evaluation and prediction
-    pipelines are left alone.
+    pipelines are left alone, and so is a step that a later `cache()` (or `snapshot()`) runs in the first
+    epoch only.
 
     ## Why it is bad
     Without `num_parallel_calls` the transformation runs on one core, one element at a time. Decoding and
@@ -80,6 +81,12 @@ def train(model, files_ds):
     ds = files_ds.map(decode_jpeg).shuffle(512).batch(32)  # TFD202
     model.fit(ds, epochs=3)
 """,
+        # the decoding is cached, the augmentation after the cache runs every epoch
+        """import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).map(parse).cache()
+ds = ds.map(augment).batch(32)  # TFD202
+model.fit(ds, epochs=20)
+""",
     )
     VALID = (
         """import tensorflow as tf
@@ -97,6 +104,11 @@ model.fit(train, validation_data=val)
 ds = tf.data.Dataset.list_files(pattern).map(load, tf.data.AUTOTUNE).batch(8)
 model.fit(ds)
 """,
+        # cached after it: the map runs once, in the first epoch
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices(paths).map(load).cache().shuffle(1000).batch(4)
+model.fit(ds, epochs=50)
+""",
         # `map` on what need not be a dataset (a pandas Series has one): nothing only tf.data has
         """import tensorflow as tf
 def train(model, features, labels):
@@ -109,7 +121,7 @@ def train(model, features, labels):
         value = autotune(facts, context.targets)
         for chain, _use in training_chains(facts):
             for op in chain.ops:
-                if not self._serial(op.call):
+                if not self._serial(op.call) or runs_once(op, chain.ops):
                     continue
                 if id(op.call) in seen:
                     continue
@@ -124,7 +136,7 @@ def train(model, features, labels):
             return  # asking the importers costs their analysis: only for a map it has not reported
         for feed in fed_elsewhere(facts):  # a loader's pipeline, trained on in another module
             for op in feed.ops:
-                if self._serial(op.call) and id(op.call) not in seen:
+                if self._serial(op.call) and id(op.call) not in seen and not runs_once(op, feed.steps or feed.ops):
                     seen.add(id(op.call))
                     call = facts.call_fact(op.call)
                     yield self.report(op.call.func.attr, statement=call.statement if call else None,

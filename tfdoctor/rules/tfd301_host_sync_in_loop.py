@@ -6,10 +6,13 @@ import libcst as cst
 
 from tfdoctor.lint.dataflow import (
     calls_training_step,
+    counters_read,
     gated_by_step_modulo,
     gated_if,
     loop_ifs,
     returns_host_values,
+    runs_many_steps,
+    step_counter,
     training_loops,
 )
 from tfdoctor.lint.facts import CallFact, IfFact, LoopFact, ModuleFacts, reads
@@ -28,9 +31,15 @@ class HostSyncInLoop(Rule):
     Finds `.numpy()`, `float()`, `int()` or `print()` of a training step's outputs (or of a value the loop
     computes from them, such as a running total) on every iteration of the training loop, an `if` that
     compares one (`if loss < best:`, `if step == num_steps:`; not against `None` or a string), and
-    `optimizer.iterations.numpy()`.
-    Work under `if step % N == 0` (or under a flag computed so, `do_log = step % N == 0`) runs every N steps
-    and is not flagged; nor are the results of `train_on_batch`, which are already on the host.
+    `optimizer.iterations.numpy()`; likewise a step counter that lives on the device (an optimizer's
+    `iterations`, a `tf.Variable` or the global step named for steps, `ckpt.step` of a `tf.train.Checkpoint`)
+    read back (`ckpt.step.numpy()`) or tested (`if global_step >= total:`, `if tf.equal(global_step % n, 0):`,
+    `True if (opt.iterations + 1) % n == 0 else False`) in a loop that runs eagerly.
+    Work under `if step % N == 0` (or under a flag computed so, `do_log = step % N == 0`, by a TensorFlow op
+    or by a function that returns such a test) runs every N steps and is not flagged; nor are the results of
+    `train_on_batch`, which are already on the host, nor reads in a loop whose iteration may run many steps
+    (it calls a `tf.function` that loops over steps itself, or the `train_function` of a model compiled with
+    `steps_per_execution`).
 
     ## Why it is bad
     Reading a tensor's value makes the host wait until the device has finished the step. The input
@@ -70,6 +79,8 @@ class HostSyncInLoop(Rule):
     MESSAGES = {
         "default": "`{func}()` reads a step output on every iteration of the training loop",
         "counter": "`{counter}.numpy()` reads the optimizer's step counter on every iteration of the training loop",
+        "variable": "`{counter}` is read back from the device on every iteration of the training loop",
+        "test": "{what} reads the step counter `{counter}` on every iteration of the training loop",
         "branch": "`if` compares a step output on every iteration of the training loop",
     }
     triggers = ("numpy", "float", "int", "print", "if ")
@@ -141,6 +152,29 @@ for x in dist:
     if step == num_steps:  # TFD301
         break
 """,
+        # a step counter variable tested and read back every step
+        """import tensorflow as tf
+@tf.function
+def train_step(x):
+    return strategy.run(replica, args=(x,))
+global_step = tf.Variable(0, dtype=tf.int64)
+ckpt = tf.train.Checkpoint(step=tf.Variable(1))
+for x in dist:
+    train_step(x)
+    global_step.assign_add(1)
+    if global_step >= total_steps:  # TFD301
+        break
+    print("step", ckpt.step.numpy())  # TFD301
+""",
+        # the optimizer's counter as a Python bool in a conditional expression
+        """import tensorflow as tf
+@tf.function
+def train_step(x):
+    return strategy.run(replica, args=(x,))
+for x in dist:
+    train_step(x)
+    log_now = True if (optimizer.iterations + 1) % 100 == 0 else False  # TFD301
+""",
     )
     VALID = (
         """import tensorflow as tf
@@ -182,6 +216,35 @@ for step, x in enumerate(dist):
     if do_log:
         print(step, float(loss))
 """,
+        # a flag from a TensorFlow op or a function that tests the step modulo N; a Python step counter
+        """import tensorflow as tf
+@tf.function
+def train_step(x):
+    return strategy.run(replica, args=(x,))
+def should_log(step):
+    return step % 100 == 0
+global_step = 0
+for step, x in enumerate(dist):
+    loss = train_step(x)
+    global_step += 1
+    if tf.equal(step % 100, 0):
+        print(step, float(loss))
+    if should_log(step):
+        print(step, loss.numpy())
+    if global_step >= total_steps:
+        break
+""",
+        # each iteration runs many steps inside one tf.function
+        """import tensorflow as tf
+@tf.function
+def train_steps(iterator, steps):
+    for _ in tf.range(steps):
+        loss = strategy.run(replica, args=(next(iterator),))
+    return loss
+for epoch in range(epochs):
+    loss = train_steps(iterator, tf.constant(steps_per_epoch))
+    print(epoch, float(loss), optimizer.iterations.numpy())
+""",
         # a value computed from one that is already on the host
         """import tensorflow as tf
 @tf.function
@@ -207,6 +270,8 @@ for x, y in batches:
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         flagged: set[int] = set()
         for loop in training_loops(facts):
+            if runs_many_steps(facts, loop):
+                continue  # its reads wait once per many steps
             outputs = self._step_outputs(facts, loop)
             read = False  # the first read of a step output waits for the step; the ones after it do not
             for call in loop.calls:
@@ -221,11 +286,38 @@ for x, y in batches:
                 elif self._reads_step_counter(call):
                     flagged.add(id(call.statement))
                     yield self.report(call, "counter", counter=dotted(call.receiver) or "iterations")
+                elif not facts.runs_in_graph(call.scope) and (counter := self._reads_counter_variable(facts, call)):
+                    flagged.add(id(call.statement))
+                    yield self.report(call, "variable", counter=counter)
             tested = False  # likewise, an `if` after one that tested a step output does not wait again
             for branch in loop_ifs(facts, loop):
                 if outputs and self._tests_output(branch, outputs) and not tested and not gated_if(branch):
+                    flagged.add(id(branch.node))
                     yield self.report(branch.node.test, "branch", statement=branch.node)
                 tested = tested or _always_reads(branch.node.test, outputs)
+            yield from self._counter_tests(facts, loop, flagged)
+
+    def _counter_tests(self, facts: ModuleFacts, loop: LoopFact, flagged: set[int]) -> Iterator[Violation]:
+        """`if` tests and conditional expressions in the loop's body that turn a device step counter into a
+        Python bool (`if tf.equal(self.global_step % n, 0):`, `True if (opt.iterations + 1) % n else False`)."""
+        if facts.runs_in_graph(loop.scope):
+            return  # AutoGraph turns the test into a graph conditional
+        for branch in loop_ifs(facts, loop):
+            if id(branch.node) in flagged or gated_if(branch):
+                continue
+            counter = next(counters_read(facts, branch.node.test, branch.scope, branch.order), None)
+            if counter is not None:
+                flagged.add(id(branch.node))
+                yield self.report(branch.node.test, "test", statement=branch.node, what="`if`", counter=counter)
+        for assign in facts.assigns:
+            if (not assign.loops or assign.loops[-1] is not loop or not isinstance(assign.value, cst.IfExp)
+                    or id(assign.statement) in flagged):
+                continue
+            counter = next(counters_read(facts, assign.value.test, assign.scope, assign.order), None)
+            if counter is not None:
+                flagged.add(id(assign.statement))
+                yield self.report(assign.value.test, "test", statement=assign.statement,
+                                  what="this conditional expression", counter=counter)
 
     @staticmethod
     def _reads_step_counter(call: CallFact) -> bool:
@@ -234,6 +326,18 @@ for x, y in batches:
             return (dotted(call.receiver) or "").endswith(".iterations")
         return call.func in ("int", "float") and any(
             any(name.endswith(".iterations") for name in names) for names in call.arg_names[:1])
+
+    @staticmethod
+    def _reads_counter_variable(facts: ModuleFacts, call: CallFact) -> str | None:
+        """`ckpt.step.numpy()`, `int(self.global_step)`: a step counter variable (not an optimizer's
+        `iterations`, which has its own message) read back to the host."""
+        if call.attr == "numpy" and call.receiver is not None:
+            counter = step_counter(facts, call.receiver, call.scope, call.order)
+        elif call.func in ("int", "float") and call.node.args:
+            counter = step_counter(facts, call.node.args[0].value, call.scope, call.order)
+        else:
+            return None
+        return counter if counter is not None and not counter.endswith(".iterations") else None
 
     @staticmethod
     def _tests_output(branch: IfFact, outputs: set[str]) -> bool:

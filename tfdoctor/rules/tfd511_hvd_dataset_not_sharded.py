@@ -5,12 +5,12 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import (
-    GUARD_WORDS, TrainingInput, derived_names, expression_names, horovod_init, horovod_scope, mentions_worker_count,
-    training_chains, unknown_value,
+    GUARD_WORDS, TrainingInput, derived_names, expression_names, horovod_init, horovod_scope, loaded_arrays,
+    mentions_worker_count, training_chains, unknown_value,
 )
-from tfdoctor.lint.facts import DatasetChain, ModuleFacts
+from tfdoctor.lint.facts import CallFact, DatasetChain, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg, literal_int
+from tfdoctor.lint.names import call_arg, dotted, literal_int
 from tfdoctor.lint.rule import Context, Rule
 
 
@@ -22,7 +22,9 @@ class HvdDatasetNotSharded(Rule):
     without being sharded by rank (`shard(hvd.size(), hvd.rank())`, or a source built from a per-rank list),
     while the number of steps is not divided by `hvd.size()`: `fit` without `steps_per_epoch`, or with one
     not computed from the number of processes; a loop over the dataset with no `take(N // hvd.size())`.
-    The finding is at the pipeline's source call. Steps or sources that come from a parameter leave it open,
+    Likewise numpy arrays loaded from files or `keras.datasets` and given whole to a Keras `fit` (one given
+    `epochs`, or of a model compiled in the module). Epochs divided by
+    `hvd.size()` split the work too. The finding is at the pipeline's source call (at `fit`'s arrays). Steps or sources that come from a parameter leave it open,
     and synthetic data (made by `tf.random`, as benchmarks do) has nothing to split.
 
     ## Why it is bad
@@ -53,7 +55,9 @@ class HvdDatasetNotSharded(Rule):
     severity = Severity.WARNING
     summary = "Horovod: the dataset is not sharded by rank and `steps_per_epoch` is not divided by `hvd.size()`."
     MESSAGES = {"default": "every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by "
-                           "`hvd.size()`"}
+                           "`hvd.size()`",
+                "arrays": "every Horovod rank trains on all of these arrays; slice them by `hvd.rank()` or divide the "
+                          "epochs by `hvd.size()`"}
     triggers = ("horovod",)
     INVALID = (
         """import tensorflow as tf
@@ -70,6 +74,14 @@ def load_dataset(files, repeat):
 hvd.init()
 train = load_dataset(files, args.repeat).batch(32)
 model.fit(train, epochs=10, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+""",
+        # numpy arrays given whole to `fit` on every rank
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+(x_train, y_train), _ = tf.keras.datasets.mnist.load_data()
+x_train = x_train / 255.0
+model.fit(x_train, y_train, batch_size=128, epochs=12)  # TFD511
 """,
         """import tensorflow as tf
 import horovod.tensorflow as hvd
@@ -115,6 +127,23 @@ hvd.init()
 ds = tf.data.TFRecordDataset(files).repeat().batch(64)
 model.fit(ds, steps_per_epoch=1000 // hvd.size(), epochs=3)
 """,
+        # the epochs are divided
+        """import math
+import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+(x_train, y_train), _ = tf.keras.datasets.mnist.load_data()
+epochs = int(math.ceil(12.0 / hvd.size()))
+model.fit(x_train, y_train, batch_size=128, epochs=epochs)
+""",
+        # each rank's slice of the arrays
+        """import numpy as np
+import horovod.tensorflow.keras as hvd
+hvd.init()
+data = np.load("train.npz")
+x, y = data["x"][hvd.rank()::hvd.size()], data["y"][hvd.rank()::hvd.size()]
+model.fit(x, y, batch_size=64, epochs=5)
+""",
         # files split per rank before the dataset is made
         """import tensorflow as tf
 import horovod.tensorflow.keras as hvd
@@ -137,6 +166,10 @@ model.fit(ds, epochs=3)
             node, evidence = chain.place(source, None)  # in another module: at the call that brings it in
             call = facts.call_fact(node)
             yield self.report(node, statement=call.statement if call else None, evidence=evidence)
+        for fit in facts.method_calls("fit"):
+            x = call_arg(fit.node, 0, "x")
+            if x is not None and _whole_arrays(facts, fit, x):
+                yield self.report(x, "arrays", statement=fit.statement)
 
     @staticmethod
     def _unsharded(facts: ModuleFacts, chain: DatasetChain, use: TrainingInput) -> bool:
@@ -157,11 +190,32 @@ model.fit(ds, epochs=3)
         fit = next((c for c in facts.method_calls("fit") if c.statement is use.statement), None)
         if fit is None or any(a.star for a in fit.node.args):
             return False
+        if mentions_worker_count(facts, call_arg(fit.node, None, "epochs"), fit.scope):
+            return False
         steps = call_arg(fit.node, None, "steps_per_epoch")
         if steps is None:  # an endless `repeat()` needs steps to end an epoch; anything else is read in full
             return not any(op.method == "repeat" and _endless(op.call) for op in chain.ops)
         return not (mentions_worker_count(facts, steps, fit.scope) or unknown_value(facts, steps, fit.scope)
                     or isinstance(steps, cst.Name) and steps.value == "None")
+
+
+def _whole_arrays(facts: ModuleFacts, fit: CallFact, x: cst.BaseExpression) -> bool:
+    """`fit` on numpy arrays loaded in full (`load_data()`, `np.load`) in the Horovod program, neither sliced
+    by rank nor trained for epochs or steps divided by the number of processes."""
+    if not horovod_scope(facts, fit.scope) or any(a.star for a in fit.node.args) or facts.dataset_chain(
+            x, fit.scope, fit.order) is not None:
+        return False
+    receiver = dotted(fit.receiver)
+    if call_arg(fit.node, None, "epochs") is None and not any(
+            receiver is not None and dotted(c.receiver) == receiver for c in facts.method_calls("compile")):
+        return False  # not surely a Keras model's `fit` (scikit-learn's takes arrays too)
+    if loaded_arrays(facts, x, fit.scope, fit.order) is None:
+        return False
+    if mentions_worker_count(facts, x, fit.scope) or any(
+            GUARD_WORDS.search(n) for n in derived_names(facts, expression_names(x, strings=False), fit.scope)):
+        return False
+    return not any(mentions_worker_count(facts, call_arg(fit.node, None, keyword), fit.scope)
+                   for keyword in ("epochs", "steps_per_epoch"))
 
 
 def _shared_source(facts: ModuleFacts, chain: DatasetChain) -> cst.Call:

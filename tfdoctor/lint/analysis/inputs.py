@@ -22,7 +22,7 @@ import libcst as cst
 from tfdoctor.lint.analysis.steps import training_loops
 from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, DatasetOp, ModuleFacts
 from tfdoctor.lint.findings import Evidence
-from tfdoctor.lint.names import call_arg, dotted
+from tfdoctor.lint.names import call_arg, dotted, literal_int
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, Scope
 from tfdoctor.lint.semantic.model import Origin, SemanticModel, Step
 
@@ -32,6 +32,9 @@ _PYTHON_BASES = ("utils.Sequence", "utils.PyDataset", "utils.data_utils.Sequence
 # distributed value cannot be given to them outside `strategy.run`, so only an undistributed one gets here).
 _SAME_ORIGIN_OPS = frozenset({"tensorflow.expand_dims", "tensorflow.squeeze", "tensorflow.reshape",
                               "tensorflow.cast", "tensorflow.identity", "tensorflow.image.resize"})
+
+
+PLAIN_TENSOR = "a plain tensor"
 
 
 @dataclass(frozen=True)
@@ -146,11 +149,64 @@ def _origin_provenance(origin: Origin, depth: int) -> Provenance | None:
     if resolved.startswith("numpy."):
         return Provenance("undistributed", "a numpy array", expr)
     if resolved in ("tensorflow.constant", "tensorflow.convert_to_tensor"):
-        return Provenance("undistributed", "a plain tensor", expr)
+        if _python_number(facts, call_arg(expr, 0, "value"), origin.scope, origin.order):
+            return None  # a scalar (`tf.constant(epoch)`), not a batch
+        return Provenance("undistributed", PLAIN_TENSOR, expr)
     if resolved in _SAME_ORIGIN_OPS:
         found = value_provenance(facts, call_arg(expr, 0, None), origin.scope, origin.order, depth + 1)
         return found if found is not None and found.kind == "undistributed" else None
     return None
+
+
+_ARRAY_LOADERS = frozenset({"numpy.load", "numpy.loadtxt", "numpy.genfromtxt", "numpy.fromfile"})
+# What keeps an array the same data: numpy functions and array methods that convert or reshape it.
+_ARRAY_KEEPERS = frozenset({"numpy.array", "numpy.asarray", "numpy.expand_dims", "numpy.reshape", "numpy.squeeze",
+                            "numpy.transpose", "keras.utils.to_categorical", "keras.utils.normalize"})
+_ARRAY_METHODS = frozenset({"reshape", "astype", "transpose", "copy", "squeeze"})
+
+
+def loaded_arrays(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int,
+                  depth: int = 0) -> cst.Call | None:
+    """The call that loads the numpy arrays `expr` holds, when every value it may have comes from one:
+    `keras.datasets.*.load_data()` or `np.load(...)`, through names, unpacking, arithmetic (`x / 255.0`),
+    slicing and reshaping. Random or hand-made arrays are not loaded data."""
+    if expr is None or depth > _MAX_DEPTH:
+        return None
+    facts = scope.owner  # type: ignore[assignment]
+    if isinstance(expr, cst.BinaryOperation):
+        return (loaded_arrays(facts, expr.left, scope, before, depth + 1)
+                or loaded_arrays(facts, expr.right, scope, before, depth + 1))
+    if isinstance(expr, cst.Subscript):
+        return loaded_arrays(facts, expr.value, scope, before, depth + 1)
+    if isinstance(expr, cst.Call):
+        resolved = facts.resolve(expr.func) or ""
+        if resolved in _ARRAY_LOADERS or re.match(r"keras\.datasets\.\w+\.load_data$", resolved):
+            return expr
+        if resolved in _ARRAY_KEEPERS:
+            return loaded_arrays(facts, call_arg(expr, 0, None), scope, before, depth + 1)
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _ARRAY_METHODS and not resolved:
+            return loaded_arrays(facts, expr.func.value, scope, before, depth + 1)
+        return None
+    if dotted(expr) is None or isinstance(expr, cst.Attribute):
+        return None
+    found = [loaded_arrays(o.model, o.expr, o.scope, o.order, depth + 1)  # type: ignore[arg-type]
+             if o.kind == "value" and o.model is facts and o.expr is not expr else None
+             for o in facts.values_of(expr, scope, before)]
+    return found[0] if found and all(f is not None for f in found) else None
+
+
+def _python_number(facts: ModuleFacts, value: cst.BaseExpression | None, scope: Scope, before: int) -> bool:
+    """A number literal, or a name that only ever holds one or a counter of `range(...)` (`for epoch in
+    range(n)`)."""
+    if isinstance(value, (cst.Integer, cst.Float)) or literal_int(value) is not None:
+        return True
+    if not isinstance(value, cst.Name):
+        return False
+    origins = facts.values_of(value, scope, before)
+    return bool(origins) and all(
+        (o.kind == "value" and isinstance(o.expr, (cst.Integer, cst.Float)))
+        or (o.kind == "element" and isinstance(o.expr, cst.Call) and dotted(o.expr.func) == "range")
+        for o in origins)
 
 
 def _agreed(results: list[Provenance | None]) -> Provenance | None:

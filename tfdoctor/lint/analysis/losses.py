@@ -93,6 +93,8 @@ def loss_kind(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope,
         return None
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
         return loss_kind(facts, expr.expression, scope, before, depth + 1)  # a GAN's `-tf.reduce_mean(fake)`
+    if isinstance(expr, cst.Subscript):  # `outputs[0]`
+        return _through_lookup(facts, expr, scope, before, depth)
     name = dotted(expr)
     if name is None:
         return None
@@ -174,8 +176,13 @@ def _through_lookup(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, 
 
 def _from_origins(facts: ModuleFacts, origins: list[Origin], anchor: cst.CSTNode, depth: int) -> Loss | None:
     """One kind when every origin agrees; placed on `anchor` when it lies in another module."""
-    if not origins or any(o.kind != "value" or o.path for o in origins):
+    if not origins or any(o.kind != "value" for o in origins):
         return None
+    if any(o.path for o in origins):  # `loss, acc = model(x)`: an item of what a model's `call` returns
+        only = origins[0]
+        if len(origins) != 1 or not isinstance(only.expr, cst.Call) or only.model is not facts:
+            return None
+        return _model_call_loss(facts, only.expr, only.scope, depth, only.path)  # type: ignore[arg-type]
     losses = [loss_kind(o.model, o.expr, o.scope, o.order, depth + 1) for o in origins]  # type: ignore[arg-type]
     if any(loss is None for loss in losses) or len({loss.kind for loss in losses}) != 1:  # type: ignore[union-attr]
         return None
@@ -229,8 +236,10 @@ def in_keras_model(facts: ModuleFacts, scope: Scope) -> bool:
     )
 
 
-def _model_call_loss(facts: ModuleFacts, expr: cst.Call, scope: Scope, depth: int) -> Loss | None:
-    """`model(x)` where `model` is an instance of a project class whose `call` returns the loss."""
+def _model_call_loss(facts: ModuleFacts, expr: cst.Call, scope: Scope, depth: int,
+                     path: tuple[int, ...] = ()) -> Loss | None:
+    """`model(x)` where `model` is an instance of a project class whose `call` returns the loss, or with
+    `path`, returns a tuple whose item there is the loss (`return loss, accuracy`)."""
     for origin in facts.values_of(expr.func, scope):
         value = origin.expr
         if origin.kind != "value" or not isinstance(value, cst.Call):
@@ -241,7 +250,8 @@ def _model_call_loss(facts: ModuleFacts, expr: cst.Call, scope: Scope, depth: in
         if method is None or len(method.returns) != 1:
             continue
         owner: ModuleFacts = method.owner  # type: ignore[assignment]
-        loss = loss_kind(owner, method.returns[0].value, method, 1 << 62, depth + 1)
+        returned = _item(method.returns[0].value, path)
+        loss = loss_kind(owner, returned, method, 1 << 62, depth + 1) if returned is not None else None
         if loss is None:
             return None
         call = facts.call_fact(expr)
@@ -249,6 +259,16 @@ def _model_call_loss(facts: ModuleFacts, expr: cst.Call, scope: Scope, depth: in
             if owner is not facts else ()
         return Loss(loss.kind, expr, call.statement if call else None, (*evidence, *loss.evidence))
     return None
+
+
+def _item(value: cst.BaseExpression, path: tuple[int, ...]) -> cst.BaseExpression | None:
+    """The element of a tuple or list literal at `path` (the value itself for no path)."""
+    for index in path:
+        if not isinstance(value, (cst.Tuple, cst.List)) or not 0 <= index < len(value.elements) or any(
+                isinstance(e, cst.StarredElement) for e in value.elements[:index + 1]):
+            return None
+        value = value.elements[index].value
+    return value
 
 
 def differentiated_losses(facts: ModuleFacts) -> Iterator[tuple[CallFact, Loss]]:

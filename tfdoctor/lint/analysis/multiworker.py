@@ -423,7 +423,7 @@ def _ends_flow(suite: cst.BaseSuite) -> bool:
 
 # -- writes --------------------------------------------------------------------------------------------------
 def write_kind(facts: ModuleFacts, call: CallFact) -> str | None:
-    """What a call writes to storage: "model" (`model.save`, `save_weights`, `tf.saved_model.save`),
+    """What a call writes to storage: "model" (`model.save`, `save_weights`, `save_pretrained`, `tf.saved_model.save`),
     "checkpoint" (`checkpoint.save`, `manager.save()`), "callback" (`ModelCheckpoint`, `TensorBoard`), "summary"
     (`tf.summary.create_file_writer`); None for anything else."""
     resolved = facts.resolve(call.func)
@@ -436,7 +436,7 @@ def write_kind(facts: ModuleFacts, call: CallFact) -> str | None:
         if resolved.startswith("keras.") and ".callbacks." in resolved and last in _CALLBACK_WRITERS:
             return None if _never_used(facts, call) or _kept_from_some_workers(facts, call) else "callback"
         return None
-    if call.attr not in ("save", "save_weights"):
+    if call.attr not in ("save", "save_weights", "save_pretrained"):  # `save_pretrained`: Hugging Face models
         return None
     receiver = dotted(call.receiver)
     if receiver is None or facts.resolve(receiver) is not None:

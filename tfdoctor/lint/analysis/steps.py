@@ -4,13 +4,15 @@ every N steps only."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Iterator
 
 import libcst as cst
 
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
-from tfdoctor.lint.names import dotted
-from tfdoctor.lint.semantic.collector import CallFact, IfFact, LoopFact, Scope
+from tfdoctor.lint.names import call_arg, dotted
+from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, IfFact, LoopFact, Scope
 
 TRAINING_ATTRS = frozenset({"apply_gradients", "minimize", "train_on_batch"})
 # Keras' `*_on_batch` methods return numpy values or Python floats: already on the host.
@@ -100,6 +102,23 @@ def training_loops(facts: ModuleFacts) -> list[LoopFact]:
     return cached
 
 
+def runs_many_steps(facts: ModuleFacts, loop: LoopFact) -> bool:
+    """Whether one iteration of a training loop may run many steps: it calls a `tf.function` that runs a loop
+    of steps itself (`for _ in tf.range(steps): strategy.run(...)`), or Keras' `train_function` of a model
+    compiled with `steps_per_execution`. What the loop reads back then waits once per many steps."""
+    cached = facts.__dict__.setdefault("_runs_many_steps", {})
+    if id(loop) not in cached:
+        inner = {id(other.scope) for other in training_loops(facts)
+                 if other is not loop and facts.runs_in_graph(other.scope)}
+        per_execution = any(any(a.keyword is not None and a.keyword.value == "steps_per_execution"
+                                for a in c.node.args) for c in facts.method_calls("compile"))
+        cached[id(loop)] = any(
+            (per_execution and call.attr == "train_function")
+            or any(id(target) in inner for target in facts.callees(call))
+            for call in loop.calls if call.loops and call.loops[-1] is loop)
+    return cached[id(loop)]
+
+
 def gated_by_step_modulo(call: CallFact) -> bool:
     """Whether a call runs only every N steps: under `if step % N == 0` (or any `if` testing a modulo), or
     under `if flag:` where the flag was computed so (`do_log = (step + 1) % N == 0`)."""
@@ -110,6 +129,13 @@ def gated_by_step_modulo(call: CallFact) -> bool:
 def _gates(facts: ModuleFacts, test: cst.BaseExpression, scope: Scope, before: int, depth: int) -> bool:
     if _has_modulo(test):
         return True
+    if isinstance(test, cst.Call) and depth <= 3:
+        if (facts.resolve(test.func) or "").startswith("tensorflow."):  # `tf.equal(step % n, 0)`
+            return any(_has_modulo(a.value) for a in test.args)
+        functions = facts.callables_of(test.func, scope, before=before)  # `if should_log(step):`
+        return bool(functions) and all(f.returns and all(
+            _gates(f.owner, r.value, f, END_OF_SCOPE, depth + 1) for r in f.returns)  # type: ignore[arg-type]
+            for f in functions)
     name = dotted(test.expression if isinstance(test, cst.UnaryOperation) else test)
     if name is None or depth > 3:
         if isinstance(test, cst.BooleanOperation):
@@ -121,6 +147,8 @@ def _gates(facts: ModuleFacts, test: cst.BaseExpression, scope: Scope, before: i
 
 
 def _has_modulo(test: cst.BaseExpression) -> bool:
+    if isinstance(test, cst.Call) and isinstance(test.func, cst.Attribute) and test.func.attr.value == "numpy":
+        return _has_modulo(test.func.value)
     if isinstance(test, cst.Comparison):
         return _has_modulo(test.left)
     if isinstance(test, cst.UnaryOperation):
@@ -177,3 +205,71 @@ def runs_of(facts: ModuleFacts, replica: Scope) -> list[CallFact]:
 def applies_gradients(facts: ModuleFacts, replica: Scope) -> bool:
     """Whether a function, or one it calls, applies gradients (`apply_gradients`, `minimize`, ...)."""
     return any(_applies_gradients(c) for s in facts.transitive_callees([replica]) for c in s.calls)
+_COUNTER_WORD = re.compile(r"step|iter", re.IGNORECASE)
+_NOT_COUNTER = re.compile(r"size|rate|len|per_|steps", re.IGNORECASE)  # `step_size`, `steps_per_epoch`
+_COUNTER_MAKERS = frozenset({"tensorflow.Variable", "tensorflow.train.get_or_create_global_step",
+                             "tensorflow.train.get_global_step", "tensorflow.train.create_global_step"})
+
+
+def step_counter(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: int) -> str | None:
+    """The name of a step counter that lives on the device, when `expr` is one: an optimizer's `iterations`,
+    or a name for steps (`global_step`, `self.step`, `ckpt.step`) bound to a `tf.Variable`, to the global step
+    (`tf.train.get_or_create_global_step()`), or given to a `tf.train.Checkpoint` as one. A Python counter
+    of the same name is not one."""
+    name = dotted(expr)
+    if name is None:
+        return None
+    last = name.rsplit(".", 1)[-1]
+    if last == "iterations" and "." in name:
+        return name
+    if not _COUNTER_WORD.search(last) or _NOT_COUNTER.search(last):
+        return None
+    origins = facts.values_of(expr, scope, before)
+    if origins and all(o.kind == "value" and not o.path and _made_by(o.model, o.expr, _COUNTER_MAKERS)  # type: ignore[arg-type]
+                       for o in origins):
+        return name
+    if isinstance(expr, cst.Attribute):  # `ckpt.step` of `tf.train.Checkpoint(step=tf.Variable(1), ...)`
+        owners = facts.values_of(expr.value, scope, before)
+        if owners and all(o.kind == "value" and _checkpointed_variable(o.model, o.expr, last)  # type: ignore[arg-type]
+                          for o in owners):
+            return name
+    return None
+
+
+def _made_by(facts: ModuleFacts, value: cst.BaseExpression | None, makers: frozenset[str]) -> bool:
+    return isinstance(value, cst.Call) and facts.resolve(value.func) in makers
+
+
+def _checkpointed_variable(facts: ModuleFacts, made: cst.BaseExpression | None, attr: str) -> bool:
+    if not isinstance(made, cst.Call) or facts.resolve(made.func) != "tensorflow.train.Checkpoint":
+        return False
+    return _made_by(facts, call_arg(made, None, attr), frozenset({"tensorflow.Variable"}))
+
+
+def counters_read(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int,
+                  depth: int = 0) -> Iterator[str]:
+    """The device step counters an expression turns into a Python value when it is evaluated as a bool (an
+    `if` test, a conditional expression's test): compared (`global_step >= total`), given to a TensorFlow op
+    (`tf.equal(global_step % n, 0)`) or computed on (`(opt.iterations + 1) % n`). Bounded to the expression."""
+    if expr is None or depth > 8:
+        return
+    counter = step_counter(facts, expr, scope, before) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+    if counter is not None:
+        yield counter
+        return
+    if isinstance(expr, cst.Call) and (facts.resolve(expr.func) or "").startswith("tensorflow."):
+        parts: list[cst.BaseExpression] = [a.value for a in expr.args]
+    elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "numpy":
+        parts = [expr.func.value]
+    elif isinstance(expr, cst.Comparison):
+        parts = [expr.left, *(c.comparator for c in expr.comparisons)]
+    elif isinstance(expr, cst.BinaryOperation):
+        parts = [expr.left, expr.right]
+    elif isinstance(expr, cst.UnaryOperation):
+        parts = [expr.expression]
+    elif isinstance(expr, cst.BooleanOperation):
+        parts = [expr.left]  # the right operand may not be evaluated
+    else:
+        parts = []
+    for part in parts:
+        yield from counters_read(facts, part, scope, before, depth + 1)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import libcst as cst
 
@@ -74,6 +74,20 @@ class DatasetOp:
             return self.call
         applied = self.applied
         return applied[1] if applied is not None and applied[0] in _BATCHING_FUNCTIONS else None
+
+
+def runs_once(op: DatasetOp, steps: Sequence[DatasetOp]) -> bool:
+    """Whether `op` (one of `steps`, a pipeline's steps in order) runs in the first epoch only: a `cache()`
+    or `snapshot()` follows it with no `repeat()` between (an endless dataset never finishes filling the cache)."""
+    index = next((i for i, step in enumerate(steps) if step.call is op.call), None)
+    if index is None:
+        return False
+    for step in steps[index + 1:]:
+        if step.method == "repeat":
+            return False
+        if step.method in ("cache", "snapshot"):
+            return True
+    return False
 
 
 @dataclass(eq=False)
@@ -284,11 +298,13 @@ class ModuleFacts(SemanticModel):
     def replica_fn_expr(self, run_call: CallFact) -> cst.BaseExpression | None:
         return call_arg(run_call.node, 0, "fn")
 
-    def replica_args(self, run_call: CallFact) -> list[cst.BaseExpression]:
-        """The positional inputs given to the replica function (`args=(a, b)`)."""
+    def replica_args(self, run_call: CallFact, starred: bool = False) -> list[cst.BaseExpression]:
+        """The positional inputs given to the replica function (`args=(a, b)`); with `starred`, also what
+        `*x` unpacks (`x`)."""
         args = call_arg(run_call.node, 1, "args")
         if isinstance(args, (cst.Tuple, cst.List)):
-            return [element.value for element in args.elements if not isinstance(element, cst.StarredElement)]
+            return [element.value for element in args.elements
+                    if starred or not isinstance(element, cst.StarredElement)]
         return [args] if args is not None else []
 
     @cached_property
@@ -324,10 +340,7 @@ class ModuleFacts(SemanticModel):
             return
         for scope in self.scopes:
             for decorator in scope.decorators:
-                name = dotted(decorator.decorator)
-                if name is None:
-                    continue
-                for target in self._named_callable(name, scope.parent or scope, cross_module=True):
+                for target in self.decorator_functions(decorator, scope):
                     other = target.owner
                     if other is self or not isinstance(other, ModuleFacts) or not target.value_params():
                         continue

@@ -6,10 +6,10 @@ expression can hold at one point (`values_of`, the one lookup every analysis use
 expression evaluates to (`callables_of`), and the call graph (`callee`, `callers_of`, decorators).
 
 `values_of` follows names to their assignments (the latest one before the use; every one for `self.x`, set
-in any method), both sides of `a or b` and of `x if c else y`, tuple unpacking, calls of the module's (or
-the project's) functions to their return values with the parameters bound to the call's arguments, and
-parameters to the arguments at every call site of their function, until nothing new is found (cycles and
-depth are bounded). What it cannot follow it returns as a leaf, which the analysis above classifies.
+in any method), both sides of `a or b` and of `x if c else y`, tuple unpacking and items taken by a literal
+index (`pair[0]`), calls of the module's (or the project's) functions to their return values with the
+parameters bound to the call's arguments, and parameters to the arguments at every call site of their
+function, until nothing new is found (cycles and depth are bounded). What it cannot follow it returns as a leaf, which the analysis above classifies.
 
 Another module of the project enters only through a `ModuleLoader`, given by the project layer above.
 """
@@ -516,12 +516,24 @@ class SemanticModel:
         table: dict[int, list[Scope]] = {}
         for scope in self.scopes:
             for decorator in scope.decorators:
-                name = dotted(decorator.decorator)
-                if name is None or name in self.aliases:
-                    continue
-                for target in self._named_callable(name, scope.parent or scope, cross_module=True):
+                for target in self.decorator_functions(decorator, scope, imported=False):
                     table.setdefault(id(target), []).append(scope)
         return table
+
+    def decorator_functions(self, decorator: cst.Decorator, scope: Scope, imported: bool = True) -> list[Scope]:
+        """The project functions that a decorator of `scope` gives the decorated function to, as their first
+        parameter: `@wrap` names one; `@make_wrap(args)` calls a factory, whose returned inner function is
+        the decorator. Without `imported`, only this module's own names."""
+        expr = decorator.decorator
+        factory = isinstance(expr, cst.Call)
+        name = dotted(expr.func if isinstance(expr, cst.Call) else expr)
+        if name is None or (not imported and name in self.aliases):
+            return []
+        targets = self._named_callable(name, scope.parent or scope, cross_module=True)
+        if not factory:
+            return targets
+        return [inner for target in targets for r in target.returns if isinstance(r.value, cst.Name)
+                for inner in target.children if inner.name == r.value.value and isinstance(inner.node, cst.FunctionDef)]
 
     def transitive_callees(self, roots: Iterable[Scope]) -> list[Scope]:
         """The roots and every module function they call, directly or not."""
@@ -589,6 +601,10 @@ class _Lookup:
                 self.expand(side, scope, before, path, via, bound, depth + 1, active)
             return
         if isinstance(expr, cst.Call) and self._returns(expr, scope, path, via, bound, depth, active):
+            return
+        index = _item_index(expr)
+        if index is not None:  # `pair[0]`: item 0 of what `pair` holds
+            self.expand(expr.value, scope, before, (index, *path), via, bound, depth + 1, active)  # type: ignore[attr-defined]
             return
         name = dotted(expr)
         if name is None or ("." in name and not name.startswith("self.")) or name.count(".") > 1:
@@ -744,6 +760,14 @@ class _Lookup:
             return False
         self._name(symbol, cst.Name(symbol), model.module_scope, END_OF_SCOPE, path, via, {}, depth + 1, active)
         return True
+
+
+def _item_index(expr: cst.CSTNode) -> int | None:
+    """The index of `x[i]` for a non-negative integer literal `i`, else None."""
+    if not (isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)):
+        return None
+    value = expr.slice[0].slice.value
+    return int(value.evaluated_value) if isinstance(value, cst.Integer) else None
 
 
 def _defined_symbols(model: SemanticModel) -> dict[str, SemanticModel]:
