@@ -69,7 +69,10 @@ from tfdoctor.lint.analysis.steps import (
     in_test_code,
     loop_ifs,
     returns_host_values,
-
+    runs_many_steps,
+    runs_of,
+    runs_once,
+    step_counter,
     training_loops,
     training_step_scopes,
 )
@@ -83,29 +86,16 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 
 
 __all__ = [
-<<<<<<< HEAD
-    "DATASET_ONLY_METHODS", "FedElsewhere", "GUARD_WORDS", "Loss", "LossKind", "OneOfList", "Optimizer", "Provenance",
-    "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "applied_optimizer", "applies_gradients",
-    "broadcasts_otherwise", "call_list", "callback_is", "calls_any", "calls_training_step", "definitions",
-    "derived_names", "differentiated_losses", "escapes", "expression_names", "fed_elsewhere", "fit_callbacks",
-    "gated_by_step_modulo", "gated_if", "horovod_calls", "horovod_init", "horovod_member", "horovod_module",
-    "horovod_scope", "in_test_code", "is_global_batch", "is_python_iterator_class", "iterable_provenance",
-    "keras3_callback", "keras3_file_name", "keras_loss_reduction", "loop_ifs", "loss_kind", "mentions_replica_count",
-    "mentions_worker_count", "multi_worker_mirrored", "one_loss_of_list", "only_multi_worker",
-    "optimizer_learning_rate", "path_from_outside", "returns_host_values", "runs_of", "runs_on_one_worker",
-    "runs_once", "runs_training_op", "same_start_everywhere", "second_pulls", "session_feeds", "training_chains",
-    "training_inputs", "training_loops", "training_step_scopes", "trains", "unknown_value", "value_provenance",
-    "write_kind",
-=======
-    "DATASET_ONLY_METHODS", "GUARD_WORDS", "PLAIN_TENSOR", "TRAINING_ATTRS", "FedElsewhere", "Loss", "LossKind",
-    "Provenance", "SessionFeed", "TrainingInput", "callback_is", "calls_any", "calls_training_step",
-    "counters_read", "definitions", "derived_names", "differentiated_losses", "expression_names", "fed_elsewhere",
-    "fit_callbacks", "gated_by_step_modulo", "gated_if", "horovod_calls", "horovod_init", "horovod_member",
-    "horovod_module", "horovod_scope", "is_global_batch", "is_python_iterator_class", "iterable_provenance",
-    "keras3_callback", "keras3_file_name", "keras_loss_reduction", "loaded_arrays", "loop_ifs", "loss_kind",
-    "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored", "only_multi_worker",
-    "path_from_outside", "returns_host_values", "runs_many_steps", "runs_on_one_worker", "session_feeds",
-    "step_counter", "training_chains", "training_inputs", "training_loops", "training_step_scopes", "trains",
-    "unknown_value", "value_provenance", "write_kind",
->>>>>>> helper-f
+    "DATASET_ONLY_METHODS", "FedElsewhere", "GUARD_WORDS", "Loss", "LossKind", "OneOfList", "Optimizer",
+    "PLAIN_TENSOR", "Provenance", "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "applied_optimizer",
+    "applies_gradients", "broadcasts_otherwise", "call_list", "callback_is", "calls_any", "calls_training_step",
+    "counters_read", "definitions", "derived_names", "differentiated_losses", "escapes", "expression_names",
+    "fed_elsewhere", "fit_callbacks", "gated_by_step_modulo", "gated_if", "horovod_calls", "horovod_init",
+    "horovod_member", "horovod_module", "horovod_scope", "in_test_code", "is_global_batch",
+    "is_python_iterator_class", "iterable_provenance", "keras3_callback", "keras3_file_name", "keras_loss_reduction",
+    "loaded_arrays", "loop_ifs", "loss_kind", "mentions_replica_count", "mentions_worker_count",
+    "multi_worker_mirrored", "one_loss_of_list", "only_multi_worker", "optimizer_learning_rate", "path_from_outside",
+    "returns_host_values", "runs_many_steps", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
+    "same_start_everywhere", "second_pulls", "session_feeds", "step_counter", "training_chains", "training_inputs",
+    "training_loops", "training_step_scopes", "trains", "unknown_value", "value_provenance", "write_kind",
 ]
