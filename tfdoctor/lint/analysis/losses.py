@@ -437,8 +437,11 @@ def _appended_in_loop(call: CallFact, assign: AssignFact) -> str | None:
 
 def _item_of_list(facts: ModuleFacts, call: CallFact, target: cst.BaseExpression) -> str | None:
     """`losses[-1]` (or a name bound to it) where `losses` is a list of losses appended in an earlier loop."""
-    origins = [o for o in facts.values_of(target, call.scope, call.order)] if isinstance(target, cst.Name) else []
-    item = origins[0].expr if len(origins) == 1 and origins[0].kind == "value" else target
+    # The one assignment of the name before the call, as written: `values_of` follows `losses[0]` on into
+    # what the list holds, and the question here is the subscript itself.
+    bound = [a for a in call.scope.assigns if isinstance(target, cst.Name) and tuple(a.targets) == (target.value,)
+             and a.order < call.order]
+    item = bound[0].value if len(bound) == 1 else target
     if not (isinstance(item, cst.Subscript) and isinstance(item.value, cst.Name) and len(item.slice) == 1
             and isinstance(item.slice[0].slice, cst.Index) and literal_int(item.slice[0].slice.value) is not None):
         return None
