@@ -139,6 +139,12 @@ EXPECTED = [
     ('TFD511', 0, 4, 6, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
     ('TFD511', 1, 4, 12, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
     ('TFD511', 2, 4, 11, 'every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by `hvd.size()`'),
+    ('TFD512', 0, 4, 12, '`MultiWorkerMirroredStrategy` is created before line 5 sets `TF_CONFIG`, so it never joins that cluster'),
+    ('TFD512', 1, 4, 12, '`MultiWorkerMirroredStrategy` is created before line 6 sets `TF_CONFIG`, so it never joins that cluster'),
+    ('TFD512', 2, 4, 12, '`MultiWorkerMirroredStrategy` is created before line 6 sets `TF_CONFIG`, so it never joins that cluster'),
+    ('TFD514', 0, 4, 6, '`shard` takes the index `0` on every worker, so every worker reads the same shard'),
+    ('TFD514', 1, 6, 6, '`shard` takes `hvd.local_rank()`, which repeats on every host, so ranks on different hosts read the same shard; use `hvd.rank()`'),
+    ('TFD514', 2, 8, 12, "`shard` takes the coordinator's `task_id`, so every worker reads the same shard"),
 ]
 
 

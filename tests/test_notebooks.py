@@ -118,3 +118,12 @@ def test_fix_rewrites_only_the_changed_cell(tmp_path):
     assert ".map(parse, num_parallel_calls=tf.data.AUTOTUNE)" in changed[0][1]
     again = run_cli("lint", "--no-cache", "--fix", str(notebook))
     assert "fixed 0 findings" in again.stderr and notebook.read_text().splitlines() == after
+
+
+def test_cell_place_reads_the_cell_marker_before_a_line():
+    from tfdoctor.lint.notebooks import cell_place
+
+    lines = ["# tfdoctor-cell 1\n", "import os\n", "# tfdoctor-cell 3\n", "x = 1\n", "y = 2\n"]
+    assert cell_place(lines, 2) == (1, 1)
+    assert cell_place(lines, 5) == (3, 2)
+    assert cell_place(["import os\n"], 1) is None

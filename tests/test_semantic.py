@@ -187,3 +187,36 @@ def test_what_one_branch_binds_reaches_neither_the_other_branch_nor_past_a_retur
     call = [c for c in scope.calls if c.func == "use"][use]
     origins = model.values_of(cst.parse_expression("value"), scope, call.order)
     assert sorted(f"{o.kind}:{cst.Module([]).code_for_node(o.expr)}" for o in origins) == expected
+
+
+ORDER = """
+def first():
+    a()
+
+def second():
+    b()
+
+def main():
+    first()
+    second()
+
+def unused():
+    c()
+
+if flag:
+    d()
+else:
+    e()
+f()
+main()
+"""
+
+
+def test_runs_before_follows_the_calls_that_lead_to_each_statement_and_stays_silent_when_it_cannot_tell():
+    facts = ModuleFacts(cst.parse_module(ORDER), "order.py", ORDER.splitlines(True))
+    call = {c.func: c for c in facts.calls}
+    assert facts.runs_before(call["a"], call["b"]) is True
+    assert facts.runs_before(call["b"], call["a"]) is False
+    assert facts.runs_before(call["d"], call["f"]) is True
+    assert facts.runs_before(call["d"], call["e"]) is None  # two branches of one `if`
+    assert facts.runs_before(call["a"], call["c"]) is None  # nothing here calls `unused`

@@ -18,7 +18,8 @@ import libcst as cst
 
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
 from tfdoctor.lint.semantic.collector import AssignFact, CallFact, Scope, reads
-from tfdoctor.lint.names import call_arg, dotted, literal_str
+from tfdoctor.lint.names import call_arg, dotted, literal_str, string_key
+from tfdoctor.lint.notebooks import cell_place
 from tfdoctor.lint.versions import Target
 
 _HOROVOD_PREFIXES = ("horovod.tensorflow.keras.", "horovod.tensorflow.", "horovod.keras.", "horovod._keras.")
@@ -153,6 +154,12 @@ def multi_worker_mirrored(facts: ModuleFacts) -> list[CallFact]:
             c for c in facts.strategy_constructions if facts.resolve(c.func) in MULTI_WORKER_MIRRORED
         ]
     return cached
+
+
+def parameter_server(facts: ModuleFacts) -> list[CallFact]:
+    """The `ParameterServerStrategy(...)` constructions of the module."""
+    return facts.memo("parameter_server", lambda: [
+        c for c in facts.strategy_constructions if facts.resolve(c.func) in PARAMETER_SERVER])
 
 
 def only_multi_worker(facts: ModuleFacts) -> bool:
@@ -582,3 +589,54 @@ def callback_is(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, memb
         return None
     results = [callback_is(facts, a.value, a.scope, member) for a in assigned]
     return True if True in results else (None if None in results else False)
+
+
+# -- TF_CONFIG -----------------------------------------------------------------------------------------------
+_ENV_SETTERS = frozenset({"os.environ.update", "os.environ.setdefault", "os.putenv"})
+_LAUNCHERS = re.compile(r"^(subprocess\.\w+|os\.(system|popen|spawn\w*|exec\w*)|multiprocessing\.(Process|Pool)|"
+                        r"torch\.multiprocessing\.\w+)$")
+
+
+def tf_config_sets(facts: ModuleFacts) -> list[CallFact | AssignFact]:
+    """The statements that give `TF_CONFIG` a value in this process's environment: `os.environ["TF_CONFIG"] =
+    ...`, `os.environ.update(TF_CONFIG=...)` or `update({"TF_CONFIG": ...})`, `os.environ.setdefault("TF_CONFIG",
+    ...)`, `os.putenv("TF_CONFIG", ...)`. Removing it (`pop`, `del`) gives it none, and a copy of the
+    environment (`env = dict(os.environ)`) is another process's."""
+    return facts.memo("tf_config_sets", lambda: [
+        *(a for a in facts.assigns if a.operator == "=" and _sets_tf_config(facts, a)),
+        *(c for c in facts.calls if facts.resolve(c.func) in _ENV_SETTERS and _names_tf_config(c.node)),
+    ])
+
+
+def _sets_tf_config(facts: ModuleFacts, assign: AssignFact) -> bool:
+    if not isinstance(assign.node, cst.Assign):
+        return False
+    return any(isinstance(t.target, cst.Subscript) and facts.resolve(t.target.value) == "os.environ"
+               and string_key(t.target) == "TF_CONFIG" for t in assign.node.targets)
+
+
+def _names_tf_config(call: cst.Call) -> bool:
+    for argument in call.args:
+        if argument.keyword is not None:
+            if argument.keyword.value == "TF_CONFIG":
+                return True
+        elif literal_str(argument.value) == "TF_CONFIG":
+            return True
+        elif isinstance(argument.value, cst.Dict) and any(
+                isinstance(e, cst.DictElement) and literal_str(e.key) == "TF_CONFIG" for e in argument.value.elements):
+            return True
+    return False
+
+
+def launches_processes(facts: ModuleFacts) -> bool:
+    """Whether the module starts other processes (`subprocess`, `os.system`, `multiprocessing`), which
+    inherit the environment it sets."""
+    return any(_LAUNCHERS.match(facts.resolve(c.func) or "") for c in facts.calls)
+
+
+def line_text(facts: ModuleFacts, node: cst.CSTNode) -> str:
+    """Where a node of this module starts, as a message says it: `line 12`, or `cell 3 line 2` in a
+    notebook. Asks for positions: call it only for a finding."""
+    line = facts.position(node)[0]
+    place = cell_place(facts.source_lines, line)
+    return f"line {line}" if place is None else f"cell {place[0]} line {place[1]}"
