@@ -120,6 +120,44 @@ def horovod_scope(facts: ModuleFacts, scope: Scope) -> bool:
         id(callee) in users for c in s.calls for callee in facts.callees(c)))
 
 
+_HOROVOD_FLAG = re.compile(r"horovod|hvd", re.IGNORECASE)
+_STATEMENT_PARTS = (cst.BaseSuite, cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)
+
+
+def horovod_off(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a call lies where a Horovod switch of the program is off: the `else` of `if args.use_horovod:`
+    (or the body of `if not args.use_horovod:`), which runs as a single process."""
+    for fact in facts.if_facts:
+        on = _horovod_switch(facts, fact.node.test)
+        if on is True and fact.node.orelse is not None and _holds(fact.node.orelse, call.statement):
+            return True
+        if on is False and fact.node in call.ifs and _holds(fact.node.body, call.statement):
+            return True
+    return False
+
+
+def _horovod_switch(facts: ModuleFacts, test: cst.BaseExpression) -> bool | None:
+    """True for a test that is a Horovod switch (`args.use_horovod`, `USE_HVD`), False for its negation, None
+    for anything else (a rank test, a call, a compound test)."""
+    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    name = dotted(test.expression if negated else test)  # type: ignore[attr-defined]
+    if name is None or facts.resolve(name) is not None or GUARD_WORDS.search(name):
+        return None
+    return (not negated) if _HOROVOD_FLAG.search(name.split(".")[-1]) else None
+
+
+def _holds(part: cst.CSTNode, statement: cst.CSTNode) -> bool:
+    """Whether a statement lies in a part of an `if` (its body or `else`), looking through statements only."""
+    stack = [part]
+    while stack:
+        node = stack.pop()
+        if node is statement:
+            return True
+        if isinstance(node, _STATEMENT_PARTS):
+            stack.extend(node.children)
+    return False
+
+
 def _reached_from(facts: ModuleFacts, scope: Scope, holds: Callable[[Scope], bool], depth: int = 0) -> bool:
     """Whether `holds` is true of `scope`, of a function around it, or of one that calls it (three levels
     up)."""
@@ -392,6 +430,17 @@ def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bo
         if callers and all(runs_on_one_worker(facts, c, depth + 1) for c in callers):
             return True
     return False
+
+
+_SHARED_STORAGE = re.compile(r"^(gs|gcs|s3|s3a|hdfs|viewfs|abfs|abfss|az|wasbs?|oss|cos|obs)://|^/dbfs/", re.IGNORECASE)
+
+
+def on_shared_storage(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a write's path is certainly on storage every worker sees: a cloud or HDFS URL (`gs://`, `s3://`,
+    `hdfs://`, ...) in the strings it is built from. A relative or local path is one file per host."""
+    written = [a.value for a in call.node.args] or ([call.receiver] if call.receiver is not None else [])
+    strings = derived_names(facts, frozenset().union(*(expression_names(v) for v in written)), call.scope)
+    return any(_SHARED_STORAGE.search(text) for text in strings)
 
 
 def _with_items(call: CallFact, names: frozenset[str]) -> list[cst.BaseExpression]:
