@@ -41,6 +41,7 @@ from tfdoctor.lint.analysis.multiworker import (
     horovod_scope,
     keras3_callback,
     keras3_file_name,
+    keras2_code,
     launches_processes,
     line_text,
     mentions_worker_count,
@@ -50,9 +51,12 @@ from tfdoctor.lint.analysis.multiworker import (
     parameter_server,
     path_from_outside,
     runs_on_one_worker,
+    saves_beside,
+    sync_on_read_state,
     tf_config_sets,
     trains,
     unknown_value,
+    worker_guard,
     write_kind,
 )
 from tfdoctor.lint.analysis.sessions import SessionFeed, session_feeds
@@ -76,13 +80,15 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 
 
 __all__ = [
-    "DATASET_ONLY_METHODS", "GUARD_WORDS", "TRAINING_ATTRS", "FedElsewhere", "Loss", "LossKind", "Provenance",
-    "SessionFeed", "TrainingInput", "callback_is", "calls_any", "calls_training_step", "definitions",
+    "DATASET_ONLY_METHODS", "FedElsewhere", "GUARD_WORDS", "Loss", "LossKind", "Provenance", "SessionFeed",
+    "TRAINING_ATTRS", "TrainingInput", "callback_is", "calls_any", "calls_training_step", "definitions",
     "derived_names", "differentiated_losses", "expression_names", "fed_elsewhere", "fit_callbacks",
-    "gated_by_step_modulo", "gated_if", "guard_test", "horovod_calls", "horovod_init", "horovod_member", "horovod_module", "horovod_off",
-    "horovod_scope", "is_global_batch", "is_python_iterator_class", "iterable_provenance", "keras3_callback",
-    "keras3_file_name", "keras_loss_reduction", "launches_processes", "line_text", "loop_ifs", "loss_kind",
-    "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored", "on_shared_storage", "only_multi_worker", "parameter_server", "path_from_outside",
-    "returns_host_values", "runs_on_one_worker", "session_feeds", "tf_config_sets", "training_chains",
-    "training_inputs", "training_loops", "training_step_scopes", "trains", "unknown_value", "value_provenance", "write_kind",
+    "gated_by_step_modulo", "gated_if", "guard_test", "horovod_calls", "horovod_init", "horovod_member",
+    "horovod_module", "horovod_off", "horovod_scope", "is_global_batch", "is_python_iterator_class",
+    "iterable_provenance", "keras2_code", "keras3_callback", "keras3_file_name", "keras_loss_reduction",
+    "launches_processes", "line_text", "loop_ifs", "loss_kind", "mentions_replica_count", "mentions_worker_count",
+    "multi_worker_mirrored", "on_shared_storage", "only_multi_worker", "parameter_server", "path_from_outside",
+    "returns_host_values", "runs_on_one_worker", "saves_beside", "session_feeds", "sync_on_read_state",
+    "tf_config_sets", "training_chains", "training_inputs", "training_loops", "training_step_scopes", "trains",
+    "unknown_value", "value_provenance", "worker_guard", "write_kind",
 ]

@@ -443,6 +443,44 @@ def on_shared_storage(facts: ModuleFacts, call: CallFact) -> bool:
     return any(_SHARED_STORAGE.search(text) for text in strings)
 
 
+def worker_guard(facts: ModuleFacts, call: CallFact) -> cst.If | None:
+    """The innermost `if` around a call whose test decides by worker (`if is_chief:`, `if task_id == 0:`),
+    with the call in its body."""
+    return next((branch for branch in reversed(call.ifs) if guard_test(facts, branch.test, call.scope)), None)
+
+
+def saves_beside(facts: ModuleFacts, call: CallFact, guard: cst.If) -> bool:
+    """Whether the workers that skip `guard` save too: a model or checkpoint write in its `else` (a save on
+    every worker beside the `if` leaves the chief with one collective more than the others)."""
+    return guard.orelse is not None and any(
+        other is not call and _holds(guard.orelse, other.statement) and write_kind(facts, other) in ("model", "checkpoint")
+        for other in call.scope.calls)
+
+
+_SYNC_ON_READ_KERAS2 = re.compile(r"\bBatchNormalization\b")
+_SYNC_ON_READ = re.compile(r"VariableSynchronization\.ON_READ|synchronization=[\"']on_read")
+_APPLICATIONS_WITH_BN = re.compile(r"^keras\.applications\.(?!vgg|VGG)")
+
+
+def sync_on_read_state(facts: ModuleFacts, keras2: bool) -> str | None:
+    """What in the module makes saving read sync-on-read variables (a collective across workers under
+    `MultiWorkerMirroredStrategy`): "batch-norm" for Keras 2's `BatchNormalization` layers, built here or in
+    a `keras.applications` model other than VGG; "sync-on-read" for variables made with
+    `VariableSynchronization.ON_READ`; None when the module shows neither."""
+    text = "".join(facts.source_lines)
+    if _SYNC_ON_READ.search(text):
+        return "sync-on-read"
+    if keras2 and (_SYNC_ON_READ_KERAS2.search(text) or any(
+            _APPLICATIONS_WITH_BN.match(facts.resolve(c.func) or "") for c in facts.calls)):
+        return "batch-norm"
+    return None
+
+
+def keras2_code(facts: ModuleFacts, keras: Target) -> bool:
+    """Whether the module's Keras is Keras 2: a Keras 2 target, or `tf_keras` imported."""
+    return keras.below(3) or any(full.startswith(_KERAS2_ROOTS) for full in facts.aliases.values())
+
+
 def _with_items(call: CallFact, names: frozenset[str]) -> list[cst.BaseExpression]:
     """What the `with` statements around a call bind to these names (`with h5py.File(buffer) as f`)."""
     return [item.item for fact in call.withs for item in fact.node.items
