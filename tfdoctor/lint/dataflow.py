@@ -51,6 +51,7 @@ from tfdoctor.lint.analysis.multiworker import (
     parameter_server,
     path_from_outside,
     runs_on_one_worker,
+    saved_under_strategy,
     saves_beside,
     sync_on_read_state,
     tf_config_sets,
@@ -88,7 +89,7 @@ __all__ = [
     "iterable_provenance", "keras2_code", "keras3_callback", "keras3_file_name", "keras_loss_reduction",
     "launches_processes", "line_text", "loop_ifs", "loss_kind", "mentions_replica_count", "mentions_worker_count",
     "multi_worker_mirrored", "on_shared_storage", "only_multi_worker", "parameter_server", "path_from_outside",
-    "returns_host_values", "runs_on_one_worker", "saves_beside", "session_feeds", "sync_on_read_state",
-    "tf_config_sets", "training_chains", "training_inputs", "training_loops", "training_step_scopes", "trains",
-    "unknown_value", "value_provenance", "worker_guard", "write_kind",
+    "returns_host_values", "runs_on_one_worker", "saved_under_strategy", "saves_beside", "session_feeds",
+    "sync_on_read_state", "tf_config_sets", "training_chains", "training_inputs", "training_loops",
+    "training_step_scopes", "trains", "unknown_value", "value_provenance", "worker_guard", "write_kind",
 ]

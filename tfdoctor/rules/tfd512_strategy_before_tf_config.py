@@ -16,17 +16,17 @@ _STRATEGY_USES = frozenset({"scope", "run", "experimental_run_v2", "experimental
 class StrategyBeforeTfConfig(Rule):
     """
     ## What it does
-    Finds a `MultiWorkerMirroredStrategy(...)` (or `CollectiveAllReduceStrategy`) that surely runs before
-    the same program gives `TF_CONFIG` a value (`os.environ["TF_CONFIG"] = ...`, `os.environ.update(...)`,
-    `os.environ.setdefault(...)`, `os.putenv(...)`), when the strategy or a `fit` is still used after that
-    write. Order is followed through the functions this module calls (three levels up): a strategy made in
-    `main()` and a write at the top of the module before `main()` runs is fine. It is silent when the order
-    cannot be decided (a function nothing in this module calls, or the two in different branches), when the
-    strategy is given its own `cluster_resolver`, when the program writes `TF_CONFIG` again after that write
-    or starts other processes (`subprocess`, `multiprocessing`: the value is for them, as in the tutorial
-    notebook that launches `main.py` for each worker), when another strategy is created after the write
-    (it reads the value: files of several programs pasted one after another), and for removals (`pop`, `del`), which change
-    nothing for a strategy that already read the variable.
+    Finds a `MultiWorkerMirroredStrategy(...)` (or `CollectiveAllReduceStrategy`) that surely runs before the
+    same program gives `TF_CONFIG` a value (`os.environ["TF_CONFIG"] = ...`, `os.environ.update(...)`,
+    `os.environ.setdefault(...)`, `os.putenv(...)`), when the strategy or a `fit` is still used after that write.
+    Order is followed through the functions this module calls (three levels up): a strategy made in `main()` and
+    a write at the top of the module before `main()` runs is fine. It is silent when the order cannot be decided
+    (a function nothing in this module calls, or the two in different branches), when the strategy is given its
+    own `cluster_resolver`, when the program writes `TF_CONFIG` again after that write or starts other processes
+    (`subprocess`, `multiprocessing`: the value is for them, as in the tutorial notebook that launches `main.py`
+    for each worker), when another strategy is created after the write (it reads the value: files of several
+    programs pasted one after another), and for removals (`pop`, `del`), which change nothing for a strategy that
+    already read the variable.
 
     The finding is at the strategy: that call reads `TF_CONFIG` and fixes the cluster for the whole run, so
     it is the one to move, and one strategy written before several assignments is one mistake.

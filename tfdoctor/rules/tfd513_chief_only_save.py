@@ -3,7 +3,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from tfdoctor.lint.dataflow import (
-    calls_any, keras2_code, multi_worker_mirrored, saves_beside, sync_on_read_state, worker_guard, write_kind,
+    calls_any, keras2_code, multi_worker_mirrored, saved_under_strategy, saves_beside, sync_on_read_state,
+    worker_guard, write_kind,
 )
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.names import call_arg, literal_str
@@ -16,8 +17,9 @@ class ChiefOnlySave(Rule):
     ## What it does
     In a module that creates a `MultiWorkerMirroredStrategy`, finds a save (`model.save`, `save_weights`,
     `checkpoint.save`, `CheckpointManager.save`, `tf.saved_model.save`) that runs only under an `if` on the
-    worker (`if is_chief:`, `if task_id == 0:`) while the other workers save nothing (no save in the `else`,
-    none beside the `if`), when the saved state holds sync-on-read variables, as the module shows them:
+    worker (`if is_chief:`, `if task_id == 0:`) while the other workers save nothing in its `else`, when
+    the model was built inside `strategy.scope()` (a model loaded afresh outside it is not distributed; a
+    checkpoint holds what it was given) and the saved state holds sync-on-read variables, as the module shows them:
     Keras 2's `BatchNormalization` (its moving mean and variance), in a layer built here or in a
     `keras.applications` model other than VGG, with a Keras 2 target or `tf_keras` imported; Keras 2's
     metrics (a compiled model, including its loss tracker), which a `model.save` to the SavedModel format
@@ -165,7 +167,7 @@ if strategy.cluster_resolver.task_id == 0:
             if kind not in ("model", "checkpoint") or reason is None:
                 continue
             guard = worker_guard(facts, call)
-            if guard is None or saves_beside(facts, call, guard):
+            if guard is None or saves_beside(facts, call, guard) or not saved_under_strategy(facts, call):
                 continue
             guessed = reason != "sync-on-read" and context.targets.keras.below(3)
             yield self.report(call, reason, assumed=context.targets.assumed("keras") if guessed else None)

@@ -128,7 +128,8 @@ ds = tf.data.TFRecordDataset(files).shard(hvd.size(), hvd.rank())
         distributed = bool(multi_worker_mirrored(facts)) or bool(horovod_init(facts)) or bool(parameter_server(facts))
         if not distributed:
             return
-        coordinated = bool(parameter_server(facts)) and calls_any(facts, "create_per_worker_dataset", "ClusterCoordinator")
+        coordinated = bool(parameter_server(facts)) and calls_any(
+            facts, "create_per_worker_dataset", "ClusterCoordinator")
         for call in facts.method_calls("shard"):
             count, index = call_arg(call.node, 0, "num_shards"), call_arg(call.node, 1, "index")
             if count is None or index is None or any(a.star for a in call.node.args):

@@ -453,8 +453,24 @@ def saves_beside(facts: ModuleFacts, call: CallFact, guard: cst.If) -> bool:
     """Whether the workers that skip `guard` save too: a model or checkpoint write in its `else` (a save on
     every worker beside the `if` leaves the chief with one collective more than the others)."""
     return guard.orelse is not None and any(
-        other is not call and _holds(guard.orelse, other.statement) and write_kind(facts, other) in ("model", "checkpoint")
-        for other in call.scope.calls)
+        other is not call and _holds(guard.orelse, other.statement)
+        and write_kind(facts, other) in ("model", "checkpoint") for other in call.scope.calls)
+
+
+def saved_under_strategy(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether what a model save writes was built inside `strategy.scope()`: the receiver of `model.save`, or
+    the first argument of `tf.saved_model.save(model, ...)`, made by a call in the scope (a model loaded
+    afresh outside it is not distributed). A checkpoint object holds whatever it was given: True."""
+    if write_kind(facts, call) == "checkpoint":
+        return True
+    saved = call.receiver if call.attr in ("save", "save_weights") else call_arg(call.node, 0, "obj")
+    if saved is None:
+        return False
+    for origin in facts.values_of(saved, call.scope, call.order):
+        made = facts.call_fact(origin.expr) if origin.kind == "value" else None
+        if made is not None and facts.in_strategy_scope(made.scope, made.withs):
+            return True
+    return False
 
 
 _SYNC_ON_READ_KERAS2 = re.compile(r"\bBatchNormalization\b")
