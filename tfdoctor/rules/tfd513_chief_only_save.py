@@ -21,13 +21,15 @@ class ChiefOnlySave(Rule):
     the model was built inside `strategy.scope()` (a model loaded afresh outside it is not distributed; a
     checkpoint holds what it was given) and the saved state holds sync-on-read variables, as the module shows them:
     Keras 2's `BatchNormalization` (its moving mean and variance), in a layer built here or in a
-    `keras.applications` model other than VGG, with a Keras 2 target or `tf_keras` imported; Keras 2's
-    metrics (a compiled model, including its loss tracker), which a `model.save` to the SavedModel format
-    (a literal path without `.h5` or `.keras`) writes out; or variables made with
-    `tf.VariableSynchronization.ON_READ`, whatever the Keras.
+    `keras.applications` model other than VGG, with a Keras 2 target or `tf_keras` imported; for a compiled
+    Keras 2 model, `save_weights` and a `model.save` to the SavedModel format (a literal path without `.h5`
+    or `.keras`); or variables made with `tf.VariableSynchronization.ON_READ`,
+    whatever the Keras.
 
-    Keras 3 keeps batch-norm statistics and metrics out of the collective path of a save, so a Keras 3 model
-    saved on the chief alone is not reported (measured: TensorFlow 2.21 with Keras 3.15, two workers).
+    Keras 3 code is not reported: with TensorFlow 2.21 and Keras 3.15 on two workers, a model with batch norm
+    and a metric, trained by a custom loop, returned at once from `model.save` (`.keras`, `.h5`),
+    `save_weights`, `checkpoint.save`, `CheckpointManager.save`, `tf.saved_model.save` and `model.export`
+    called on the chief alone.
 
     ## Why it is bad
     Reading a sync-on-read variable outside the replicas sums or averages it across every worker, with a
@@ -36,8 +38,8 @@ class ChiefOnlySave(Rule):
     `tf_keras` 2.21 and a `BatchNormalization` layer, the chief's `model.save` (SavedModel, `.h5`,
     `.keras`), `save_weights`, `tf.saved_model.save` and `checkpoint.save` each blocked in
     `CollectiveReduceV2` for as long as the other worker lived, then failed with `UnavailableError` when it
-    exited. Without batch norm, the SavedModel export of a compiled, fitted model did the same (it writes
-    the metrics), while `checkpoint.save` of the model returned at once.
+    exited. Without batch norm, a compiled, fitted model's SavedModel export and `save_weights` did the
+    same, while its `model.save("....h5")` and `checkpoint.save` returned at once.
 
     ## Example
     ```python
@@ -77,8 +79,10 @@ class ChiefOnlySave(Rule):
                       "blocks, then fails",
         "sync-on-read": "only some workers run this save, which reads sync-on-read variables from every worker, so it "
                         "blocks, then fails",
-        "metrics": "only some workers run this SavedModel export, which reads the Keras metrics from every worker, so "
-                   "it blocks, then fails",
+        "export": "only some workers run this Keras 2 SavedModel export, which joins a collective of every worker, so "
+                  "it blocks, then fails",
+        "weights": "only some workers run this Keras 2 `save_weights`, which joins a collective of every worker, so it "
+                   "blocks, then fails",
     }
     triggers = ("MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy")
     INVALID = (
@@ -93,7 +97,7 @@ task_type, task_id = strategy.cluster_resolver.task_type, strategy.cluster_resol
 if task_type == "chief" or task_id == 0:
     model.save("/shared/model")  # TFD513
 """,
-        # Keras 2's SavedModel export writes the compiled metrics
+        # Keras 2's SavedModel export joins a collective
         """# tfdoctor: target-keras=2.15
 import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -103,6 +107,17 @@ with strategy.scope():
 model.fit(ds)
 if strategy.cluster_resolver.task_id == 0:
     model.save("/shared/export")  # TFD513
+""",
+        # Keras 2's save_weights joins a collective
+        """# tfdoctor: target-keras=2.15
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(8), tf.keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+model.fit(ds)
+if strategy.cluster_resolver.task_id == 0:
+    model.save_weights("/shared/weights.h5")  # TFD513
 """,
         # variables read across workers, whatever the Keras
         """import tensorflow as tf
@@ -147,9 +162,10 @@ import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 with strategy.scope():
     model = tf.keras.Sequential([tf.keras.layers.Dense(8), tf.keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
 model.fit(ds)
 if strategy.cluster_resolver.task_id == 0:
-    model.save_weights("/shared/weights.h5")
+    model.save("/shared/model.h5")
 """,
     )
 
@@ -163,7 +179,7 @@ if strategy.cluster_resolver.task_id == 0:
             return
         for call in facts.calls:
             kind = write_kind(facts, call)
-            reason = state or ("metrics" if compiled and kind == "model" and _saved_model_export(facts, call) else None)
+            reason = state or (_keras2_reason(facts, call) if compiled else None)
             if kind not in ("model", "checkpoint") or reason is None:
                 continue
             guard = worker_guard(facts, call)
@@ -171,6 +187,14 @@ if strategy.cluster_resolver.task_id == 0:
                 continue
             guessed = reason != "sync-on-read" and context.targets.keras.below(3)
             yield self.report(call, reason, assumed=context.targets.assumed("keras") if guessed else None)
+
+
+def _keras2_reason(facts: ModuleFacts, call: CallFact) -> str | None:
+    """Why a Keras 2 save of a compiled model joins a collective even without batch norm (as measured):
+    `save_weights`, or `model.save` to the SavedModel format."""
+    if call.attr == "save_weights" and write_kind(facts, call) == "model":
+        return "weights"
+    return "export" if write_kind(facts, call) == "model" and _saved_model_export(facts, call) else None
 
 
 def _saved_model_export(facts: ModuleFacts, call: CallFact) -> bool:
