@@ -22,8 +22,8 @@ class ChiefOnlySave(Rule):
     checkpoint holds what it was given) and the saved state holds sync-on-read variables, as the module shows them:
     Keras 2's `BatchNormalization` (its moving mean and variance), in a layer built here or in a
     `keras.applications` model other than VGG, with a Keras 2 target or `tf_keras` imported; for a compiled
-    Keras 2 model, `save_weights` and a `model.save` to the SavedModel format (a literal path without `.h5`
-    or `.keras`); or variables made with `tf.VariableSynchronization.ON_READ`,
+    Keras 2 model, `save_weights` to an HDF5 file after `fit`, and a `model.save` to the SavedModel format
+    (a literal path without `.h5` or `.keras`); or variables made with `tf.VariableSynchronization.ON_READ`,
     whatever the Keras.
 
     Keras 3 code is not reported: with TensorFlow 2.21 and Keras 3.15 on two workers, a model with batch norm
@@ -38,8 +38,9 @@ class ChiefOnlySave(Rule):
     `tf_keras` 2.21 and a `BatchNormalization` layer, the chief's `model.save` (SavedModel, `.h5`,
     `.keras`), `save_weights`, `tf.saved_model.save` and `checkpoint.save` each blocked in
     `CollectiveReduceV2` for as long as the other worker lived, then failed with `UnavailableError` when it
-    exited. Without batch norm, a compiled, fitted model's SavedModel export and `save_weights` did the
-    same, while its `model.save("....h5")` and `checkpoint.save` returned at once.
+    exited. Without batch norm, a compiled model's SavedModel export (after `fit` or a custom loop) and its
+    `save_weights("....h5")` after `fit` did the same, while `save_weights` in the TensorFlow format,
+    `save_weights("....h5")` after a custom loop, `model.save("....h5")` and `checkpoint.save` returned.
 
     ## Example
     ```python
@@ -156,7 +157,7 @@ model.fit(ds)
 if strategy.cluster_resolver.task_id == 0:
     model.save("/shared/model.keras")
 """,
-        # nothing read across workers: the chief's save returns at once
+        # as measured, these Keras 2 saves return on the chief alone
         """# tfdoctor: target-keras=2.15
 import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -166,6 +167,7 @@ with strategy.scope():
 model.fit(ds)
 if strategy.cluster_resolver.task_id == 0:
     model.save("/shared/model.h5")
+    model.save_weights("/shared/weights/ckpt")
 """,
     )
 
@@ -191,10 +193,22 @@ if strategy.cluster_resolver.task_id == 0:
 
 def _keras2_reason(facts: ModuleFacts, call: CallFact) -> str | None:
     """Why a Keras 2 save of a compiled model joins a collective even without batch norm (as measured):
-    `save_weights`, or `model.save` to the SavedModel format."""
-    if call.attr == "save_weights" and write_kind(facts, call) == "model":
-        return "weights"
-    return "export" if write_kind(facts, call) == "model" and _saved_model_export(facts, call) else None
+    `save_weights` to an HDF5 file after `fit`, or `model.save` to the SavedModel format."""
+    if write_kind(facts, call) != "model":
+        return None
+    if call.attr == "save_weights":
+        return "weights" if calls_any(facts, "fit") and _path_texts(facts, call, ("h5", "hdf5")) else None
+    return "export" if _saved_model_export(facts, call) else None
+
+
+def _path_texts(facts: ModuleFacts, call: CallFact, suffixes: tuple[str, ...]) -> bool:
+    """Whether a save's path is a literal (or a name bound only to literals) ending in one of `suffixes`, or
+    the call asks for that format (`save_format="h5"`)."""
+    if literal_str(call_arg(call.node, 2, "save_format")) in suffixes:
+        return True
+    path = call_arg(call.node, 0, "filepath")
+    texts = [literal_str(o.expr) for o in facts.values_of(path, call.scope, call.order)] if path is not None else []
+    return bool(texts) and all(t is not None and t.lower().endswith(suffixes) for t in texts)
 
 
 def _saved_model_export(facts: ModuleFacts, call: CallFact) -> bool:
