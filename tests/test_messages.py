@@ -147,7 +147,7 @@ EXPECTED = [
     ('TFD512', 1, 4, 12, '`MultiWorkerMirroredStrategy` is created before line 6 sets `TF_CONFIG`, so it never joins that cluster'),
     ('TFD512', 2, 4, 12, '`MultiWorkerMirroredStrategy` is created before line 6 sets `TF_CONFIG`, so it never joins that cluster'),
     ('TFD513', 0, 10, 5, 'only some workers run this save, which reads batch-norm statistics from every worker, so it blocks, then fails (Keras 2.15 assumed: test)'),
-    ('TFD513', 1, 9, 5, 'only some workers run this Keras 2 SavedModel export, which joins a collective of every worker, so it blocks, then fails (Keras 2.15 assumed: test)'),
+    ('TFD513', 1, 9, 5, 'only some workers run this Keras 2 `model.save`, which joins a collective of every worker, so it blocks, then fails (Keras 2.15 assumed: test)'),
     ('TFD513', 2, 9, 5, 'only some workers run this Keras 2 `save_weights`, which joins a collective of every worker, so it blocks, then fails (Keras 2.15 assumed: test)'),
     ('TFD513', 3, 9, 5, 'only some workers run this save, which reads sync-on-read variables from every worker, so it blocks, then fails'),
     ('TFD514', 0, 4, 6, '`shard` takes the index `0` on every worker, so every worker reads the same shard'),

@@ -23,7 +23,7 @@ class ChiefOnlySave(Rule):
     Keras 2's `BatchNormalization` (its moving mean and variance), in a layer built here or in a
     `keras.applications` model other than VGG, with a Keras 2 target or `tf_keras` imported; for a compiled
     Keras 2 model, `save_weights` to an HDF5 file after `fit`, and a `model.save` to the SavedModel format
-    (a literal path without `.h5` or `.keras`); or variables made with `tf.VariableSynchronization.ON_READ`,
+    (a literal path without `.h5` or `.keras`) or, after `fit`, to a `.keras` file; or variables made with `tf.VariableSynchronization.ON_READ`,
     whatever the Keras.
 
     Keras 3 code is not reported: with TensorFlow 2.21 and Keras 3.15 on two workers, a model with batch norm
@@ -38,8 +38,8 @@ class ChiefOnlySave(Rule):
     `tf_keras` 2.21 and a `BatchNormalization` layer, the chief's `model.save` (SavedModel, `.h5`,
     `.keras`), `save_weights`, `tf.saved_model.save` and `checkpoint.save` each blocked in
     `CollectiveReduceV2` for as long as the other worker lived, then failed with `UnavailableError` when it
-    exited. Without batch norm, a compiled model's SavedModel export (after `fit` or a custom loop) and its
-    `save_weights("....h5")` after `fit` did the same, while `save_weights` in the TensorFlow format,
+    exited. Without batch norm, a compiled model's SavedModel export (after `fit` or a custom loop), and its
+    `model.save("....keras")` and `save_weights("....h5")` after `fit`, did the same, while `save_weights` in the TensorFlow format,
     `save_weights("....h5")` after a custom loop, `model.save("....h5")` and `checkpoint.save` returned.
 
     ## Example
@@ -80,8 +80,8 @@ class ChiefOnlySave(Rule):
                       "blocks, then fails",
         "sync-on-read": "only some workers run this save, which reads sync-on-read variables from every worker, so it "
                         "blocks, then fails",
-        "export": "only some workers run this Keras 2 SavedModel export, which joins a collective of every worker, so "
-                  "it blocks, then fails",
+        "export": "only some workers run this Keras 2 `model.save`, which joins a collective of every worker, so it "
+                  "blocks, then fails",
         "weights": "only some workers run this Keras 2 `save_weights`, which joins a collective of every worker, so it "
                    "blocks, then fails",
     }
@@ -193,12 +193,16 @@ if strategy.cluster_resolver.task_id == 0:
 
 def _keras2_reason(facts: ModuleFacts, call: CallFact) -> str | None:
     """Why a Keras 2 save of a compiled model joins a collective even without batch norm (as measured):
-    `save_weights` to an HDF5 file after `fit`, or `model.save` to the SavedModel format."""
+    `model.save` to the SavedModel format, or after `fit` to a `.keras` file; `save_weights` to an HDF5 file
+    after `fit`."""
     if write_kind(facts, call) != "model":
         return None
+    fitted = calls_any(facts, "fit")
     if call.attr == "save_weights":
-        return "weights" if calls_any(facts, "fit") and _path_texts(facts, call, ("h5", "hdf5")) else None
-    return "export" if _saved_model_export(facts, call) else None
+        return "weights" if fitted and _path_texts(facts, call, ("h5", "hdf5")) else None
+    if _saved_model_export(facts, call) or (fitted and _path_texts(facts, call, ("keras",))):
+        return "export"
+    return None
 
 
 def _path_texts(facts: ModuleFacts, call: CallFact, suffixes: tuple[str, ...]) -> bool:
