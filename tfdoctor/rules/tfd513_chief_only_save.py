@@ -17,29 +17,29 @@ class ChiefOnlySave(Rule):
     ## What it does
     In a module that creates a `MultiWorkerMirroredStrategy`, finds a save (`model.save`, `save_weights`,
     `checkpoint.save`, `CheckpointManager.save`, `tf.saved_model.save`) that runs only under an `if` on the
-    worker (`if is_chief:`, `if task_id == 0:`) while the other workers save nothing in its `else`, when
-    the model was built inside `strategy.scope()` (a model loaded afresh outside it is not distributed; a
-    checkpoint holds what it was given) and the saved state holds sync-on-read variables, as the module shows them:
-    Keras 2's `BatchNormalization` (its moving mean and variance), in a layer built here or in a
-    `keras.applications` model other than VGG, with a Keras 2 target or `tf_keras` imported; for a compiled
-    Keras 2 model, `save_weights` to an HDF5 file after `fit`, and a `model.save` to the SavedModel format
-    (a literal path without `.h5` or `.keras`) or, after `fit`, to a `.keras` file; or variables made with `tf.VariableSynchronization.ON_READ`,
-    whatever the Keras.
+    worker (`if is_chief:`, `if task_id == 0:`) while the other workers save nothing in its `else`, when the
+    model was built inside `strategy.scope()` (a model loaded afresh outside it is not distributed; a checkpoint
+    holds what it was given) and the saved state holds sync-on-read variables, as the module shows them: Keras
+    2's `BatchNormalization` (its moving mean and variance), in a layer built here or in a `keras.applications`
+    model other than VGG, with a Keras 2 target or `tf_keras` imported; for a compiled Keras 2 model,
+    `save_weights` to an HDF5 file after `fit`, and a `model.save` to the SavedModel format (a literal path
+    without `.h5` or `.keras`) or, after `fit`, to a `.keras` file; or variables made with
+    `tf.VariableSynchronization.ON_READ`, whatever the Keras.
 
-    Keras 3 code is not reported: with TensorFlow 2.21 and Keras 3.15 on two workers, a model with batch norm
-    and a metric, trained by a custom loop, returned at once from `model.save` (`.keras`, `.h5`),
+    Keras 3 code is not reported: with TensorFlow 2.21 and Keras 3.15 on two workers, models trained by a
+    custom loop (with batch norm, a metric, or neither) returned at once from `model.save` (`.keras`, `.h5`),
     `save_weights`, `checkpoint.save`, `CheckpointManager.save`, `tf.saved_model.save` and `model.export`
     called on the chief alone.
 
     ## Why it is bad
     Reading a sync-on-read variable outside the replicas sums or averages it across every worker, with a
-    collective operation. A save that reads one waits until every worker joins that collective; the workers
-    that skipped the save never do. Measured on TensorFlow 2.21 with two workers on one host: with
-    `tf_keras` 2.21 and a `BatchNormalization` layer, the chief's `model.save` (SavedModel, `.h5`,
-    `.keras`), `save_weights`, `tf.saved_model.save` and `checkpoint.save` each blocked in
-    `CollectiveReduceV2` for as long as the other worker lived, then failed with `UnavailableError` when it
-    exited. Without batch norm, a compiled model's SavedModel export (after `fit` or a custom loop), and its
-    `model.save("....keras")` and `save_weights("....h5")` after `fit`, did the same, while `save_weights` in the TensorFlow format,
+    collective operation. A save that reads one waits until every worker joins that collective; the workers that
+    skipped the save never do. Measured on TensorFlow 2.21 with two workers on one host: with `tf_keras` 2.21 and
+    a `BatchNormalization` layer, the chief's `model.save` (SavedModel, `.h5`, `.keras`), `save_weights`,
+    `tf.saved_model.save` and `checkpoint.save` each blocked in `CollectiveReduceV2` for as long as the other
+    worker lived, then failed with `UnavailableError` when it exited. Without batch norm, a compiled model's
+    SavedModel export (after `fit` or a custom loop), and its `model.save("....keras")` and
+    `save_weights("....h5")` after `fit`, did the same, while `save_weights` in the TensorFlow format,
     `save_weights("....h5")` after a custom loop, `model.save("....h5")` and `checkpoint.save` returned.
 
     ## Example
