@@ -160,3 +160,21 @@ def test_a_notebook_is_measured_by_its_code_cells_not_its_outputs(tmp_path):
     assert result.stdout.splitlines() == ["plots.ipynb:cell 2:2:5: TFD101 `multi_gpu_model` copies the model onto "
                                           "each GPU by hand; use `tf.distribute.MirroredStrategy`"]
     assert "code.ipynb: not linted" in result.stderr and "plots.ipynb" not in result.stderr
+def test_cell_place_reads_the_cell_marker_before_a_line():
+    from tfdoctor.lint.notebooks import cell_place
+
+    lines = ["# tfdoctor-cell 1\n", "import os\n", "# tfdoctor-cell 3\n", "x = 1\n", "y = 2\n"]
+    assert cell_place(lines, 2) == (1, 1)
+    assert cell_place(lines, 5) == (3, 2)
+    assert cell_place(["import os\n"], 1) is None
+
+
+def test_a_message_that_names_another_line_names_its_cell():
+    raw = _notebook("import json, os\nimport tensorflow as tf\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n",
+                    "%%bash\necho start\n",
+                    "x = 1\nos.environ['TF_CONFIG'] = json.dumps(config)\nwith strategy.scope():\n    model = build()\n")
+    settings = Settings(root=ROOT, select=("TFD512",))
+    [finding] = lint_notebook(raw, "nb.ipynb", settings)
+    assert (finding.cell, finding.line) == (1, 3)
+    assert finding.message == ("`MultiWorkerMirroredStrategy` is created before cell 3 line 2 sets `TF_CONFIG`, "
+                               "so it never joins that cluster")

@@ -221,3 +221,34 @@ def test_a_name_read_later_counts_calls_assignments_loops_and_returns_after_the_
     assert model.read_later("ds", f, shuffle.order)
     assert not model.read_later("ds", g, g.calls[0].order)
     assert not model.read_later("ds", g, g.calls[0].order, ignore=lambda c: c.discarded)
+ORDER = """
+def first():
+    a()
+
+def second():
+    b()
+
+def main():
+    first()
+    second()
+
+def unused():
+    c()
+
+if flag:
+    d()
+else:
+    e()
+f()
+main()
+"""
+
+
+def test_runs_before_follows_the_calls_that_lead_to_each_statement_and_stays_silent_when_it_cannot_tell():
+    facts = ModuleFacts(cst.parse_module(ORDER), "order.py", ORDER.splitlines(True))
+    call = {c.func: c for c in facts.calls}
+    assert facts.runs_before(call["a"], call["b"]) is True
+    assert facts.runs_before(call["b"], call["a"]) is False
+    assert facts.runs_before(call["d"], call["f"]) is True
+    assert facts.runs_before(call["d"], call["e"]) is None  # two branches of one `if`
+    assert facts.runs_before(call["a"], call["c"]) is None  # nothing here calls `unused`

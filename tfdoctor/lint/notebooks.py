@@ -22,6 +22,16 @@ _PLACEHOLDER = "pass  # tfdoctor-ipython"
 _MAGIC = re.compile(r"\s*(?:[%!?]|[\w.]+\s*=\s*[%!])")
 
 
+def cell_place(source_lines: list[str], line: int) -> tuple[int, int] | None:
+    """For a line of a notebook's module, (cell, line in the cell), read from the marker line before it;
+    None for a plain module."""
+    for index in range(min(line, len(source_lines)) - 1, -1, -1):
+        marker = _MARKER.match(source_lines[index].rstrip("\r\n"))
+        if marker:
+            return int(marker.group(1)), max(line - index - 1, 1)
+    return None
+
+
 class NotebookError(ValueError):
     """Not a notebook tfdoctor can read; the message is one line."""
 

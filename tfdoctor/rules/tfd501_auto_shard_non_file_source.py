@@ -39,13 +39,18 @@ class AutoShardNonFileSource(Rule):
     ```
 
     ## Use instead
+    Shard the source yourself, so that each worker builds only its part, or build the pipeline per worker
+    with `distribute_datasets_from_function`. Setting `AutoShardPolicy.DATA` is not a fix: it keeps the same
+    cost and only silences the log. `AutoShardPolicy.OFF` is right only for a feed that is already split per
+    worker (each worker's generator yields its own part).
     ```python
     import tensorflow as tf
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(60000).batch(64).with_options(options)
-    dist = strategy.experimental_distribute_dataset(ds)
+    def dataset_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return ds.shuffle(60000).batch(context.get_per_replica_batch_size(64))
+    dist = strategy.distribute_datasets_from_function(dataset_fn)
     ```
     """
 
@@ -53,8 +58,8 @@ class AutoShardNonFileSource(Rule):
     name = "auto-shard-non-file-source"
     severity = Severity.WARNING
     summary = "Multi-worker: an in-memory dataset auto-sharded with `AUTO` falls back to DATA (every worker builds it all)."
-    MESSAGES = {"default": "every worker builds this whole `{source}` dataset and keeps 1/N of it; set an `AutoShardPolicy` "
-                           "or shard it yourself"}
+    MESSAGES = {"default": "every worker builds this whole `{source}` dataset to keep 1/N of it; shard the source or "
+                           "use `distribute_datasets_from_function`"}
     triggers = ("MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy")
     INVALID = (
         """import tensorflow as tf
@@ -82,7 +87,7 @@ unused = ds.with_options(options)
 """,
     )
     VALID = (
-        # the policy is set
+        # a policy chosen on purpose (DATA keeps the cost; the choice is the user's)
         """import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 options = tf.data.Options()

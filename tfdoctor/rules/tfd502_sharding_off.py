@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import calls_any, definitions, multi_worker_mirrored, training_inputs
+from tfdoctor.lint.dataflow import calls_any, definitions, guard_test, multi_worker_mirrored, training_inputs
 from tfdoctor.lint.facts import AssignFact, CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
@@ -23,9 +23,11 @@ class ShardingOff(Rule):
     flagged.
 
     ## Why it is bad
-    With sharding off, every worker iterates over the whole dataset in the same order (unless each shuffles
-    differently). The global batch holds the same examples N times: N workers do the work of one, and the
-    gradients of each step come from 1/N of the data you meant.
+    With sharding off, every worker iterates over the whole dataset. In the same order, the global batch
+    holds the same examples N times: N workers do the work of one, and the gradients of each step come from
+    1/N of the data you meant. When each worker shuffles in its own order (a `shuffle` with no seed and no
+    global seed, or a seed from the worker's task), the batches differ, but every worker still reads every
+    example: one epoch is N passes over the data, and the message says so.
 
     ## Example
     ```python
@@ -52,7 +54,11 @@ class ShardingOff(Rule):
     name = "sharding-off"
     severity = Severity.ERROR
     summary = "Multi-worker: `AutoShardPolicy.OFF` with no manual `shard(...)` (every worker trains on the same data)."
-    MESSAGES = {"default": "sharding is turned off and nothing calls `shard(...)`, so every worker trains on the same examples"}
+    MESSAGES = {
+        "default": "sharding is turned off and nothing calls `shard(...)`, so every worker trains on the same examples",
+        "shuffled": "sharding is turned off and nothing calls `shard(...)`, so every worker reads every example, in "
+                    "its own shuffled order",
+    }
     triggers = ("AutoShardPolicy", "auto_shard")
     INVALID = (
         """import tensorflow as tf
@@ -70,6 +76,14 @@ options.experimental_distribute.auto_shard = False  # TFD502
 dataset = make_dataset()
 dataset = tf.data.TFRecordDataset(files).with_options(options)
 dist = strategy.experimental_distribute_dataset(dataset)
+""",
+        # each worker shuffles in its own order, but still reads every example
+        """import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+options = tf.data.Options()
+options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF  # TFD502
+ds = tf.data.TFRecordDataset(files).shuffle(10000).batch(64).with_options(options)
+model.fit(ds)
 """,
     )
     VALID = (
@@ -114,7 +128,8 @@ options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoSha
             off = _policy_off(facts, call)
             if off is not None and id(off) not in reported:
                 reported.add(id(off))
-                yield self.report(off.value, statement=off.statement)
+                template = "shuffled" if _shuffled_per_worker(facts, call) else "default"
+                yield self.report(off.value, template, statement=off.statement)
 
 
 def _training_with_options(facts: ModuleFacts) -> list[CallFact]:
@@ -132,6 +147,24 @@ def _training_with_options(facts: ModuleFacts) -> list[CallFact]:
                 found.append(call)
             node = node.func.value
     return found
+
+
+def _shuffled_per_worker(facts: ModuleFacts, with_options: CallFact) -> bool:
+    """Whether each worker shuffles the pipeline in its own order: a `shuffle` with no seed while the program
+    sets no global seed (`tf.random.set_seed`), or with a seed computed from the worker's identity."""
+    chain = facts.dataset_chain(with_options.node, with_options.scope, with_options.order, any_source=True)
+    shuffles = [op for op in chain.ops if op.method == "shuffle"] if chain is not None else []
+    if not shuffles:
+        return False
+    seeded = calls_any(facts, "set_seed", "set_random_seed")
+    for op in shuffles:
+        seed = call_arg(op.call, 1, "seed")
+        if seed is None or (isinstance(seed, cst.Name) and seed.value == "None"):
+            if not seeded:
+                return True
+        elif guard_test(facts, seed, with_options.scope):
+            return True
+    return False
 
 
 def _policy_off(facts: ModuleFacts, with_options: CallFact) -> AssignFact | None:

@@ -5,7 +5,8 @@ from typing import Iterator
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.dataflow import (
-    keras3_callback, keras3_file_name, multi_worker_mirrored, path_from_outside, runs_on_one_worker, write_kind,
+    keras3_callback, keras3_file_name, multi_worker_mirrored, on_shared_storage, path_from_outside, runs_on_one_worker,
+    write_kind,
 )
 from tfdoctor.lint.rule import Context, Rule
 
@@ -30,10 +31,15 @@ class EveryWorkerWrites(Rule):
     Horovod programs are reported by TFD510 instead.
 
     ## Why it is bad
-    Under `MultiWorkerMirroredStrategy` every worker runs the same program and holds the same variables, and
-    saving is a collective step that all of them must take. Writing to one shared path lets the workers
+    Under `MultiWorkerMirroredStrategy` every worker runs the same program and holds the same variables.
+    Writing to one path on storage every worker sees (`gs://`, `s3://`, `hdfs://`) lets the workers
     overwrite each other's files at the same time: a corrupt or half-written checkpoint, or a race on the
-    model directory that fails the job.
+    model directory that fails the job. A relative or local path is one file per host, which clashes only
+    where workers share a host or a mounted disk, and the message says so.
+
+    The fix keeps every worker saving (with Keras 2 a save can read sync-on-read variables, such as metrics
+    and batch-norm statistics, through collective operations that every worker must join; see TFD513): the
+    chief to the real path, the others to a temporary directory they may delete afterwards.
 
     ## Example
     ```python
@@ -65,11 +71,19 @@ class EveryWorkerWrites(Rule):
     name = "every-worker-writes"
     severity = Severity.ERROR
     summary = "Multi-worker: models, checkpoints or summaries written to one path on every worker (no chief check)."
-    MESSAGES = {
+    MESSAGES = {  # "-host": a path not certainly on shared storage (relative or local: one file per host)
         "model": "every worker saves this model to the same path; save to a temporary directory on the other workers",
+        "model-host": "every worker saves this model to one path, which clashes on a shared host or disk; use a "
+                      "temporary directory on the others",
         "checkpoint": "every worker writes this checkpoint to the same path; use a temporary directory on the other workers",
-        "callback": "every worker's Keras 3 callback writes the same files; add it on the chief only",
+        "checkpoint-host": "every worker writes this checkpoint to one path, which clashes on a shared host or disk; use "
+                           "a temporary directory on the others",
+        "callback": "every worker's Keras 3 callback writes the same files; give the other workers a temporary directory",
+        "callback-host": "every worker's Keras 3 callback writes to one path, which clashes on a shared host or disk; give "
+                         "the others a temporary directory",
         "summary": "every worker writes summaries to the same logs; give the other workers a temporary directory",
+        "summary-host": "every worker writes summaries to one log folder, which clashes on a shared host or disk; give the "
+                        "others a temporary directory",
     }
     triggers = ("MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy")
     INVALID = (
@@ -96,6 +110,15 @@ model.fit(ds, callbacks=callbacks)
 import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 model.fit(ds, callbacks=[tf.keras.callbacks.TensorBoard(log_dir="gs://bucket/logs")])  # TFD503
+""",
+        # relative paths: one file per host, which clashes where workers share one
+        """import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+model.fit(ds, epochs=3)
+model.save("model.keras")  # TFD503
+checkpoint = tf.train.Checkpoint(model=model)
+checkpoint.save("ckpt/model")  # TFD503
+writer = tf.summary.create_file_writer("logs")  # TFD503
 """,
     )
     VALID = (
@@ -161,4 +184,5 @@ model.fit(ds, callbacks=callbacks)
                     or runs_on_one_worker(facts, call) or path_from_outside(facts, call)):
                 continue
             chosen = kind == "callback" and not keras3_file_name(call)
-            yield self.report(call, kind, assumed=context.targets.assumed("keras") if chosen else None)
+            template = kind if on_shared_storage(facts, call) else f"{kind}-host"
+            yield self.report(call, template, assumed=context.targets.assumed("keras") if chosen else None)

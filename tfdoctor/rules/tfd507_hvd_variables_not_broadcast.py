@@ -5,7 +5,7 @@ from typing import Iterator
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.dataflow import (
-    callback_is, calls_any, fit_callbacks, horovod_calls, horovod_init, horovod_member, horovod_scope,
+    callback_is, calls_any, fit_callbacks, horovod_calls, horovod_init, horovod_member, horovod_off, horovod_scope,
 )
 from tfdoctor.lint.rule import Context, Rule
 
@@ -150,7 +150,7 @@ model.fit(ds, callbacks=make_callbacks(), epochs=3)
         broadcasts = bool(horovod_calls(facts, *_BROADCASTS)) or any(  # elastic state syncs from rank 0
             (horovod_member(facts, c.func) or "").startswith("elastic.") for c in facts.calls)
         for call in facts.method_calls("fit", "fit_generator", "apply_gradients"):
-            if facts.resolve(call.func) is not None or not horovod_scope(facts, call.scope):
+            if facts.resolve(call.func) is not None or not horovod_scope(facts, call.scope) or horovod_off(facts, call):
                 continue
             if call.attr == "apply_gradients":
                 if not broadcasts and not calls_any(facts, "fit", "fit_generator"):

@@ -4,7 +4,7 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.dataflow import horovod_module, horovod_scope, runs_on_one_worker, write_kind
+from tfdoctor.lint.dataflow import horovod_module, horovod_off, horovod_scope, runs_on_one_worker, write_kind
 from tfdoctor.lint.rule import Context, Rule
 
 
@@ -22,7 +22,8 @@ class HvdEveryRankWrites(Rule):
     directory, or kept in memory (`io.BytesIO`); a function only called under such a test. A callback
     bound to a name that nothing reads again, or made on every rank but added to `fit` only on rank 0,
     writes nothing there. In a Horovod-on-Spark driver (`horovod.spark`), only the functions given to
-    `horovod.spark.run` run on every rank. One statement that opens several writers is one finding.
+    `horovod.spark.run` run on every rank. The other branch of a Horovod switch (`else` of
+    `if args.use_horovod:`) runs as a single process. One statement that opens several writers is one finding.
 
     Multi-worker strategies have their own rule (TFD503); a Horovod program is reported by this one.
 
@@ -125,6 +126,20 @@ def finish(model):
 model.fit(ds)
 finish(model)
 """,
+        # the other branch of a Horovod switch runs as a single process
+        """import argparse
+import tensorflow as tf
+args = argparse.ArgumentParser().parse_args()
+if args.use_horovod:
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
+    model.fit(ds, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+    if hvd.rank() == 0:
+        model.save("model.h5")
+else:
+    model.fit(ds)
+    model.save("model.h5")
+""",
         # one log folder per rank
         """import tensorflow as tf
 import horovod.tensorflow as hvd
@@ -140,6 +155,6 @@ writer = tf.summary.create_file_writer(f"logs/rank{hvd.rank()}")
         for call in facts.calls:
             kind = write_kind(facts, call)
             if (kind is not None and id(call.statement) not in reported and horovod_scope(facts, call.scope)
-                    and not runs_on_one_worker(facts, call)):
+                    and not horovod_off(facts, call) and not runs_on_one_worker(facts, call)):
                 reported.add(id(call.statement))
                 yield self.report(call, kind)

@@ -18,7 +18,8 @@ import libcst as cst
 
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
 from tfdoctor.lint.semantic.collector import AssignFact, CallFact, Scope, reads
-from tfdoctor.lint.names import call_arg, dotted, literal_str
+from tfdoctor.lint.names import call_arg, dotted, literal_str, string_key
+from tfdoctor.lint.notebooks import cell_place
 from tfdoctor.lint.versions import Target
 
 _HOROVOD_PREFIXES = ("horovod.tensorflow.keras.", "horovod.tensorflow.", "horovod.keras.", "horovod._keras.")
@@ -119,6 +120,44 @@ def horovod_scope(facts: ModuleFacts, scope: Scope) -> bool:
         id(callee) in users for c in s.calls for callee in facts.callees(c)))
 
 
+_HOROVOD_FLAG = re.compile(r"horovod|hvd", re.IGNORECASE)
+_STATEMENT_PARTS = (cst.BaseSuite, cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)
+
+
+def horovod_off(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a call lies where a Horovod switch of the program is off: the `else` of `if args.use_horovod:`
+    (or the body of `if not args.use_horovod:`), which runs as a single process."""
+    for fact in facts.if_facts:
+        on = _horovod_switch(facts, fact.node.test)
+        if on is True and fact.node.orelse is not None and _holds(fact.node.orelse, call.statement):
+            return True
+        if on is False and fact.node in call.ifs and _holds(fact.node.body, call.statement):
+            return True
+    return False
+
+
+def _horovod_switch(facts: ModuleFacts, test: cst.BaseExpression) -> bool | None:
+    """True for a test that is a Horovod switch (`args.use_horovod`, `USE_HVD`), False for its negation, None
+    for anything else (a rank test, a call, a compound test)."""
+    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    name = dotted(test.expression if negated else test)  # type: ignore[attr-defined]
+    if name is None or facts.resolve(name) is not None or GUARD_WORDS.search(name):
+        return None
+    return (not negated) if _HOROVOD_FLAG.search(name.split(".")[-1]) else None
+
+
+def _holds(part: cst.CSTNode, statement: cst.CSTNode) -> bool:
+    """Whether a statement lies in a part of an `if` (its body or `else`), looking through statements only."""
+    stack = [part]
+    while stack:
+        node = stack.pop()
+        if node is statement:
+            return True
+        if isinstance(node, _STATEMENT_PARTS):
+            stack.extend(node.children)
+    return False
+
+
 def _reached_from(facts: ModuleFacts, scope: Scope, holds: Callable[[Scope], bool], depth: int = 0) -> bool:
     """Whether `holds` is true of `scope`, of a function around it, or of one that calls it (three levels
     up)."""
@@ -153,6 +192,12 @@ def multi_worker_mirrored(facts: ModuleFacts) -> list[CallFact]:
             c for c in facts.strategy_constructions if facts.resolve(c.func) in MULTI_WORKER_MIRRORED
         ]
     return cached
+
+
+def parameter_server(facts: ModuleFacts) -> list[CallFact]:
+    """The `ParameterServerStrategy(...)` constructions of the module."""
+    return facts.memo("parameter_server", lambda: [
+        c for c in facts.strategy_constructions if facts.resolve(c.func) in PARAMETER_SERVER])
 
 
 def only_multi_worker(facts: ModuleFacts) -> bool:
@@ -385,6 +430,71 @@ def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bo
         if callers and all(runs_on_one_worker(facts, c, depth + 1) for c in callers):
             return True
     return False
+
+
+_SHARED_STORAGE = re.compile(r"^(gs|gcs|s3|s3a|hdfs|viewfs|abfs|abfss|az|wasbs?|oss|cos|obs)://|^/dbfs/", re.IGNORECASE)
+
+
+def on_shared_storage(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a write's path is certainly on storage every worker sees: a cloud or HDFS URL (`gs://`, `s3://`,
+    `hdfs://`, ...) in the strings it is built from. A relative or local path is one file per host."""
+    written = [a.value for a in call.node.args] or ([call.receiver] if call.receiver is not None else [])
+    strings = derived_names(facts, frozenset().union(*(expression_names(v) for v in written)), call.scope)
+    return any(_SHARED_STORAGE.search(text) for text in strings)
+
+
+def worker_guard(facts: ModuleFacts, call: CallFact) -> cst.If | None:
+    """The innermost `if` around a call whose test decides by worker (`if is_chief:`, `if task_id == 0:`),
+    with the call in its body."""
+    return next((branch for branch in reversed(call.ifs) if guard_test(facts, branch.test, call.scope)), None)
+
+
+def saves_beside(facts: ModuleFacts, call: CallFact, guard: cst.If) -> bool:
+    """Whether the workers that skip `guard` save too: a model or checkpoint write in its `else` (a save on
+    every worker beside the `if` leaves the chief with one collective more than the others)."""
+    return guard.orelse is not None and any(
+        other is not call and _holds(guard.orelse, other.statement)
+        and write_kind(facts, other) in ("model", "checkpoint") for other in call.scope.calls)
+
+
+def saved_under_strategy(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether what a model save writes was built inside `strategy.scope()`: the receiver of `model.save`, or
+    the first argument of `tf.saved_model.save(model, ...)`, made by a call in the scope (a model loaded
+    afresh outside it is not distributed). A checkpoint object holds whatever it was given: True."""
+    if write_kind(facts, call) == "checkpoint":
+        return True
+    saved = call.receiver if call.attr in ("save", "save_weights") else call_arg(call.node, 0, "obj")
+    if saved is None:
+        return False
+    for origin in facts.values_of(saved, call.scope, call.order):
+        made = facts.call_fact(origin.expr) if origin.kind == "value" else None
+        if made is not None and facts.in_strategy_scope(made.scope, made.withs):
+            return True
+    return False
+
+
+_SYNC_ON_READ_KERAS2 = re.compile(r"\bBatchNormalization\b")
+_SYNC_ON_READ = re.compile(r"VariableSynchronization\.ON_READ|synchronization=[\"']on_read")
+_APPLICATIONS_WITH_BN = re.compile(r"^keras\.applications\.(?!vgg|VGG)")
+
+
+def sync_on_read_state(facts: ModuleFacts, keras2: bool) -> str | None:
+    """What in the module makes saving read sync-on-read variables (a collective across workers under
+    `MultiWorkerMirroredStrategy`): "batch-norm" for Keras 2's `BatchNormalization` layers, built here or in
+    a `keras.applications` model other than VGG; "sync-on-read" for variables made with
+    `VariableSynchronization.ON_READ`; None when the module shows neither."""
+    text = "".join(facts.source_lines)
+    if _SYNC_ON_READ.search(text):
+        return "sync-on-read"
+    if keras2 and (_SYNC_ON_READ_KERAS2.search(text) or any(
+            _APPLICATIONS_WITH_BN.match(facts.resolve(c.func) or "") for c in facts.calls)):
+        return "batch-norm"
+    return None
+
+
+def keras2_code(facts: ModuleFacts, keras: Target) -> bool:
+    """Whether the module's Keras is Keras 2: a Keras 2 target, or `tf_keras` imported."""
+    return keras.below(3) or any(full.startswith(_KERAS2_ROOTS) for full in facts.aliases.values())
 
 
 def _with_items(call: CallFact, names: frozenset[str]) -> list[cst.BaseExpression]:
@@ -684,3 +794,52 @@ def _holds(expr: cst.BaseExpression | None, node: cst.CSTNode, names: set[str], 
     if isinstance(expr, cst.IfExp):
         return _holds(expr.body, node, names, depth + 1) or _holds(expr.orelse, node, names, depth + 1)
     return False
+# -- TF_CONFIG -----------------------------------------------------------------------------------------------
+_ENV_SETTERS = frozenset({"os.environ.update", "os.environ.setdefault", "os.putenv"})
+_LAUNCHERS = re.compile(r"^(subprocess\.\w+|os\.(system|popen|spawn\w*|exec\w*)|multiprocessing\.(Process|Pool)|"
+                        r"torch\.multiprocessing\.\w+)$")
+
+
+def tf_config_sets(facts: ModuleFacts) -> list[CallFact | AssignFact]:
+    """The statements that give `TF_CONFIG` a value in this process's environment: `os.environ["TF_CONFIG"] =
+    ...`, `os.environ.update(TF_CONFIG=...)` or `update({"TF_CONFIG": ...})`, `os.environ.setdefault("TF_CONFIG",
+    ...)`, `os.putenv("TF_CONFIG", ...)`. Removing it (`pop`, `del`) gives it none, and a copy of the
+    environment (`env = dict(os.environ)`) is another process's."""
+    return facts.memo("tf_config_sets", lambda: [
+        *(a for a in facts.assigns if a.operator == "=" and _sets_tf_config(facts, a)),
+        *(c for c in facts.calls if facts.resolve(c.func) in _ENV_SETTERS and _names_tf_config(c.node)),
+    ])
+
+
+def _sets_tf_config(facts: ModuleFacts, assign: AssignFact) -> bool:
+    if not isinstance(assign.node, cst.Assign):
+        return False
+    return any(isinstance(t.target, cst.Subscript) and facts.resolve(t.target.value) == "os.environ"
+               and string_key(t.target) == "TF_CONFIG" for t in assign.node.targets)
+
+
+def _names_tf_config(call: cst.Call) -> bool:
+    for argument in call.args:
+        if argument.keyword is not None:
+            if argument.keyword.value == "TF_CONFIG":
+                return True
+        elif literal_str(argument.value) == "TF_CONFIG":
+            return True
+        elif isinstance(argument.value, cst.Dict) and any(
+                isinstance(e, cst.DictElement) and literal_str(e.key) == "TF_CONFIG" for e in argument.value.elements):
+            return True
+    return False
+
+
+def launches_processes(facts: ModuleFacts) -> bool:
+    """Whether the module starts other processes (`subprocess`, `os.system`, `multiprocessing`), which
+    inherit the environment it sets."""
+    return any(_LAUNCHERS.match(facts.resolve(c.func) or "") for c in facts.calls)
+
+
+def line_text(facts: ModuleFacts, node: cst.CSTNode) -> str:
+    """Where a node of this module starts, as a message says it: `line 12`, or `cell 3 line 2` in a
+    notebook. Asks for positions: call it only for a finding."""
+    line = facts.position(node)[0]
+    place = cell_place(facts.source_lines, line)
+    return f"line {line}" if place is None else f"cell {place[0]} line {place[1]}"

@@ -91,6 +91,7 @@ class CallFact:
     ifs: tuple[cst.If, ...]
     order: int
     arg_names: list[frozenset[str]] = field(default_factory=list)
+    blocks: tuple[Block, ...] = ()  # the conditional bodies it is in
 
     @property
     def attr(self) -> str | None:
@@ -463,7 +464,7 @@ class FactCollector(Visitor):
         fact = CallFact(
             node=node, func=dotted(node.func), scope=scope, statement=self._statements[-1],
             loops=tuple(self._loops[-1]), withs=tuple(self._withs[-1]), ifs=tuple(self._ifs[-1]),
-            order=self._next_order(),
+            order=self._next_order(), blocks=tuple(self._blocks[-1]),
         )
         self.calls.append(fact)
         scope.calls.append(fact)

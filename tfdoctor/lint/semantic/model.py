@@ -27,6 +27,7 @@ from tfdoctor.lint.names import call_arg, canonical, dotted
 from tfdoctor.lint.semantic.collector import (
     END_OF_SCOPE,
     AssignFact,
+    Block,
     CallFact,
     ClassFact,
     FactCollector,
@@ -510,6 +511,39 @@ class SemanticModel:
     def callers_of(self, scope: Scope) -> list[CallFact]:
         return self.callers.get(id(scope), [])
 
+    def runs_before(self, first: CallFact | AssignFact, second: CallFact | AssignFact) -> bool | None:
+        """Whether `first` surely runs before `second` in one run of the module: True when, in every function
+        (or the module) that reaches both, directly or through the calls that lead to them (three levels
+        up), each way to `first` comes before each way to `second`, and no branch that holds one excludes
+        the other; False when surely after; None when the module cannot tell (a function nothing here
+        calls, calls in both orders, or one branch or the other)."""
+        before = self._placements(first.scope, first.order, first.blocks, 0)
+        after = self._placements(second.scope, second.order, second.blocks, 0)
+        verdicts = set()
+        for key in before.keys() & after.keys():
+            pairs = [(a, b) for a in before[key] for b in after[key]]
+            if any(_exclusive(a, b) for a, b in pairs):
+                return None
+            if all(a[0] < b[0] for a, b in pairs):
+                verdicts.add(True)
+            elif all(a[0] > b[0] for a, b in pairs):
+                verdicts.add(False)
+            elif not all(a[0] == b[0] for a, b in pairs):
+                return None  # one call reaches both, another only one of them, in either order
+        return verdicts.pop() if len(verdicts) == 1 else None
+
+    def _placements(self, scope: Scope, order: int, blocks: tuple[Block, ...],
+                    depth: int) -> dict[int, list[tuple[int, tuple[Block, ...]]]]:
+        """id(scope) -> where a statement at `order` in `scope` runs, there and in the functions that call it."""
+        found: dict[int, list[tuple[int, tuple[Block, ...]]]] = {id(scope): [(order, blocks)]}
+        if scope.is_function and depth < 3:
+            for caller in self.callers_of(scope):
+                if caller.scope is scope:
+                    continue
+                for key, places in self._placements(caller.scope, caller.order, caller.blocks, depth + 1).items():
+                    found.setdefault(key, []).extend(places)
+        return found
+
     @cached_property
     def decorated(self) -> dict[int, list[Scope]]:
         """id(decorator function) -> the functions it decorates (`@wrap def f` is `f = wrap(f)`)."""
@@ -793,3 +827,9 @@ def _reaching_bindings(found: Iterable[AssignFact | LoopFact], before: int) -> l
 
 
 __all__ = ["ModuleLoader", "Origin", "SemanticModel", "Step"]
+
+
+def _exclusive(first: tuple[int, tuple[Block, ...]], second: tuple[int, tuple[Block, ...]]) -> bool:
+    """Whether two places in one scope cannot both run: they lie in the two branches of one `if`, or one is
+    in a branch that returns or raises before the other."""
+    return any(block.excludes(second[0]) for block in first[1]) or any(block.excludes(first[0]) for block in second[1])
