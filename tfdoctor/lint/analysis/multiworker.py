@@ -129,9 +129,9 @@ def horovod_off(facts: ModuleFacts, call: CallFact) -> bool:
     (or the body of `if not args.use_horovod:`), which runs as a single process."""
     for fact in facts.if_facts:
         on = _horovod_switch(facts, fact.node.test)
-        if on is True and fact.node.orelse is not None and _holds(fact.node.orelse, call.statement):
+        if on is True and fact.node.orelse is not None and _in_part(fact.node.orelse, call.statement):
             return True
-        if on is False and fact.node in call.ifs and _holds(fact.node.body, call.statement):
+        if on is False and fact.node in call.ifs and _in_part(fact.node.body, call.statement):
             return True
     return False
 
@@ -146,7 +146,7 @@ def _horovod_switch(facts: ModuleFacts, test: cst.BaseExpression) -> bool | None
     return (not negated) if _HOROVOD_FLAG.search(name.split(".")[-1]) else None
 
 
-def _holds(part: cst.CSTNode, statement: cst.CSTNode) -> bool:
+def _in_part(part: cst.CSTNode, statement: cst.CSTNode) -> bool:
     """Whether a statement lies in a part of an `if` (its body or `else`), looking through statements only."""
     stack = [part]
     while stack:
@@ -453,7 +453,7 @@ def saves_beside(facts: ModuleFacts, call: CallFact, guard: cst.If) -> bool:
     """Whether the workers that skip `guard` save too: a model or checkpoint write in its `else` (a save on
     every worker beside the `if` leaves the chief with one collective more than the others)."""
     return guard.orelse is not None and any(
-        other is not call and _holds(guard.orelse, other.statement)
+        other is not call and _in_part(guard.orelse, other.statement)
         and write_kind(facts, other) in ("model", "checkpoint") for other in call.scope.calls)
 
 
