@@ -75,6 +75,14 @@ def test_outcomes_rank_measured_gains_first_and_name_the_best():
     assert sentence([noise, skipped]) == "No tried change made a measurable difference."
 
 
+def test_on_an_input_bound_step_a_gain_measured_with_the_input_comes_before_one_on_the_step_alone():
+    with_input = judge(_tried("tf-data-tuned", [100] * 6, [70, 71, 69, 70, 72, 70]), [])
+    alone = judge(WhatIf("batch-x2", True, [0.1] * 6, [0.1, 0.101, 0.1, 0.099, 0.1, 0.1], 8, 16, step_only=True), [])
+    assert best([with_input, alone], input_share=0.45) is with_input
+    assert best([with_input, alone], input_share=0.02) is alone
+    assert sentence([with_input, alone], 0.02).endswith("on the step alone).")
+
+
 def test_an_outcome_names_the_rules_and_locations_found_for_its_change():
     causes = [Cause("TFD202", "train.py", 12), Cause("TFD107", "train.py", 40)]
     outcome = judge(_tried("tf-data-tuned", [100] * 6, [60] * 6), causes)

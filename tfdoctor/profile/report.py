@@ -94,7 +94,8 @@ class Report:
 
     def statement(self) -> str:
         """The verdict, and the best measured change when changes were tried."""
-        closing = sentence(self.what_if) if self.what_if is not None else None
+        input_share = self.breakdown.shares()["input"] if self.breakdown else 0.0
+        closing = sentence(self.what_if, input_share) if self.what_if is not None else None
         return f"{self.verdict.statement} {closing}" if closing else self.verdict.statement
 
     def efficiency(self) -> float | None:

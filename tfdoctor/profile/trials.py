@@ -24,8 +24,8 @@ from tfdoctor.profile.workload import StepFunctions
 Build = Callable[[tf.distribute.Strategy, dict[str, Any]], StepFunctions]
 TRIAL_SECONDS = 12.0  # timed rounds of a change stop once they have taken this long (at least MIN_ROUNDS; one host)
 MIN_ROUNDS = 6
-BLOCK = 6  # consecutive steps a side in a round, for a change with an input pipeline of its own
-MIN_BLOCK_ROUNDS = 4
+BLOCK = 5  # consecutive steps a side in a round, for a change with an input pipeline of its own
+MIN_BLOCK_ROUNDS = 6  # with 4, a sync-bound script's unchanged input pipeline once measured 1.14x (1.07-1.83)
 UNTIMED = 2  # untimed calls of each side before the rounds (tracing, XLA compilation)
 LOOPED = 4  # steps per call for steps-per-call
 WAITED_S, WAITED_SHARE = 0.001, 0.05  # a step waited for its input: more than 1 ms and 5% of the quickest step

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from tfdoctor.profile.breakdown import COVERAGE, RESAMPLES
 from tfdoctor.profile.protocol import Event, WhatIf
 from tfdoctor.profile.suggest import Cause
+from tfdoctor.profile.verdict import THRESHOLDS
 
 CHANGES = ("input-on-device", "tf-data-tuned", "batch-x2", "xla", "mixed-precision", "all-reduce",
            "steps-per-call")
@@ -35,6 +36,9 @@ RULES = {
     "all-reduce": ("TFD111",),
     "steps-per-call": ("TFD107", "TFD301"),
 }
+
+
+INPUT_BOUND = THRESHOLDS["input"][0]
 
 
 class WhatIfError(ValueError):
@@ -153,18 +157,20 @@ def ranked(outcomes: list[Outcome]) -> list[Outcome]:
     return sorted(outcomes, key=key)
 
 
-def best(outcomes: list[Outcome]) -> Outcome | None:
-    """The change with the largest measured speed-up whose interval lies above 1.0; one measured with its
-    input comes before one measured on the step alone, whose gain an input-bound step would not see."""
+def best(outcomes: list[Outcome], input_share: float = 0.0) -> Outcome | None:
+    """The change with the largest measured speed-up whose interval lies above 1.0. When waiting for input is a
+    large share of the step (`input_share` past the input-bound cut-off), one measured with its input comes
+    before one measured on the step alone, whose gain such a step would not see."""
     faster = [o for o in outcomes if o.applied and o.measurable and (o.speedup or 0) > 1]
-    return max(faster, key=lambda o: (not o.step_only, o.speedup or 0.0)) if faster else None
+    input_bound = input_share >= INPUT_BOUND
+    return max(faster, key=lambda o: (input_bound and not o.step_only, o.speedup or 0.0)) if faster else None
 
 
-def sentence(outcomes: list[Outcome]) -> str | None:
+def sentence(outcomes: list[Outcome], input_share: float = 0.0) -> str | None:
     """The verdict's closing sentence about the tried changes; None when none was tried."""
     if not outcomes:
         return None
-    top = best(outcomes)
+    top = best(outcomes, input_share)
     if top is None:
         return "No tried change made a measurable difference."
     low, high = top.interval or (0.0, 0.0)
