@@ -62,6 +62,24 @@ def steady(step: Callable[[Any], Any], batches: Iterator[Any], count: int) -> fl
     return sum(totals[first:]) / len(totals[first:])
 
 
+def in_turns(label: str, today: Callable[[], float], changed: Callable[[], float], rounds: int, least: int,
+             progress: Progress, may_stop: bool) -> tuple[list[float], list[float]]:
+    """Seconds of `today()` and `changed()` in `rounds` rounds, in an order that alternates from round to round;
+    with `may_stop`, the rounds end once TRIAL_SECONDS have passed and `least` rounds are done (never on a
+    worker of a job, where every worker must make the same calls)."""
+    today_times: list[float] = []
+    changed_times: list[float] = []
+    started = time.perf_counter()
+    for index in range(rounds):
+        sides = [(today_times, today), (changed_times, changed)]
+        for times, call in sides if index % 2 == 0 else reversed(sides):
+            times.append(call())
+        progress(label, index + 1, rounds)
+        if may_stop and index + 1 >= least and time.perf_counter() - started > TRIAL_SECONDS:
+            break
+    return today_times, changed_times
+
+
 class Trials:
     """Runs the requested changes on one workload and yields their `WhatIf` results."""
 
@@ -85,26 +103,14 @@ class Trials:
 
     def _paired(self, change: str, changed: Callable[[], float], examples: int, calls_per_step: int = 1,
                 note: str = "") -> WhatIf:
-        """Today and `changed`, one call each per round in alternating order, after untimed calls of each. For
-        changes that share today's input pipeline (or need none): whatever it buffers serves both sides."""
+        """Today and `changed`, one call each per round, after untimed calls of each. For changes that share
+        today's input pipeline (or need none): whatever it buffers serves both sides."""
         for _ in range(UNTIMED):
             changed()
             self._today()
-        today_times: list[float] = []
-        changed_times: list[float] = []
-        started = time.perf_counter()
-        for index in range(self.rounds):
-            if index % 2:
-                changed_times.append(changed())
-                today_times.append(self._today())
-            else:
-                today_times.append(self._today())
-                changed_times.append(changed())
-            self.progress(f"what-if {change}", index + 1, self.rounds)
-            if self._enough(index + 1, MIN_ROUNDS, started):
-                break
-        return WhatIf(change, True, today_times, changed_times, self.work.global_batch, examples, calls_per_step,
-                      note=note)
+        today, tried = in_turns(f"what-if {change}", self._today, changed, self.rounds, MIN_ROUNDS, self.progress,
+                                not self.config.multi_worker)
+        return WhatIf(change, True, today, tried, self.work.global_batch, examples, calls_per_step, note=note)
 
     def _blocks(self, change: str, other: StepFunctions, batches: Iterator[Any], note: str) -> WhatIf:
         """Today and a step on an input pipeline of its own, in blocks of BLOCK consecutive steps that take
@@ -112,25 +118,10 @@ class Trials:
         its buffer, not its pace (`steady` leaves the buffered steps out)."""
         for _ in range(PIPELINE_WARMUP):  # fill buffers, tune parallelism, trace
             wait(other.step(next(batches)))
-        today_times: list[float] = []
-        changed_times: list[float] = []
-        rounds = max(MIN_BLOCK_ROUNDS, self.rounds // BLOCK)
-        started = time.perf_counter()
-        for index in range(rounds):
-            sides = [(today_times, self.work.step, self.batches), (changed_times, other.step, batches)]
-            for times, step, source in sides if index % 2 == 0 else reversed(sides):
-                times.append(steady(step, source, BLOCK))
-            self.progress(f"what-if {change}", index + 1, rounds)
-            if self._enough(index + 1, MIN_BLOCK_ROUNDS, started):
-                break
-        return WhatIf(change, True, today_times, changed_times, self.work.global_batch, other.global_batch,
-                      note=note)
-
-    def _enough(self, rounds: int, least: int, started: float) -> bool:
-        """Past the time budget with at least `least` rounds; never on a worker of a job, where every worker
-        must make the same calls."""
-        return (not self.config.multi_worker and rounds >= least
-                and time.perf_counter() - started > TRIAL_SECONDS)
+        today, tried = in_turns(f"what-if {change}", lambda: steady(self.work.step, self.batches, BLOCK),
+                                lambda: steady(other.step, batches, BLOCK), max(MIN_BLOCK_ROUNDS, self.rounds // BLOCK),
+                                MIN_BLOCK_ROUNDS, self.progress, not self.config.multi_worker)
+        return WhatIf(change, True, today, tried, self.work.global_batch, other.global_batch, note=note)
 
     def _rebuilt(self, change: str, strategy: tf.distribute.Strategy, note: str, **params: Any) -> WhatIf:
         """The same workload built again with other parameters (or under another strategy), timed on its own

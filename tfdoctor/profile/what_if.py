@@ -39,6 +39,7 @@ RULES = {
 
 
 INPUT_BOUND = THRESHOLDS["input"][0]
+CEILING = "input-on-device"  # the bound of every input change, measured beside them
 
 
 class WhatIfError(ValueError):
@@ -158,10 +159,11 @@ def ranked(outcomes: list[Outcome]) -> list[Outcome]:
 
 
 def best(outcomes: list[Outcome], input_share: float = 0.0) -> Outcome | None:
-    """The change with the largest measured speed-up whose interval lies above 1.0. When waiting for input is a
+    """The change with the largest measured speed-up whose interval lies above 1.0 (input-on-device is the
+    ceiling of the input changes, not a change one can make). When waiting for input is a
     large share of the step (`input_share` past the input-bound cut-off), one measured with its input comes
     before one measured on the step alone, whose gain such a step would not see."""
-    faster = [o for o in outcomes if o.applied and o.measurable and (o.speedup or 0) > 1]
+    faster = [o for o in outcomes if o.applied and o.measurable and (o.speedup or 0) > 1 and o.change != CEILING]
     input_bound = input_share >= INPUT_BOUND
     return max(faster, key=lambda o: (input_bound and not o.step_only, o.speedup or 0.0)) if faster else None
 
@@ -171,9 +173,11 @@ def sentence(outcomes: list[Outcome], input_share: float = 0.0) -> str | None:
     if not outcomes:
         return None
     top = best(outcomes, input_share)
+    ceiling = next((o for o in outcomes if o.change == CEILING and o.applied and o.speedup), None)
+    bound = f" With the input already on the devices: {ceiling.speedup:.2f}x." if ceiling and ceiling.measurable else ""
     if top is None:
-        return "No tried change made a measurable difference."
+        return f"No tried change made a measurable difference.{bound}"
     low, high = top.interval or (0.0, 0.0)
     alone = ", on the step alone" if top.step_only else ""
     return (f"Best measured change: {top.change}, {top.speedup:.2f}x examples/s "
-            f"(90% interval {low:.2f}-{high:.2f}{alone}).")
+            f"(90% interval {low:.2f}-{high:.2f}{alone}).{bound}")

@@ -8,7 +8,6 @@ applied to what the script did is reported with the reason."""
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Iterator
 
 import tensorflow as tf
@@ -19,13 +18,12 @@ from tfdoctor.profile.phases import in_one_graph, timed, wait
 from tfdoctor.profile.protocol import WhatIf
 from tfdoctor.profile.script.inputs import tuned_copy
 from tfdoctor.profile.script.replay import EAGER, Batch, Replay, examples, replicas_compiled
-from tfdoctor.profile.trials import (BLOCK, BYTES_PER_PACK, CPU_MIXED, LOOPED, MIN_BLOCK_ROUNDS, UNTIMED, error_line,
-                                     steady)
+from tfdoctor.profile.trials import (BLOCK, BYTES_PER_PACK, CPU_MIXED, LOOPED, MIN_BLOCK_ROUNDS, MIN_ROUNDS, UNTIMED,
+                                     error_line, in_turns, steady)
 
 Progress = Callable[[str, int, int], None]
 ROUNDS = 10
 EAGER_WHY = "the step runs eagerly, so there is no graph to compile or trace again: wrap it in tf.function (TFD107)"
-TRIAL_SECONDS = 12.0
 
 
 class ScriptTrials:
@@ -58,15 +56,8 @@ class ScriptTrials:
         for _ in range(UNTIMED):
             changed()
             self._today()
-        today, tried = [], []
-        started = time.perf_counter()
-        for index in range(ROUNDS):
-            sides = [(today, self._today), (tried, changed)]
-            for times, call in sides if index % 2 == 0 else reversed(sides):
-                times.append(call())
-            self.progress(f"what-if {change}", index + 1, ROUNDS)
-            if not self.across_workers and index >= 5 and time.perf_counter() - started > TRIAL_SECONDS:
-                break
+        today, tried = in_turns(f"what-if {change}", self._today, changed, ROUNDS, MIN_ROUNDS, self.progress,
+                                not self.across_workers)
         return WhatIf(change, True, today, tried, self.examples, examples, calls_per_step,
                       note=f"{note}; both sides replay the captured step on a captured batch (no input)",
                       step_only=True)
@@ -87,12 +78,9 @@ class ScriptTrials:
         step = self.replay.step
         for _ in range(UNTIMED):
             wait(step(next(tuned_batches)))
-        today, tried = [], []
-        for index in range(MIN_BLOCK_ROUNDS):
-            sides = [(today, today_batches), (tried, tuned_batches)]
-            for times, batches in sides if index % 2 == 0 else reversed(sides):
-                times.append(steady(step, batches, BLOCK))
-            self.progress("what-if tf-data-tuned", index + 1, MIN_BLOCK_ROUNDS)
+        today, tried = in_turns("what-if tf-data-tuned", lambda: steady(step, today_batches, BLOCK),
+                                lambda: steady(step, tuned_batches, BLOCK), MIN_BLOCK_ROUNDS, MIN_BLOCK_ROUNDS,
+                                self.progress, False)
         return WhatIf("tf-data-tuned", True, today, tried, self.examples, self.examples, note=note)
 
     def _batch_x2(self) -> WhatIf:
