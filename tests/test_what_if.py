@@ -119,10 +119,21 @@ def test_report_json_and_text_carry_the_tried_changes(tmp_path):
     console.file.close()
     text = (tmp_path / "out.txt").read_text()
     assert "What-if, measured" in text and "not applied: no GPU" in text and "examples/s today" in text
+
+
+@pytest.mark.tf  # OpenCV comes with the profile extra
+def test_the_image_grows_a_panel_for_the_measured_changes(tmp_path):
+    import cv2
+
+    from tfdoctor.profile.breakdown import breakdown
     from tfdoctor.profile.image import write_png
 
-    image = write_png(tmp_path / "breakdown.png", "w", result, report.verdict.primary, outcomes)
-    assert image.stat().st_size > 0
+    result = breakdown([0.1] * 5, [0.05] * 5, [0.05], [0.0] * 5, [0.0] * 5, paired=True)
+    outcomes = [judge(_tried("input-on-device", [100] * 6, [50, 51, 49, 50, 52, 50]), []),
+                judge(_tried("xla", [100] * 6, [99, 101, 100, 100, 98, 102]), [])]
+    plain = cv2.imread(str(write_png(tmp_path / "plain.png", "w", result, "input-bound")))
+    tried = cv2.imread(str(write_png(tmp_path / "tried.png", "w", result, "input-bound", outcomes)))
+    assert tried.shape[0] > plain.shape[0] and tried.shape[1] == plain.shape[1]
 
 
 # -- real runs whose effects are known by construction --------------------------------------------------------
