@@ -87,7 +87,7 @@ EXPECTED = [
     ('TFD205', 2, 3, 16, '`tf.py_func` in a `tf.data` transformation runs Python under the GIL; use TF ops'),
     ('TFD206', 0, 7, 13, '`batches` builds a float64 batch; build it as `np.float32`'),
     ('TFD206', 1, 5, 15, '`Loader.__getitem__` builds a float64 batch; build it as `np.float32`'),
-    ('TFD206', 2, 6, 23, '`batches` builds a float64 batch; build it as `np.float32`'),
+    ('TFD206', 2, 6, 15, '`batches` builds a float64 batch; build it as `np.float32`'),
     ('TFD207', 0, 4, 9, '`shuffle` after `batch` shuffles whole batches; shuffle before batching'),
     ('TFD207', 1, 3, 70, '`shuffle` after `batch` shuffles whole batches; shuffle before batching'),
     ('TFD209', 0, 13, 15, 'this `run` takes another batch from `iterator.get_next()` on every step, besides the one the training run uses'),

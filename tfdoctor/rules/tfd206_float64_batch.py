@@ -79,13 +79,13 @@ class Loader(keras.utils.Sequence):
         return out, self.labels[index]
 model.fit(Loader(), epochs=2)
 """,
-        # a generator whose dummy targets are float64, reached through a wrapper that returns it
+        # a generator whose images are allocated as float64, reached through a wrapper that returns it
         """import numpy as np
 from tensorflow import keras
 def batches(lines, size):
     while True:
-        images = np.stack([load(line) for line in lines[:size]]).astype("float32")
-        yield images, np.zeros(size)  # TFD206
+        labels = np.array([label(line) for line in lines[:size]], dtype=np.int32)
+        yield np.zeros((size, 64, 64, 3)), labels  # TFD206
 def batches_or_none(lines, size):
     if not lines:
         return None
@@ -100,6 +100,14 @@ class Batches:
         return np.zeros((4, 8, 8, 3), dtype=np.float32)
 for b in Batches():
     model.train_on_batch(b)
+""",
+        # a dummy target of one float per example (the loss is computed inside the model): a vector, no batch
+        """import numpy as np
+def batches(lines, size):
+    while True:
+        images = np.stack([load(line) for line in lines[:size]]).astype("float32")
+        yield images, np.zeros(size)
+model.fit(batches(train_lines, 8), steps_per_epoch=10)
 """,
         # float64 scratch space that is not returned
         """import numpy as np
@@ -159,9 +167,15 @@ for b in Batches():
 
 
 def _inline_allocations(facts: ModuleFacts, value: cst.BaseExpression | None) -> Iterator[cst.Call]:
-    """`np.zeros(shape)` without a dtype written into what a producer returns or yields (also in a tuple)."""
+    """`np.zeros(shape)` without a dtype written into what a producer returns or yields (also in a tuple), with a
+    shape of two or more dimensions written out: `np.zeros(batch_size)`, a vector of one float per example, is
+    the dummy target of a model that computes its loss inside, whose few bytes are not worth a finding."""
     items = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
     for item in items:
         if (isinstance(item, cst.Call) and facts.resolve(item.func) in _ALLOCATORS
-                and call_arg(item, 1, "dtype") is None):
+                and call_arg(item, 1, "dtype") is None and _batch_shape(call_arg(item, 0, "shape"))):
             yield item
+
+
+def _batch_shape(shape: cst.BaseExpression | None) -> bool:
+    return isinstance(shape, (cst.Tuple, cst.List)) and len(shape.elements) >= 2
