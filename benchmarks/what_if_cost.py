@@ -5,6 +5,12 @@ seconds each change added (between the arrivals of its result and the one before
 
 Targets (issue 22): each change adds at most about 20 s on this 2-core machine, and `--what-if all` on the
 default reference finishes within 4 minutes. Ratios and seconds of one run, printed; nothing is asserted.
+
+Measured on 2026-12-02, quiet machine (load average 0.04), reference tuned on 2 logical CPU replicas: profile
+41 s, with --what-if all 151 s (+110 s); input-on-device 7.4 s, tf-data-tuned 10.3 s, batch-x2 18.2 s, xla
+17.0 s, mixed-precision 0 s (not applied on CPU), all-reduce HierarchicalCopyAllReduce 17.2 s and
+ReductionToOneDevice 16.7 s, steps-per-call 22.1 s (tracing the 4-step graph). The naive reference with
+--what-if all took 3 min 29 s: input-on-device 1.35x (1.33-1.38), tf-data-tuned 1.33x (1.30-1.36) first.
 """
 
 from __future__ import annotations
