@@ -13,11 +13,17 @@ from tfdoctor.lint.rule import Context, Rule
 _GPU_TEXT = re.compile(r"gpu", re.IGNORECASE)
 _DEVICES = re.compile(r"(gpus|devices)$", re.IGNORECASE)  # a list of device names, by its name
 _SCOPING = frozenset({"tensorflow.device", "tensorflow.name_scope", "tensorflow.variable_scope"})
-# Calls that only move, cast or sum values: a block of nothing else syncs or reduces per device, it does not
-# build a model copy (`param.assign(param0.read_value())`, `tf.add_n([tf.cast(g, tf.float32) ...])`).
+# Calls that only move, cast, sum, pack or split values: a block of nothing else syncs or reduces per device, it
+# does not build a model copy (`param.assign(param0.read_value())`, `tf.add_n([tf.cast(g, tf.float32) ...])`).
 _NOT_BUILDING = frozenset({"zip", "all", "any", "len", "range", "enumerate", "list", "tuple", "isinstance", "print",
-                           "append", "extend", "assign", "assign_add", "assign_sub", "read_value",
-                           "tensorflow.cast", "tensorflow.add_n", "tensorflow.identity", "tensorflow.group"})
+                           "append", "extend", "assign", "assign_add", "assign_sub", "read_value", "format",
+                           "tensorflow.cast", "tensorflow.add_n", "tensorflow.identity", "tensorflow.group",
+                           "tensorflow.concat", "tensorflow.split", "tensorflow.reshape", "tensorflow.stack",
+                           "tensorflow.unstack", "tensorflow.expand_dims", "tensorflow.squeeze", "tensorflow.add",
+                           "tensorflow.multiply", "tensorflow.divide", "tensorflow.truediv", "tensorflow.math.add",
+                           "tensorflow.math.multiply", "tensorflow.math.divide", "tensorflow.math.truediv"})
+HELPER_DEPTH = 2  # project helpers looked into for what a device block builds
+_SCOPE_SUFFIXES = ("name_scope", "variable_scope")  # a library's own scopes (tensorpack's cached_name_scope)
 
 
 class ManualTowerReplication(Rule):
@@ -164,12 +170,25 @@ for gpu in tf.config.list_physical_devices("GPU"):
                 if isinstance(spec, cst.Call) and (facts.resolve(spec.func) or "").endswith(".replica_device_setter"):
                     spec = call_arg(spec, None, "worker_device")  # TF1 towers: the GPU is the worker device
                 loop_vars = {t for loop in device.loops for t in loop.targets}
-                builds = [c for c in block.calls if facts.resolve(c.func) not in _SCOPING
-                          and not {facts.resolve(c.func), c.attr, c.func} & _NOT_BUILDING]
+                builds = [c for c in block.calls if _builds(facts, c)]
                 per_gpu = ((_mentions_gpu(facts, spec, device.scope) and any(reads(names, v) for v in loop_vars))
                            or _picked_from_devices(facts, spec, device, loop_vars))
                 if per_gpu and builds:
                     yield self.report(device)
+
+
+def _builds(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:
+    """Whether a call in a device block may build part of a model: not a scope, nor a call that only moves,
+    casts, sums, packs or splits values, nor a project helper whose own calls are all such (tensorpack's
+    `GradientPacker.pack`, which concatenates and splits gradients per device); unknown calls may."""
+    names = {facts.resolve(call.func), call.attr, call.func}
+    if facts.resolve(call.func) in _SCOPING or names & _NOT_BUILDING or \
+            any(isinstance(n, str) and n.endswith(_SCOPE_SUFFIXES) for n in names):
+        return False
+    helpers = facts.callables_of(call.node.func, call.scope) if depth < HELPER_DEPTH else []
+    if not helpers:
+        return True
+    return any(_builds(facts, inner, depth + 1) for helper in helpers for inner in helper.calls)
 
 
 def _picked_from_devices(facts: ModuleFacts, spec: cst.BaseExpression | None, device: CallFact,
