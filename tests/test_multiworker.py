@@ -128,3 +128,26 @@ def test_a_multi_worker_script_runs_on_every_worker_with_its_lint_joined(tmp_pat
     assert rows["worker-0"]["waiting_for_others_s"] == pytest.approx(DELAY_S, rel=0.3)
     cited = {location for suggestion in document["suggestions"] for location in suggestion["locations"]}
     assert "TFD201 at multi_worker_train.py:47" in cited
+
+
+def test_a_worker_waiting_in_next_for_a_slower_worker_counts_that_wait_as_sync(tmp_path: Path):
+    """In a multi-worker job, `next()` on a distributed iterator agrees with the other workers on whether each
+    still has data: the healthy worker waits there for the one whose generator is slow."""
+    scripts = ROOT / "tests" / "scripts"
+    result = run_cli("profile", "--workers", "2", "--steps", "8", "--warmup", "2", "--logdir", str(tmp_path),
+                     "--format", "json", "--", "python", "multi_worker_dataset_fn.py", "300", "1", cwd=scripts)
+    document = _report(result)
+    rows = {row["task"]: row for row in document["workers"]}
+    assert document["straggler"]["task"] == "worker-1" and document["straggler"]["part"] == "input"
+    assert rows["worker-0"]["shares"]["input"] < 0.2 and rows["worker-0"]["shares"]["sync"] > 0.5
+    assert rows["worker-1"]["shares"]["input"] > 0.4
+
+
+def test_the_reference_path_splits_a_distributed_next_into_own_input_and_waiting(tmp_path: Path):
+    result = run_cli("profile", "--workers", "2", *MLP, "--workload-param", "inject=input_delay",
+                     "--workload-param", f"input_delay={DELAY_S}", "--workload-param", "task=1",
+                     "--workload-param", "input=distributed", "--logdir", str(tmp_path), "--format", "json")
+    document = _report(result)
+    rows = {row["task"]: row for row in document["workers"]}
+    assert document["straggler"]["task"] == "worker-1" and document["straggler"]["part"] == "input"
+    assert rows["worker-0"]["shares"]["input"] < 0.2 and rows["worker-0"]["shares"]["sync"] > 0.5

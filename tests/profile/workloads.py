@@ -43,7 +43,9 @@ def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunct
     """A two-layer MLP under `strategy`, plus what `params["inject"]` asks for: `input_delay` (seconds of
     sleep per batch in a Python input), `payload_mb` (an extra all-reduce per step), `eager` (no
     tf.function around the distributed step), `oom` (out of memory above `fits` examples per replica, in the
-    `oom_variant` only when given), or `crash`; with `task`, only that task of a multi-worker job gets it."""
+    `oom_variant` only when given), or `crash`; with `task`, only that task of a multi-worker job gets it.
+    `input=distributed`: every task reads its batches through `distribute_datasets_from_function` from a
+    `from_generator` source (where `input_delay` sleeps), as multi-worker scripts do."""
     inject = params.get("inject", "none")
     if "task" in params and _task_index() != int(params["task"]):
         inject = "none"  # a multi-worker job where only one worker has the injected fault
@@ -98,8 +100,22 @@ def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunct
 
     graph_step = tf.function(step)
     notes = []
-    if inject == "input_delay":
-        delay = float(params["input_delay"])
+    delay = float(params["input_delay"]) if inject == "input_delay" else 0.0
+    if params.get("input") == "distributed":
+        x, y = (tensor.numpy() for tensor in data.batch(per_replica).take(1).get_single_element())
+
+        def examples():
+            while True:
+                time.sleep(delay)
+                yield x, y
+
+        def per_worker(context: tf.distribute.InputContext) -> tf.data.Dataset:
+            spec = (tf.TensorSpec(x.shape, tf.float32), tf.TensorSpec(y.shape, tf.float32))
+            return tf.data.Dataset.from_generator(examples, output_signature=spec)
+
+        def batches():
+            return iter(strategy.distribute_datasets_from_function(per_worker))
+    elif inject == "input_delay":
         notes.append(f"ground-truth input {delay}")
 
         def batches():

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
+from tfdoctor.profile import distributed_next
 from tfdoctor.profile.protocol import ClockCheck, PhaseTimes
 from tfdoctor.profile.workload import StepFunctions
 
@@ -68,16 +69,21 @@ def _one_round(functions: dict[str, Callable[[], Any]]) -> dict[str, float]:
 def _full_steps(work: StepFunctions, batches: Iterator[Any], count: int, skip: int,
                 tick: Callable[[], None]) -> tuple[list[float], list[float]]:
     """`count` steps on the real input, as a training loop runs them: seconds per step and seconds spent in
-    `next(batches)`, both without the first `skip` steps."""
+    `next(batches)` (in a multi-worker job, only in this worker's own input: distributed_next.py), both
+    without the first `skip` steps."""
     full, waits = [], []
+    across = distributed_next.spans_workers(batches)
     for index in range(count):
         start = time.perf_counter()
-        batch = next(batches)
-        got = time.perf_counter()
+        if across:
+            batch, own, _ = distributed_next.split(lambda: next(batches))
+        else:
+            batch = next(batches)
+            own = time.perf_counter() - start
         wait(work.step(batch))
         if index >= skip:
             full.append(time.perf_counter() - start)
-            waits.append(got - start)
+            waits.append(own)
         tick()
     return full, waits
 

@@ -172,6 +172,7 @@ class ScriptMeasured(Event):
     replicas: int = 0
     replayed: bool = True                  # False: nothing could be replayed, host and sync not separated
     replay_steps: list[float] = field(default_factory=list)  # B itself: the replayed step, per window step
+    peer_waits: list[float] = field(default_factory=list)  # per interval: in input calls, waiting for other workers
 
 
 @dataclass(frozen=True)

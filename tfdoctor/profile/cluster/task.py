@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
+import statistics
 from typing import Callable
 
 from tfdoctor.profile import protocol
@@ -16,6 +17,8 @@ from tfdoctor.profile.protocol import Event
 from tfdoctor.profile.protocol import PhaseTimes
 from tfdoctor.profile.runner import OutOfMemory, ProfileError, run_worker, trace_of
 from tfdoctor.profile.script.parent import ScriptOptions, run_script
+
+PEER_NOTE_S = 0.001  # a median wait for the other workers inside next() worth a note
 
 
 def job_id(cluster: ClusterConfig) -> str:
@@ -64,8 +67,9 @@ def measure_task(cluster: ClusterConfig, options: Options, on_event: Callable[[E
 def measure_script_task(cluster: ClusterConfig, options: ScriptOptions,
                         on_event: Callable[[Event], None]) -> WorkerPart:
     """This task's part of a job that runs the user's script on every worker: its step window, with the
-    step call's time beyond the replayed step (run in step on every worker) as waiting for the others, and
-    the script's lint findings as causes."""
+    step call's time beyond the replayed step (run in step on every worker) and the input calls' waits for
+    the other workers (a distributed iterator's `next()`) as waiting for the others, and the script's lint
+    findings as causes."""
     from tfdoctor.profile.script.join import lint_findings
 
     base = _base(cluster)
@@ -83,7 +87,13 @@ def measure_script_task(cluster: ClusterConfig, options: ScriptOptions,
     if not result.replay_steps:
         notes.append(f"{cluster.task.name}: the step was not replayed, so waiting for other workers is not "
                      "separated from compute")
-    phases = PhaseTimes(times.full, [full - call for full, call in zip(times.full, result.step_calls)],
+    peers = result.peer_waits or [0.0] * len(times.full)
+    if statistics.median(peers) >= PEER_NOTE_S:
+        notes.append(f"{cluster.task.name}: {statistics.median(peers) * 1000:.0f} ms per step inside next() waiting for "
+                     "the other workers (a distributed dataset not known to be endless agrees with them on every "
+                     "batch): counted as sync, not input")
+    own_input = [full - call - peer for full, call, peer in zip(times.full, result.step_calls, peers)]
+    phases = PhaseTimes(times.full, own_input,
                         result.replay_steps or result.step_calls[:len(times.full)], times.looped, times.gradients,
                         times.reduced)
     replicas = max(result.replicas, 1)

@@ -19,6 +19,7 @@ from tensorflow.python.distribute import distribute_lib, input_lib, mirrored_str
 from tensorflow.python.eager.polymorphic_function import polymorphic_function
 from tensorflow.python.framework import ops
 
+from tfdoctor.profile import distributed_next
 from tfdoctor.profile.script import inputs, replay
 from tfdoctor.profile.script.recorder import Recorder
 
@@ -155,9 +156,26 @@ def _timed_input(original: Callable) -> Callable:
     return timed
 
 
+def _timed_distributed_input(original: Callable) -> Callable:
+    """`next()` on a distributed iterator; in a multi-worker job its wait for the other workers is not
+    input (distributed_next.py)."""
+    plain = _timed_input(original)
+
+    def timed(self: Any) -> Any:
+        rec = _State.recorder
+        if rec is None or rec.busy or ops.inside_function() or not distributed_next.spans_workers(self):
+            return plain(self)
+        item, own, peers = distributed_next.split(lambda: original(self))
+        rec.input_wait(own, self)
+        rec.peer_wait(peers)
+        return item
+    return timed
+
+
 def _patch_iterators() -> None:
-    for cls in (iterator_ops.OwnedIterator, input_lib.DistributedIteratorBase):
-        cls.__next__ = _timed_input(cls.__next__)
+    iterator_ops.OwnedIterator.__next__ = _timed_input(iterator_ops.OwnedIterator.__next__)
+    distributed = input_lib.DistributedIteratorBase
+    distributed.__next__ = _timed_distributed_input(distributed.__next__)
 
 
 def _patch_distribution() -> None:

@@ -38,7 +38,8 @@ class Recorder:
         self.starts: list[float] = []    # starts of the measured steps (K + 1 of them)
         self.calls: list[float] = []     # how long each measured step call took
         self.waits: list[float] = []     # hooked input waits in each measured interval
-        self._wait = 0.0
+        self.peer_waits: list[float] = []  # waits for other workers inside hooked input calls, per interval
+        self._wait = self._peer_wait = 0.0
         self.replay: Replay | None = None
         self.hooked: set[str] = set()
         self.busy = False                # replaying: the hooks must not report
@@ -59,6 +60,10 @@ class Recorder:
         if source is not None:
             self.input_source = source
 
+    def peer_wait(self, seconds: float) -> None:
+        """`seconds` inside an input call spent waiting for other workers (a multi-worker `next()`)."""
+        self._peer_wait += seconds
+
     def step(self, source: str, start: float, end: float, replay: Replay | None = None) -> None:
         """A training step call ran from `start` to `end` (perf_counter seconds)."""
         if self.done or self.busy:
@@ -69,7 +74,7 @@ class Recorder:
         if source != self.source:
             return
         self.seen += 1
-        wait, self._wait = self._wait, 0.0
+        (wait, peer), self._wait, self._peer_wait = (self._wait, self._peer_wait), 0.0, 0.0
         if self._traced >= 0:
             self._traced += 1
             self._mark_trace_step()
@@ -81,6 +86,7 @@ class Recorder:
             return
         if self.starts:
             self.waits.append(wait)
+            self.peer_waits.append(peer)
         self.starts.append(start)
         self.calls.append(end - start)
         self.progress("measured steps", len(self.starts) - 1, self.steps)
@@ -139,7 +145,8 @@ class Recorder:
                                replayed.reduced)
             global_batch, replicas = replayed.global_batch, replayed.replicas
         return ScriptMeasured(times, calls, self.source or "", sorted(self.hooked), self.seen, notes, global_batch,
-                              replicas, replayed is not None, replayed.replay_steps if replayed else [])
+                              replicas, replayed is not None, replayed.replay_steps if replayed else [],
+                              self.peer_waits[:len(intervals)])
 
     def _start_trace(self) -> None:
         import tensorflow as tf
