@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import statistics
 import socket
 from dataclasses import replace
 from pathlib import Path
@@ -153,3 +154,33 @@ def test_one_replica_is_not_written_as_replicas():
     console = Console(record=True, width=120)
     render(report, console)
     assert "on 1 replica (cpu)" in console.export_text()
+
+
+def test_a_job_whose_steps_were_not_replayed_puts_no_share_on_the_parts_it_did_not_separate():
+    """Neither worker's step was replayed (a Keras fit whose replay failed, say): their step calls are known
+    whole, so the verdict, the rows and the JSON name input alone and say the rest is not separated."""
+    from rich.console import Console
+
+    from tfdoctor.profile.report import render
+
+    def unreplayed(part: WorkerPart) -> WorkerPart:
+        assert part.phases is not None
+        calls = [full - wait for full, wait in zip(part.phases.full, part.phases.input_wait)]
+        phases = replace(part.phases, on_device=calls, looped=[statistics.median(calls)], gradients=[0.0],
+                         reduced=[0.0])
+        return replace(part, phases=phases, separated=False)
+
+    report = job_report([unreplayed(WAITS_FOR_IT), unreplayed(replace(WAITS_FOR_IT, task="worker-1"))])
+    document = report.to_json()
+    assert document["verdict"]["primary"] == "not-separated"
+    assert document["verdict"]["statement"].startswith("Not separated: input is 1% of each 131 ms step")
+    assert "compute" not in document["verdict"]["statement"].split(";")[0]
+    assert document["shares"]["compute"] is None and document["shares"]["sync"] is None
+    assert document["separated"] is False and document["straggler"] is None
+    assert all(row["shares"]["host"] is None and row["waiting_for_others_s"] is None for row in document["workers"])
+    assert [s["title"] for s in document["suggestions"]] == []
+    console = Console(record=True, width=140)
+    render(report, console)
+    text = console.export_text()
+    assert "Straggler not known" in text and "No straggler" not in text
+    assert "step call (host, sync, compute not separated)" in text

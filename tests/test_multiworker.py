@@ -123,6 +123,7 @@ def test_a_multi_worker_script_runs_on_every_worker_with_its_lint_joined(tmp_pat
                      "--format", "json", "--", "python", "multi_worker_train.py", "300", "1", cwd=scripts)
     document = _report(result)
     rows = {row["task"]: row for row in document["workers"]}
+    assert document["straggler"] is not None, (document["workers"], document["notes"])
     assert document["straggler"]["task"] == "worker-1" and document["straggler"]["part"] == "input"
     assert rows["worker-1"]["breakdown_s"]["input"] == pytest.approx(DELAY_S, rel=0.3)
     assert rows["worker-0"]["waiting_for_others_s"] == pytest.approx(DELAY_S, rel=0.3)
@@ -138,6 +139,7 @@ def test_a_worker_waiting_in_next_for_a_slower_worker_counts_that_wait_as_sync(t
                      "--format", "json", "--", "python", "multi_worker_dataset_fn.py", "300", "1", cwd=scripts)
     document = _report(result)
     rows = {row["task"]: row for row in document["workers"]}
+    assert document["straggler"] is not None, (document["workers"], document["notes"])
     assert document["straggler"]["task"] == "worker-1" and document["straggler"]["part"] == "input"
     assert rows["worker-0"]["shares"]["input"] < 0.2 and rows["worker-0"]["shares"]["sync"] > 0.5
     assert rows["worker-1"]["shares"]["input"] > 0.4
@@ -149,5 +151,21 @@ def test_the_reference_path_splits_a_distributed_next_into_own_input_and_waiting
                      "--workload-param", "input=distributed", "--logdir", str(tmp_path), "--format", "json")
     document = _report(result)
     rows = {row["task"]: row for row in document["workers"]}
+    assert document["straggler"] is not None, (document["workers"], document["notes"])
     assert document["straggler"]["task"] == "worker-1" and document["straggler"]["part"] == "input"
     assert rows["worker-0"]["shares"]["input"] < 0.2 and rows["worker-0"]["shares"]["sync"] > 0.5
+
+
+def test_a_keras_2_fit_under_multi_worker_is_replayed_with_sync_separated(tmp_path: Path):
+    """Keras 2 through tf_keras (TF_USE_LEGACY_KERAS=1): its fit is timed by its own kind of callback and its
+    train_step replayed, as Keras 3's are, so each worker's step is split and its wait for the other known."""
+    pytest.importorskip("tf_keras")
+    scripts = ROOT / "tests" / "scripts"
+    result = run_cli("profile", "--workers", "2", "--steps", "8", "--warmup", "2", "--logdir", str(tmp_path),
+                     "--format", "json", "--", "python", "legacy_fit.py", cwd=scripts)
+    document = _report(result)
+    assert document["separated"] is True
+    assert document["notes"][0].startswith("2 workers x 1 replica each")
+    assert document["workload"]["global_batch"] == 128 and document["throughput"]["examples_per_s"] > 0
+    assert not any("not replayed" in note or "not separated" in note for note in document["notes"])
+    assert all(row["waiting_for_others_s"] is not None for row in document["workers"])

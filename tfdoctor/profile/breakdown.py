@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import statistics
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 PARTS = ("input", "sync", "host", "compute")
 RESAMPLES = 400  # bootstrap resamples of the rounds
@@ -33,7 +34,9 @@ class Breakdown:
     """Seconds per step in each part; they add up to the median full step. `contention` is the part of
     `compute` that is the replicas running slower while the input pipeline's threads take host cores from
     them (measured only where the replicas are logical CPU devices, None elsewhere). `waiting` is the part of
-    `sync` that is one worker of a multi-worker job waiting for the others (None outside such a job)."""
+    `sync` that is one worker of a multi-worker job waiting for the others (None outside such a job).
+    `separated` False: the step could not be replayed, so only input was measured; host, sync and compute are
+    one part, the step call, held in `compute` (and reported as not separated)."""
 
     step: StepTime
     input: float
@@ -44,9 +47,18 @@ class Breakdown:
     waiting: float | None = None
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)        # part -> (low, high) s
     share_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # part -> (low, high) share
+    separated: bool = True
 
     def seconds(self) -> dict[str, float]:
         return {part: getattr(self, part) for part in PARTS}
+
+    def measured(self) -> tuple[str, ...]:
+        """The parts measured apart from the others: all four, or input alone."""
+        return PARTS if self.separated else ("input",)
+
+    def reported(self, values: dict[str, Any]) -> dict[str, Any]:
+        """`values` (one per part) as reports show them: None for a part not measured apart."""
+        return {part: value if part in self.measured() else None for part, value in values.items()}
 
     def shares(self) -> dict[str, float]:
         total = sum(self.seconds().values()) or 1.0

@@ -39,7 +39,8 @@ def write_png(path: Path, title: str, result: Breakdown, verdict: str, tried: li
         y = bar_top + bar_height + 35
         x = left + index * 215
         cv2.rectangle(canvas, (x, y - 14), (x + 16, y + 2), _COLOURS[part], -1)
-        label = f"{part} {getattr(result, part) * 1000:.1f} ms ({shares[part]:.0%})"
+        label = (f"{part} {getattr(result, part) * 1000:.1f} ms ({shares[part]:.0%})" if part in result.measured()
+                 else f"{part}: not separated")
         cv2.putText(canvas, label, (x + 22, y), font, 0.5, (0, 0, 0), 1, cv2.LINE_AA)
     cv2.putText(canvas, f"median step {result.step.median * 1000:.1f} ms - {verdict}"[:95], (left, 220),
                 font, 0.55, (0, 0, 0), 1, cv2.LINE_AA)

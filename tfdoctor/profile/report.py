@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tfdoctor.profile.breakdown import PARTS, Breakdown
-from tfdoctor.profile.cluster.job import NO_STRAGGLER
+from tfdoctor.profile.cluster.job import NO_STRAGGLER, UNKNOWN_STRAGGLER
 from tfdoctor.profile.gpus import machine_gpus, unused_gpus_note
 from tfdoctor.profile.protocol import ClockCheck
 from tfdoctor.profile.suggest import Suggestion
@@ -18,6 +18,7 @@ from tfdoctor.profile.verdict import Verdict
 from tfdoctor.profile.what_if import Outcome, sentence
 
 COLOURS = {"input": "yellow", "sync": "magenta", "host": "cyan", "compute": "green"}
+UNSEPARATED = "step call (host, sync, compute not separated)"
 CPU_NOTE = ("No GPU: the replicas are logical CPU devices sharing this machine's cores, so absolute times and "
             "scaling are not GPU figures; the split between input, all-reduce, host and compute still holds.")
 VIRTUAL_GPU_NOTE = ("One GPU split into logical GPUs: NCCL does not support virtual GPUs and TensorFlow falls back "
@@ -61,10 +62,11 @@ class Report:
             "step_time_s": ({"median": result.step.median, "p10": result.step.p10, "p90": result.step.p90}
                             if result else None),
             "throughput": {"examples_per_s": self.examples_per_s},
-            "breakdown_s": result.seconds() if result else None,
-            "shares": result.shares() if result else None,
+            "breakdown_s": result.reported(result.seconds()) if result else None,
+            "shares": result.reported(result.shares()) if result else None,
+            "separated": result.separated if result else None,
             "intervals": ({part: {"s": list(result.intervals[part]), "share": list(result.share_intervals[part])}
-                           for part in PARTS} if result and result.intervals else None),
+                           for part in result.measured()} if result and result.intervals else None),
             "verdict": {"primary": self.verdict.primary, "level": self.verdict.level,
                         "statement": self.statement(), "borderline": self.verdict.borderline,
                         "secondary": [f.to_json() for f in self.verdict.secondary]},
@@ -119,10 +121,13 @@ def render(report: Report, console: Console) -> None:
         for column in ("part", "ms / step", "share", "90% interval"):
             table.add_column(column, justify="right" if column != "part" else "left")
         shares = result.shares()
-        for part in PARTS:
+        for part in result.measured():
             low, high = result.share_interval(part)
             table.add_row(Text(part, style=COLOURS[part]), f"{getattr(result, part) * 1000:.1f}", f"{shares[part]:.0%}",
                           f"{low:.0%}-{high:.0%}" if result.intervals else "")
+        if not result.separated:
+            table.add_row(UNSEPARATED, f"{(result.step.median - result.input) * 1000:.1f}",
+                          f"{1 - shares['input']:.0%}", "")
         table.add_row("step (median)", f"{result.step.median * 1000:.1f}", "",
                       f"p10 {result.step.p10 * 1000:.0f} / p90 {result.step.p90 * 1000:.0f} ms")
         console.print(table)
@@ -190,8 +195,11 @@ def _bar(result: Breakdown, width: int = 60) -> Text:
     for part in PARTS:
         cells = round(shares[part] * width)
         if cells:
-            bar.append("█" * cells, style=COLOURS[part])
-    bar.append("  " + "  ".join(f"{part} {shares[part]:.0%}" for part in PARTS))
+            bar.append("█" * cells, style=COLOURS[part] if part in result.measured() else "dim")
+    labels = [f"{part} {shares[part]:.0%}" for part in result.measured()]
+    if not result.separated:
+        labels.append(f"{UNSEPARATED} {1 - shares['input']:.0%}")
+    bar.append("  " + "  ".join(labels))
     return bar
 
 
@@ -202,11 +210,15 @@ def _print_workers(report: Report, console: Console) -> None:
     for row in report.workers or []:
         seconds, shares = row["breakdown_s"], row["shares"]
         table.add_row(row["task"], f"{row['step_time_s']['median'] * 1000:.1f}",
-                      *(f"{seconds[part] * 1000:.1f} ({shares[part]:.0%})" for part in PARTS),
-                      f"{row['waiting_for_others_s'] * 1000:.1f}")
+                      *(f"{seconds[part] * 1000:.1f} ({shares[part]:.0%})" if shares[part] is not None
+                        else "not separated" for part in PARTS),
+                      f"{row['waiting_for_others_s'] * 1000:.1f}" if row["waiting_for_others_s"] is not None
+                      else "not separated")
     console.print(table)
     straggler = report.straggler
-    console.print(straggler["statement"] if straggler else NO_STRAGGLER, highlight=False)
+    separated = all(row["waiting_for_others_s"] is not None for row in report.workers or [])
+    console.print(straggler["statement"] if straggler else NO_STRAGGLER if separated else UNKNOWN_STRAGGLER,
+                  highlight=False)
 
 
 def _print_throughput(report: Report, console: Console) -> None:

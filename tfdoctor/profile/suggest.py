@@ -1,14 +1,16 @@
 """Fixes ranked by the time they would save, in ms per step of today's global batch, each with its evidence and
 the lint rules (and, when known, the source locations) that find the cause (pure Python: no TensorFlow).
 
-A part is suggested only when its interval lies above zero (it is more than the noise); compute, whose
-saving cannot be estimated from timings, is suggested without one."""
+A part is suggested only when its interval lies above zero (it is more than the noise) and its share reaches
+the verdict's MODERATE cut-off; compute, whose saving cannot be estimated from timings, is suggested without
+one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from tfdoctor.profile.breakdown import Breakdown
+from tfdoctor.profile.verdict import THRESHOLDS
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,8 @@ _TEXT = {
 
 
 def suggest(result: Breakdown, causes: list[Cause], replicas: int) -> list[Suggestion]:
-    """One suggestion per part that costs time above the noise, ranked by the time it would save per step."""
+    """One suggestion per part that costs time above the noise, ranked by the time it would save per step;
+    none for parts that were not measured apart."""
     shares = result.shares()
     a_ms = result.step.median * 1000
     savings = {
@@ -83,7 +86,7 @@ def suggest(result: Breakdown, causes: list[Cause], replicas: int) -> list[Sugge
         "compute": f"device compute {shares['compute']:.0%} of the step ({result.compute * 1000:.0f} ms)",
     }
     suggestions = []
-    for part in ("input", "sync", "host", "compute"):
+    for part in result.measured():
         found = [c for c in causes if c.code in RULES_FOR[part]]
         if part == "compute":
             if not found and shares["compute"] < 0.5:
@@ -98,6 +101,7 @@ def suggest(result: Breakdown, causes: list[Cause], replicas: int) -> list[Sugge
 
 
 def above_noise(result: Breakdown, part: str) -> bool:
-    """The part costs time beyond doubt: its whole interval lies above zero."""
+    """The part costs time beyond doubt and is worth a change: its whole interval lies above zero and its
+    share reaches the verdict's MODERATE cut-off (a 1% input is not worth rebuilding a pipeline for)."""
     low, _ = result.intervals.get(part, (getattr(result, part), 0.0))
-    return low > 0
+    return low > 0 and result.shares()[part] >= THRESHOLDS[part][1]

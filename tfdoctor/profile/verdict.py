@@ -47,7 +47,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class Verdict:
-    primary: str  # input-bound | sync-bound | host-bound | compute-bound | out-of-memory
+    primary: str  # input-bound | sync-bound | host-bound | compute-bound | not-separated | out-of-memory
     level: str    # high | moderate
     statement: str
     secondary: tuple[Finding, ...] = ()
@@ -74,6 +74,8 @@ def findings(result: Breakdown) -> list[Finding]:
 
 def judge(result: Breakdown) -> Verdict:
     step_ms = result.step.median * 1000
+    if not result.separated:
+        return _input_only(result)
     found = findings(result)
     primary = next((f for f in found if f.level == "high"), None)
     secondary = tuple(f for f in found if f is not primary)
@@ -96,6 +98,21 @@ def judge(result: Breakdown) -> Verdict:
         f"Highly {NAMES[part]}: {primary.share:.0%} of each {step_ms:.0f} ms step "
         f"({getattr(result, part) * 1000:.0f} ms; interval {primary.interval[0]:.0%}-{primary.interval[1]:.0%}) "
         f"is spent {CAUSES[part]}.{caveat}{also}"), secondary, close)
+
+
+def _input_only(result: Breakdown) -> Verdict:
+    """The verdict when only input was measured: no share is put on host overhead, all-reduce or compute."""
+    share, (low, top) = result.shares()["input"], result.share_interval("input")
+    step_ms, line = result.step.median * 1000, THRESHOLDS["input"][0]
+    rest = (f"the other {result.step.median * (1 - share) * 1000:.0f} ms are the step call, whose host overhead, "
+            "all-reduce and compute were not told apart (the step could not be replayed on a captured batch)")
+    if share >= line:
+        return Verdict("input-bound", "high", (
+            f"Highly input-bound: {share:.0%} of each {step_ms:.0f} ms step ({result.input * 1000:.0f} ms; interval "
+            f"{low:.0%}-{top:.0%}) is spent {CAUSES['input']}; {rest}."), (), low < line)
+    return Verdict("not-separated", "high", (
+        f"Not separated: input is {share:.0%} of each {step_ms:.0f} ms step (interval {low:.0%}-{top:.0%}); {rest}."),
+        (), top >= line)
 
 
 def out_of_memory(per_replica_batch: int, fits: int | None, detail: str) -> Verdict:

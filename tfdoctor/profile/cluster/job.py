@@ -10,7 +10,7 @@ worker's own work is its step minus that wait: the worker with the most of it is
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tfdoctor.profile.breakdown import Breakdown, breakdown
 from tfdoctor.profile.cluster.parts import WorkerPart
@@ -19,6 +19,8 @@ OWN_PARTS = ("input", "host", "compute")
 STRAGGLER_SHARE = 0.20  # own work this much (of the step) beyond the other workers' median makes a straggler; on
 # one shared host two balanced workers differed by up to 12% (the reference job on 2 cores), so less is noise
 NO_STRAGGLER = f"No straggler: every worker's own work per step is within {STRAGGLER_SHARE:.0%} of the others'."
+UNKNOWN_STRAGGLER = ("Straggler not known: a worker's step was not replayed, so its wait for the others is not "
+                     "separated from its own work.")
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,8 @@ class WorkerBreakdown:
         result = self.breakdown
         return {"task": self.part.task, "address": self.part.address, "host": self.part.host,
                 "step_time_s": {"median": result.step.median, "p10": result.step.p10, "p90": result.step.p90},
-                "breakdown_s": result.seconds(), "shares": result.shares(), "waiting_for_others_s": self.waiting}
+                "breakdown_s": result.reported(result.seconds()), "shares": result.reported(result.shares()),
+                "waiting_for_others_s": self.waiting if result.separated else None}
 
 
 @dataclass(frozen=True)
@@ -60,14 +63,15 @@ def worker_breakdown(part: WorkerPart) -> WorkerBreakdown:
     """The worker's breakdown, its wait for the others counted as sync (breakdown.py, `across_workers`)."""
     phases = part.phases
     assert phases is not None, "a failed worker's part has no phases"
-    result = breakdown(phases.full, phases.on_device, phases.looped, phases.gradients, phases.reduced, paired=True,
-                       waits=phases.input_wait, across_workers=True)
+    result = replace(breakdown(phases.full, phases.on_device, phases.looped, phases.gradients, phases.reduced,
+                               paired=True, waits=phases.input_wait, across_workers=True), separated=part.separated)
     return WorkerBreakdown(part, result, result.waiting or 0.0)
 
 
 def find_straggler(workers: list[WorkerBreakdown]) -> Straggler | None:
-    """The worker whose own work per step exceeds the others' median by STRAGGLER_SHARE of its step."""
-    if len(workers) < 2:
+    """The worker whose own work per step exceeds the others' median by STRAGGLER_SHARE of its step (none
+    unless every worker's wait for the others was measured)."""
+    if len(workers) < 2 or not all(worker.breakdown.separated for worker in workers):
         return None
     slowest = max(workers, key=lambda worker: worker.own_work)
     others = [worker for worker in workers if worker is not slowest]
@@ -85,4 +89,5 @@ def pacing_worker(workers: list[WorkerBreakdown]) -> WorkerBreakdown:
     return max(workers, key=lambda worker: worker.own_work)
 
 
-__all__ = ["Straggler", "WorkerBreakdown", "find_straggler", "pacing_worker", "worker_breakdown"]
+__all__ = ["NO_STRAGGLER", "UNKNOWN_STRAGGLER", "Straggler", "WorkerBreakdown", "find_straggler", "pacing_worker",
+           "worker_breakdown"]

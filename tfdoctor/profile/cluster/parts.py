@@ -39,6 +39,7 @@ class WorkerPart:
     notes: list[str] = field(default_factory=list)
     causes: list[list[Any]] = field(default_factory=list)  # the workload's known (rule, path, line) causes
     what_if: list[WhatIf] = field(default_factory=list)    # the changes this task tried, in step with the others
+    separated: bool = True    # False: its step was not replayed, so only its input was measured apart
 
     @property
     def index(self) -> int:

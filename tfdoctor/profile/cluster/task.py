@@ -102,5 +102,5 @@ def measure_script_task(cluster: ClusterConfig, options: ScriptOptions,
                       device_names=[], collective="", notes=notes, phases=phases,
                       workload={"name": target.name, "global_batch": result.global_batch,
                                 "per_replica_batch": result.global_batch // replicas},
-                      causes=[[f.code, f.path, f.line] for f in findings],
+                      causes=[[f.code, f.path, f.line] for f in findings], separated=bool(result.replay_steps),
                       what_if=[event for event in child.events if isinstance(event, protocol.WhatIf)])

@@ -9,8 +9,13 @@ distributed iterators, batches of `keras.utils.PyDataset` (and `Sequence`) subcl
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
 import time
 import weakref
+from types import ModuleType
 from typing import Any, Callable, ClassVar
 
 import tensorflow as tf
@@ -32,6 +37,7 @@ class _State:
     calling: ClassVar[list[Any]] = []               # the top-level step call in progress (a Function or "run")
     steps: ClassVar[weakref.WeakSet] = weakref.WeakSet()  # Functions whose trace called strategy.run
     devices: ClassVar[list[str]] = []               # the replicas of the last strategy that ran a step
+    strategy: Any = None                            # that strategy
     installed = False
 
 
@@ -92,7 +98,7 @@ def _patch_function_call() -> None:
             _State.calling.pop()
         end = time.perf_counter()
         if self in _State.steps:
-            rec.step("tf.function", start, end, replay.of_function(self, args, kwargs, len(_State.devices) or 1))
+            rec.step("tf.function", start, end, replay.of_function(self, args, kwargs, _State.strategy))
         return out
 
     polymorphic_function.Function.__call__ = __call__
@@ -102,7 +108,7 @@ def _patch_strategy_run() -> None:
     original = distribute_lib.StrategyBase.run
 
     def run(self: Any, fn: Callable, args: tuple = (), kwargs: dict | None = None, options: Any = None) -> Any:
-        _State.devices = _worker_devices(self)
+        _State.devices, _State.strategy = _worker_devices(self), self
         if ops.inside_function():
             if _State.calling and not isinstance(_State.calling[-1], str):
                 _State.steps.add(_State.calling[-1])
@@ -209,23 +215,59 @@ def _passing_source(original: Callable) -> Callable:
 def _patch_keras() -> None:
     import keras
 
-    for cls in dict.fromkeys((keras.utils.PyDataset, keras.utils.Sequence)):
+    _patch_fit(keras)
+    _LegacyKeras.install()
+
+
+def _patch_fit(module: ModuleType) -> None:
+    """Time the batches of `module`'s Model.fit (Keras 3's `keras`, Keras 2's `tf_keras`) and capture its
+    step for the replays."""
+    for cls in dict.fromkeys((getattr(module.utils, "PyDataset", module.utils.Sequence), module.utils.Sequence)):
         _time_subclass_batches(cls)
-    original_fit = keras.Model.fit
+    original_fit = module.Model.fit
 
     def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        from tfdoctor.profile.script.step_callback import StepCallback
+        from tfdoctor.profile.script.step_callback import is_step_callback, step_callback
 
         rec = _State.recorder
         callbacks = list(kwargs.get("callbacks") or [])
-        if rec is not None and not any(isinstance(c, StepCallback) for c in callbacks):
-            kwargs["callbacks"] = [*callbacks, StepCallback(rec)]
+        if rec is not None and not any(is_step_callback(c) for c in callbacks):
+            kwargs["callbacks"] = [*callbacks, step_callback(module, rec)]
         if rec is not None and not rec.done:
             data, targets = (list(args) + [kwargs.get("x"), kwargs.get("y")][len(args):])[:2]
             rec.replay = replay.of_fit(self, data, targets, kwargs.get("batch_size"))
         return original_fit(self, *args, **kwargs)
 
-    keras.Model.fit = fit
+    module.Model.fit = fit
+
+
+class _LegacyKeras(importlib.abc.MetaPathFinder):
+    """Patches Keras 2 (`tf_keras`: `TF_USE_LEGACY_KERAS=1`, or imported by name) once the script imports
+    it, so a script that never uses it does not pay for its import."""
+
+    @classmethod
+    def install(cls) -> None:
+        if "tf_keras" in sys.modules:
+            _patch_fit(sys.modules["tf_keras"])
+        else:
+            sys.meta_path.insert(0, cls())
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if name != "tf_keras":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        run = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            run(module)
+            _patch_fit(module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
 
 
 def _time_subclass_batches(base: type) -> None:

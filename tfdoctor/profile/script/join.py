@@ -18,7 +18,8 @@ from tfdoctor.profile.report import Report, device_notes
 from tfdoctor.profile.suggest import RULES_FOR, Cause, suggest
 from tfdoctor.profile.verdict import judge
 
-PART_OF = {"input-bound": "input", "sync-bound": "sync", "host-bound": "host", "compute-bound": "compute"}
+PART_OF = {"input-bound": "input", "sync-bound": "sync", "host-bound": "host", "compute-bound": "compute",
+           "not-separated": None}
 
 
 def local_modules(script: Path) -> list[Path]:
@@ -56,10 +57,11 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
     (the i-th interval and the i-th step call; each turn's replays), so the breakdown takes paired
     differences."""
     times = result.times
-    measured = breakdown(times.full, times.on_device, times.looped, times.gradients, times.reduced, paired=True)
+    measured = replace(breakdown(times.full, times.on_device, times.looped, times.gradients, times.reduced,
+                                 paired=True), separated=result.replayed)
     verdict = judge(measured)
     part = PART_OF[verdict.primary]
-    rank = {code: index for index, code in enumerate(RULES_FOR[part])}
+    rank = {code: index for index, code in enumerate(RULES_FOR[part] if part else ())}
     findings = sorted(findings, key=lambda f: rank.get(f.code, len(rank)))  # the verdict's rules first
     causes = [Cause(f.code, f.path, f.line) for f in findings]
     global_batch = result.global_batch

@@ -1,9 +1,9 @@
-"""The step window of a running script: W warm-up steps, K measured step-to-step intervals, an optional
-trace of a few more steps, then the replays and one result (protocol.ScriptMeasured, or NoStep).
+"""The step window of a running script: W warm-up steps, K measured step-to-step intervals, the replays,
+an optional trace of a few more steps, then one result (protocol.ScriptMeasured, or NoStep) and the what-if
+changes.
 
-TensorFlow's profiler can crash the process while it collects a multi-worker trace (protocol.Traced), so a
-trace is preceded by the window's result without the replays, and followed by the trace itself: a crash
-then costs the trace and the replays, not the window."""
+TensorFlow's profiler can crash the process while it collects a multi-worker trace (protocol.Traced), so the
+replayed result is sent before the trace: a crash then costs the trace alone."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from tfdoctor.profile.protocol import NoStep, PhaseTimes, ScriptMeasured, Traced
 from tfdoctor.profile.script.replay import Replay, measure
 
 Progress = Callable[[str, int, int], None]
-UNREPLAYED = ("the process ended after the window, before the step was replayed (during the trace, or in the "
-              "replays when another worker had died): host overhead and all-reduce are not separated")
+UNREPLAYED = ("the process ended after the window, before the step was replayed (in the replays, when another "
+              "worker had died): host overhead and all-reduce are not separated")
 
 
 class Recorder:
@@ -49,6 +49,7 @@ class Recorder:
         self._step_mark: Any = None      # the profiler's step annotation in progress
         self.what_if, self.device_kind = what_if or [], device_kind
         self.input_source: Any = None    # the iterator the training loop read last (tf-data-tuned)
+        self.measured: ScriptMeasured | NoStep | None = None  # the window's result, once replayed
 
     def prefer(self, source: str) -> None:
         """Use `source` for the step boundaries (Model.fit's callback over the Function inside fit)."""
@@ -91,20 +92,32 @@ class Recorder:
         self.calls.append(end - start)
         self.progress("measured steps", len(self.starts) - 1, self.steps)
         if len(self.starts) > self.steps or (time.perf_counter() > self.deadline and len(self.starts) > 1):
-            if self.trace_dir and self.trace_steps:
-                self.on_partial(self._result(None, replay=False))
-                self._start_trace()
-            else:
-                self.finish()
+            self._close_window()
+
+    def _close_window(self) -> None:
+        """Replay the step, then trace a few more steps (or finish). The window's result goes out before the
+        replays (a worker whose peer died can hang in them) and again with them before the trace (which
+        TensorFlow's profiler sometimes crashes), so each can cost only what follows it."""
+        self.busy = True
+        if self.trace_dir and self.trace_steps or self.across_workers:
+            self.on_partial(self._result(None, replay=False))
+        self.measured = self._result(None)
+        self.busy = False
+        if self.trace_dir and self.trace_steps:
+            self.on_partial(self.measured)
+            self._start_trace()
+        else:
+            self.finish()
 
     def finish(self, ended: str | None = None) -> None:
-        """Stop any trace, run the replays and report; `ended` says why the script stopped early."""
+        """Stop any trace and report (the window's replayed result, or the steps seen when the script stopped
+        early: `ended` says why), then try the what-if changes."""
         if self.done:
             return
         self.done = self.busy = True
         if self._traced >= 0:
             self.on_partial(Traced(self._stop_trace()))
-        result = self._result(ended)
+        result = self.measured or self._result(ended)
         if self.what_if and isinstance(result, ScriptMeasured) and self.replay is not None and result.replayed:
             self.on_partial(result)  # sent first: a change that takes the process down costs only the what-if
             self._try_changes(result)

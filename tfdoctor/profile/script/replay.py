@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -60,21 +61,23 @@ class Replay:
     batch: Batch
     step: Callable[[Batch], Any]
     unreduced: Callable[[Batch], Any]
-    replicas: int
+    replicas: int               # in the whole job (num_replicas_in_sync)
     input_inside: bool = False  # the real step calls fetch their input (Model.fit): B is the replay itself
     fresh: Callable[[], Callable[[Batch], Any]] | None = None
+    workers: int = 1  # the workers whose replicas make up `replicas`: the batch here is 1/workers of the global one
 
 
-def of_function(function: Any, args: tuple, kwargs: dict, replicas: int) -> Replay | None:
-    """A `tf.function` step; None when its arguments are not a batch (an iterator, say)."""
+def of_function(function: Any, args: tuple, kwargs: dict, strategy: Any) -> Replay | None:
+    """A `tf.function` step whose trace ran `strategy`; None when its arguments are not a batch (an
+    iterator, say)."""
     if not _is_batch(args, kwargs):
         return None
     def fresh() -> Callable[[Batch], Any]:  # the same Python function as a new tf.function
         traced = tf.function(function.python_function)
         return lambda batch: traced(*batch[0], **batch[1])
 
-    return Replay("tf.function", (args, kwargs), lambda b: function(*b[0], **b[1]), _traced_once(fresh), replicas,
-                  fresh=fresh)
+    return Replay("tf.function", (args, kwargs), lambda b: function(*b[0], **b[1]), _traced_once(fresh),
+                  **_replicas(strategy), fresh=fresh)
 
 
 def of_eager_run(strategy: Any, fn: Callable, args: tuple, kwargs: dict) -> Replay | None:
@@ -85,14 +88,14 @@ def of_eager_run(strategy: Any, fn: Callable, args: tuple, kwargs: dict) -> Repl
     def run(batch: Batch) -> Any:
         return strategy.run(fn, args=batch[0], kwargs=batch[1])
 
-    return Replay(EAGER, (args, kwargs), run, run, strategy.num_replicas_in_sync, fresh=lambda: run)
+    return Replay(EAGER, (args, kwargs), run, run, **_replicas(strategy), fresh=lambda: run)
 
 
 def of_fit(model: Any, data: Any, targets: Any, batch_size: int | None) -> Replay | None:
     """`Model.fit`'s train_step under the model's strategy, on one batch of fit's own data (arrays, tensors,
     a tf.data.Dataset or a keras PyDataset); None for other inputs."""
     strategy = model.distribute_strategy
-    if isinstance(data, keras.utils.PyDataset) and len(data):
+    if _is_keras_dataset(data) and len(data):
         first = data[0]
         data, targets, batch_size = first[0], first[1], len(first[0])
     if isinstance(data, tf.data.Dataset):
@@ -109,7 +112,23 @@ def of_fit(model: Any, data: Any, targets: Any, batch_size: int | None) -> Repla
         return lambda replayed: graph(*replayed[0])
 
     return Replay("Model.fit train_step", ((batch,), {}), _traced_once(fresh), _traced_once(fresh),
-                  strategy.num_replicas_in_sync, input_inside=True, fresh=fresh)
+                  **_replicas(strategy), input_inside=True, fresh=fresh)
+
+
+def _replicas(strategy: Any) -> dict[str, int]:
+    """The replicas of the whole job, and how many workers hold them (this worker's share of the batch)."""
+    replicas = strategy.num_replicas_in_sync if strategy is not None else 1
+    try:
+        local = len(strategy.extended.worker_devices)
+    except (AttributeError, RuntimeError):  # the default strategy has none
+        local = replicas
+    return {"replicas": replicas, "workers": max(replicas // max(local, 1), 1)}
+
+
+def _is_keras_dataset(data: Any) -> bool:
+    """A Keras 3 PyDataset, or a Keras 2 (`tf_keras`) Sequence: indexable batches."""
+    legacy = sys.modules.get("tf_keras")
+    return isinstance(data, keras.utils.PyDataset) or bool(legacy and isinstance(data, legacy.utils.Sequence))
 
 
 def _traced_once(fresh: Callable[[], Callable[[Batch], Any]]) -> Callable[[Batch], Any]:
@@ -191,4 +210,4 @@ def measure(replay: Replay, intervals: list[float], calls: list[float], progress
     notes.append(f"replays of the {replay.kind} step on a captured batch, as shares of the replayed step: "
                  f"without the all-reduce {sync:.0%}, {LOOP} steps inside one graph call {inside:.0%} per step")
     return Replayed(on_device, [step * ratio for ratio in looped_ratio], [step * ratio for ratio in unreduced_ratio],
-                    [step] * len(unreduced_ratio), examples(replay.batch), replay.replicas, replayed)
+                    [step] * len(unreduced_ratio), examples(replay.batch) * replay.workers, replay.replicas, replayed)

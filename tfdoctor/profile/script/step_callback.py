@@ -1,9 +1,10 @@
 """The Keras callback that times Model.fit's batches for a Recorder: script mode's hooks inject one into
-every `fit`, and the API's KerasCallback builds on it."""
+every `fit` (Keras 3's, or Keras 2's through `tf_keras`), and the API's KerasCallback builds on it."""
 
 from __future__ import annotations
 
 import time
+from types import ModuleType
 from typing import Any
 
 import keras
@@ -11,8 +12,8 @@ import keras
 from tfdoctor.profile.script.recorder import Recorder
 
 
-class StepCallback(keras.callbacks.Callback):
-    """Times Model.fit's batches for a Recorder (script mode injects one into every fit)."""
+class _Timing:
+    """Callback methods that report each `fit` batch as a step to a Recorder."""
 
     def __init__(self, recorder: Recorder | None = None) -> None:
         super().__init__()
@@ -29,3 +30,23 @@ class StepCallback(keras.callbacks.Callback):
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         if self.recorder:
             self.recorder.step("fit", self._start, time.perf_counter())
+
+
+class StepCallback(_Timing, keras.callbacks.Callback):
+    """Times Keras 3's Model.fit batches for a Recorder."""
+
+
+_FOR: dict[str, type[_Timing]] = {"keras": StepCallback}
+
+
+def step_callback(keras_module: ModuleType, recorder: Recorder) -> Any:
+    """The timing callback for the `fit` of `keras_module` (`keras`, or `tf_keras`, whose fit takes only
+    its own Callback subclasses)."""
+    name = keras_module.__name__
+    if name not in _FOR:
+        _FOR[name] = type("LegacyStepCallback", (_Timing, keras_module.callbacks.Callback), {})
+    return _FOR[name](recorder)
+
+
+def is_step_callback(callback: Any) -> bool:
+    return isinstance(callback, _Timing)
