@@ -197,8 +197,9 @@ for gpu in tf.config.list_physical_devices("GPU"):
 
 def _builds(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:
     """Whether a call in a device block may build part of a model: not a scope, nor a call that only moves,
-    casts, sums, packs or splits values or creates a variable or its initial value, nor a project helper whose own calls are all such (tensorpack's
-    `GradientPacker.pack`, which concatenates and splits gradients per device); unknown calls may."""
+    casts, sums, packs or splits values or creates a variable or its initial value, nor a project helper whose
+    own calls are all such (tensorpack's `GradientPacker.pack`, which concatenates and splits gradients per
+    device); unknown calls may."""
     names = {facts.resolve(call.func), call.attr, call.func}
     if facts.resolve(call.func) in _SCOPING or names & _NOT_BUILDING or \
             any(isinstance(n, str) and n.endswith(_SCOPE_SUFFIXES) for n in names):

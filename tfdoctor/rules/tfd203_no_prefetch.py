@@ -37,12 +37,11 @@ class NoPrefetch(Rule):
 
     ## Why it is bad
     Before TensorFlow 2.12, without `prefetch` the pipeline produces the next batch only when the step asks
-    for it: input and compute take turns instead of overlapping, and every step pays for both. From 2.12 on,
-    with autotuning on (the default), TensorFlow injects a prefetch after a pipeline's last synchronous step
-    (`tf.data.Options().experimental_optimization.inject_prefetch`), so the two overlap, but through a buffer
-    the code neither sees nor sizes, which is gone when autotuning or the injection is turned off; there the
-    finding is only an info. Under an older target, or with the injection turned off in the module, it is a
-    warning.
+    for it: input and compute take turns instead of overlapping, and every step pays for both; the finding is
+    a warning there, and where the module turns autotuning or the injection off. From 2.12 on, with
+    autotuning on (the default), TensorFlow injects a prefetch after a pipeline that ends in a synchronous
+    step (`tf.data.Options().experimental_optimization.inject_prefetch`), so the two overlap through a buffer
+    the code neither shows nor sizes, and lose it when someone turns autotuning off; the finding is an info.
 
     ## Example
     ```python

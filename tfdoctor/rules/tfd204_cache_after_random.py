@@ -22,7 +22,7 @@ class CacheAfterRandom(Rule):
     `tf.random.*` or a Keras `Random*` layer, also in a helper the mapped function calls), `prefetch` or
     `repeat` in a `tf.data` pipeline. A `shuffle` before a cache that a later `shuffle` reads (a shuffle of
     the file names, then `if cache: ds = ds.cache()` and `ds.shuffle(n)`) is not frozen: the records are
-    shuffled again every epoch.
+    shuffled again every epoch. A step under `if not cache:` never runs before a cache under `if cache:`.
 
     ## Why it is bad
     `cache()` stores what it receives during the first epoch and replays it afterwards. After `shuffle` or
@@ -108,7 +108,8 @@ ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
             seen.add(id(cache.call))
             index = next(i for i, op in enumerate(chain.ops) if op.call is cache.call)
             random_steps = [op for op in chain.ops[:index] if self._is_random(facts, op, chain)
-                            and not (op.method == "shuffle" and id(cache.call) in reshuffled)]
+                            and not (op.method == "shuffle" and id(cache.call) in reshuffled)
+                            and not facts.exclusive_branches(op.call, cache.call)]
             if not random_steps:
                 continue
             first = random_steps[0]
