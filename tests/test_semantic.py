@@ -252,3 +252,28 @@ def test_runs_before_follows_the_calls_that_lead_to_each_statement_and_stays_sil
     assert facts.runs_before(call["d"], call["f"]) is True
     assert facts.runs_before(call["d"], call["e"]) is None  # two branches of one `if`
     assert facts.runs_before(call["a"], call["c"]) is None  # nothing here calls `unused`
+
+
+def test_calls_in_if_bodies_whose_tests_require_x_and_not_x_never_both_run():
+    source = """def build(ds, train, cache, other):
+    if train and not cache:
+        ds = ds.repeat()
+    if train and cache:
+        ds = ds.cache()
+    if (cache):
+        ds = ds.batch(8)
+    if train:
+        ds = ds.shuffle(8)
+    return ds
+
+def elsewhere(ds, cache):
+    if cache:
+        return ds.take(1)
+"""
+    model = ModuleFacts(cst.parse_module(source), "m.py", source.splitlines())
+    call = {c.attr: c.node for c in model.calls}
+    assert model.exclusive_branches(call["repeat"], call["cache"])
+    assert model.exclusive_branches(call["repeat"], call["batch"])  # parentheses aside
+    assert not model.exclusive_branches(call["repeat"], call["shuffle"])  # `train` both times
+    assert not model.exclusive_branches(call["cache"], call["batch"])
+    assert not model.exclusive_branches(call["repeat"], call["take"])  # another function's `cache`

@@ -15,13 +15,24 @@ _DEVICES = re.compile(r"(gpus|devices)$", re.IGNORECASE)  # a list of device nam
 _SCOPING = frozenset({"tensorflow.device", "tensorflow.name_scope", "tensorflow.variable_scope"})
 # Calls that only move, cast, sum, pack or split values: a block of nothing else syncs or reduces per device, it
 # does not build a model copy (`param.assign(param0.read_value())`, `tf.add_n([tf.cast(g, tf.float32) ...])`).
-_NOT_BUILDING = frozenset({"zip", "all", "any", "len", "range", "enumerate", "list", "tuple", "isinstance", "print",
-                           "append", "extend", "assign", "assign_add", "assign_sub", "read_value", "format",
-                           "tensorflow.cast", "tensorflow.add_n", "tensorflow.identity", "tensorflow.group",
-                           "tensorflow.concat", "tensorflow.split", "tensorflow.reshape", "tensorflow.stack",
-                           "tensorflow.unstack", "tensorflow.expand_dims", "tensorflow.squeeze", "tensorflow.add",
-                           "tensorflow.multiply", "tensorflow.divide", "tensorflow.truediv", "tensorflow.math.add",
-                           "tensorflow.math.multiply", "tensorflow.math.divide", "tensorflow.math.truediv"})
+_MOVING = frozenset({"zip", "all", "any", "len", "range", "enumerate", "list", "tuple", "isinstance", "print",
+                    "append", "extend", "assign", "assign_add", "assign_sub", "read_value", "format",
+                    "tensorflow.cast", "tensorflow.add_n", "tensorflow.identity", "tensorflow.group",
+                    "tensorflow.concat", "tensorflow.split", "tensorflow.reshape", "tensorflow.stack",
+                    "tensorflow.unstack", "tensorflow.expand_dims", "tensorflow.squeeze", "tensorflow.add",
+                    "tensorflow.multiply", "tensorflow.divide", "tensorflow.truediv", "tensorflow.math.add",
+                    "tensorflow.math.multiply", "tensorflow.math.divide", "tensorflow.math.truediv"})
+# Calls that create a variable or its initial value: a block of only these (and the above) is a per-device store of
+# tensors (to all-reduce, to keep results in), not a model copy.
+_VARIABLE_STORE = frozenset({"tensorflow.Variable", "tensorflow.get_variable", "tensorflow.placeholder",
+                             "tensorflow.zeros", "tensorflow.ones", "tensorflow.zeros_like", "tensorflow.ones_like",
+                             "tensorflow.fill", "tensorflow.constant", "tensorflow.random_normal",
+                             "tensorflow.random.normal", "tensorflow.random_uniform", "tensorflow.random.uniform",
+                             "tensorflow.truncated_normal", "tensorflow.random.truncated_normal",
+                             "tensorflow.zeros_initializer", "tensorflow.ones_initializer",
+                             "tensorflow.constant_initializer", "tensorflow.random_normal_initializer",
+                             "tensorflow.truncated_normal_initializer"})
+_NOT_BUILDING = _MOVING | _VARIABLE_STORE
 HELPER_DEPTH = 2  # project helpers looked into for what a device block builds
 _SCOPE_SUFFIXES = ("name_scope", "variable_scope")  # a library's own scopes (tensorpack's cached_name_scope)
 
@@ -34,7 +45,8 @@ class ManualTowerReplication(Rule):
     `devices`, also through `enumerate` and `zip`, or as the `worker_device` of
     `tf.train.replica_device_setter`) and builds something under it: the TF1 "tower" pattern of one model
     copy per GPU with gradients averaged by hand. A block that only assigns, casts or sums values per device
-    (syncing variables, reducing gradients) builds nothing.
+    (syncing variables, reducing gradients), or only creates variables and their initial values (a store of
+    tensors per device, to all-reduce or to keep results in), builds nothing.
 
     ## Why it is bad
     Hand-written towers copy variables and gradients through the host, average them with Python-built ops,
@@ -131,6 +143,12 @@ for device, params in zip(devices, tower_params):
         for param, param0 in zip(params, params0):
             sync_ops.append(param.assign(param0.read_value()))
 """,
+        # a store of variables per device (tensors an all-reduce benchmark reduces), no model
+        """import tensorflow.compat.v1 as tf
+for i, device in enumerate(devices):
+    with tf.device(device):
+        tensors.append([tf.Variable(tf.random_normal(shape)) for shape in shapes])
+""",
         # a fixed CPU placement for the input pipeline
         """import tensorflow as tf
 for i in range(10):
@@ -179,8 +197,9 @@ for gpu in tf.config.list_physical_devices("GPU"):
 
 def _builds(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:
     """Whether a call in a device block may build part of a model: not a scope, nor a call that only moves,
-    casts, sums, packs or splits values, nor a project helper whose own calls are all such (tensorpack's
-    `GradientPacker.pack`, which concatenates and splits gradients per device); unknown calls may."""
+    casts, sums, packs or splits values or creates a variable or its initial value, nor a project helper whose
+    own calls are all such (tensorpack's `GradientPacker.pack`, which concatenates and splits gradients per
+    device); unknown calls may."""
     names = {facts.resolve(call.func), call.attr, call.func}
     if facts.resolve(call.func) in _SCOPING or names & _NOT_BUILDING or \
             any(isinstance(n, str) and n.endswith(_SCOPE_SUFFIXES) for n in names):

@@ -15,6 +15,10 @@ from tfdoctor.lint.spelling import autotune, autotune_text
 # `ds.take(steps)`). A pipeline without prefetch is reported at the step before them, where it goes.
 _TRAILING_OK = frozenset({"with_options", "take", "skip", "repeat"})
 _PREFETCHES = frozenset({"prefetch_to_device", "copy_to_device"})  # given to `apply`, they prefetch too
+INJECTS_PREFETCH = (2, 12)  # from this TF on, `inject_prefetch` defaults to on (2.10 had it off, 2.12's docs on)
+# Options that stop the injection: `inject_prefetch` itself, or autotuning, which it works with
+_INJECTION_SWITCHES = ("experimental_optimization.inject_prefetch", "autotune.enabled",
+                       "experimental_optimization.autotune")
 
 
 class NoPrefetch(Rule):
@@ -32,8 +36,12 @@ class NoPrefetch(Rule):
     step before them, where `prefetch` goes.
 
     ## Why it is bad
-    Without `prefetch` the pipeline produces the next batch only when the step asks for it: input and
-    compute take turns instead of overlapping, and every step pays for both.
+    Before TensorFlow 2.12, without `prefetch` the pipeline produces the next batch only when the step asks
+    for it: input and compute take turns instead of overlapping, and every step pays for both; the finding is
+    a warning there, and where the module turns autotuning or the injection off. From 2.12 on, with
+    autotuning on (the default), TensorFlow injects a prefetch after a pipeline that ends in a synchronous
+    step (`tf.data.Options().experimental_optimization.inject_prefetch`), so the two overlap through a buffer
+    the code neither shows nor sizes, and lose it when someone turns autotuning off; the finding is an info.
 
     ## Example
     ```python
@@ -55,8 +63,13 @@ class NoPrefetch(Rule):
     code = "TFD203"
     name = "no-prefetch"
     severity = Severity.WARNING
-    summary = "A training pipeline does not end in `prefetch` (input and compute do not overlap)."
-    MESSAGES = {"default": "this training pipeline does not end in `prefetch`; append `.prefetch({autotune})`"}
+    summary = "A training pipeline does not end in `prefetch` (before TF 2.12, input and compute do not overlap)."
+    MESSAGES = {
+        "default": ("this training pipeline does not end in `prefetch`, so input and compute do not overlap; "
+                    "append `.prefetch({autotune})`"),
+        "injected": ("this training pipeline relies on the prefetch TensorFlow injects, which it cannot size; "
+                     "append `.prefetch({autotune})`"),
+    }
     triggers = ("data",)
     INVALID = (
         # built across assignments, consumed by a training loop
@@ -86,6 +99,12 @@ for images, labels in ds.take(steps):
         # a map after the prefetch that runs one element at a time: the step waits for it
         """import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).batch(64).prefetch(2).map(augment)  # TFD203
+model.fit(ds, epochs=5)
+""",
+        # before TF 2.12 nothing injects a prefetch: input and compute take turns
+        """# tfdoctor: target-tensorflow=2.4
+import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1000).batch(64)  # TFD203
 model.fit(ds, epochs=5)
 """,
     )
@@ -140,6 +159,8 @@ for images, labels in ds.take(steps):
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         value = autotune(facts, context.targets)
+        injected = _injects_prefetch(facts, context)
+        template, severity = ("injected", Severity.INFO) if injected else ("default", None)
         seen: set[int] = set()
         for chain, use in training_chains(facts):
             if use.distributed:  # the distributed iterator prefetches to the devices itself
@@ -164,7 +185,8 @@ for images, labels in ds.take(steps):
                 prefetched = _append_prefetch(last, value)
                 fix = Fix(last, prefetched, "append .prefetch(AUTOTUNE)")
             call = facts.call_fact(last if not evidence else node)
-            yield self.report(node, statement=call.statement if call else None, fix=fix, evidence=evidence,
+            yield self.report(node, template, statement=call.statement if call else None, fix=fix, evidence=evidence,
+                              severity=severity, assumed=self.assumed(context, "tensorflow", facts, node),
                               autotune=autotune_text(value, context.targets))
         if not any(_returns_unprefetched(facts, scope, seen) for scope in facts.scopes):
             return  # asking the importers costs their analysis: only for a loader that returns such a pipeline
@@ -176,8 +198,19 @@ for images, labels in ds.take(steps):
                 continue
             seen.add(id(last))
             call = facts.call_fact(last)  # no fix: one that rests on another file is never applied
-            yield self.report(last.func.attr, statement=call.statement if call else None,  # type: ignore[attr-defined]
-                              evidence=(feed.evidence,), autotune=autotune_text(value, context.targets))
+            node = last.func.attr  # type: ignore[attr-defined]
+            yield self.report(node, template, statement=call.statement if call else None, evidence=(feed.evidence,),
+                              severity=severity, assumed=self.assumed(context, "tensorflow", facts, node),
+                              autotune=autotune_text(value, context.targets))
+
+
+def _injects_prefetch(facts: ModuleFacts, context: Context) -> bool:
+    """Whether TensorFlow itself appends a prefetch to a pipeline that ends without one: from TF 2.12 on, unless
+    the module turns the injection or autotuning off (`options.autotune.enabled = False`)."""
+    if context.targets.tensorflow.below(*INJECTS_PREFETCH):
+        return False
+    return not any(isinstance(a.value, cst.Name) and a.value.value == "False" and t.endswith(_INJECTION_SWITCHES)
+                   for a in facts.assigns for t in a.targets)
 
 
 def _returns_unprefetched(facts: ModuleFacts, scope: Scope, seen: set[int]) -> bool:

@@ -20,7 +20,9 @@ class CacheAfterRandom(Rule):
     ## What it does
     Finds `cache()` placed after `shuffle`, a random augmentation (`map` with `tf.image.random_*`,
     `tf.random.*` or a Keras `Random*` layer, also in a helper the mapped function calls), `prefetch` or
-    `repeat` in a `tf.data` pipeline.
+    `repeat` in a `tf.data` pipeline. A `shuffle` before a cache that a later `shuffle` reads (a shuffle of
+    the file names, then `if cache: ds = ds.cache()` and `ds.shuffle(n)`) is not frozen: the records are
+    shuffled again every epoch. A step under `if not cache:` never runs before a cache under `if cache:`.
 
     ## Why it is bad
     `cache()` stores what it receives during the first epoch and replays it afterwards. After `shuffle` or
@@ -79,6 +81,13 @@ class Pipeline:
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(x).map(decode).cache().shuffle(100).batch(8).prefetch(1)
 """,
+        # the file names shuffled, the records cached when asked to and shuffled again every epoch
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files)).interleave(tf.data.TFRecordDataset)
+if cache:
+    ds = ds.cache()
+ds = ds.shuffle(10_000).batch(64)
+""",
         # `repeat` on something that need not be a dataset (a numpy array has one)
         """import tensorflow as tf
 def tile(values):
@@ -91,13 +100,16 @@ ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         seen: set[int] = set()
+        reshuffled = _reshuffled_caches(facts)
         for chain in self._chains(facts):
             cache = chain.last("cache")
             if cache is None or id(cache.call) in seen:
                 continue
             seen.add(id(cache.call))
             index = next(i for i, op in enumerate(chain.ops) if op.call is cache.call)
-            random_steps = [op for op in chain.ops[:index] if self._is_random(facts, op, chain)]
+            random_steps = [op for op in chain.ops[:index] if self._is_random(facts, op, chain)
+                            and not (op.method == "shuffle" and id(cache.call) in reshuffled)
+                            and not facts.exclusive_branches(op.call, cache.call)]
             if not random_steps:
                 continue
             first = random_steps[0]
@@ -138,6 +150,17 @@ ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
         # Parentheses around the whole chain stay around the whole chain.
         node = node.with_changes(lpar=calls[-1].lpar, rpar=calls[-1].rpar)
         return Fix(calls[-1], node, "move cache() before the first random step", safe=False)
+
+
+def _reshuffled_caches(facts: ModuleFacts) -> set[int]:
+    """The `cache()` calls (by id) that a later `shuffle` in the flow reads: the order a shuffle before such a
+    cache froze is shuffled again every epoch (`if cache: ds = ds.cache()` ... `ds = ds.shuffle(n)`)."""
+    found: set[int] = set()
+    for call in facts.method_calls("shuffle"):
+        chain = facts.dataset_chain(call.node, call.scope, call.order + 1, any_source=True)
+        for pipeline in (chain, *chain.alternatives) if chain is not None else ():
+            found.update(id(op.call) for op in pipeline.ops if op.method == "cache")  # the chain ends in this shuffle
+    return found
 
 
 def _base(call: cst.Call) -> cst.BaseExpression:

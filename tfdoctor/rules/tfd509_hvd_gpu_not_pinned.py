@@ -7,7 +7,7 @@ from typing import Iterator
 
 from tfdoctor.lint.facts import ModuleFacts, reads
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.dataflow import horovod_init, trains
+from tfdoctor.lint.dataflow import horovod_init, horovod_place_sets, trains
 from tfdoctor.lint.rule import Context, Rule
 
 # Pinning shows as a call such as `set_visible_devices(...)` or `tf.device(...)`, a `visible_device_list` set
@@ -15,6 +15,7 @@ from tfdoctor.lint.rule import Context, Rule
 _PINNING_CALL = re.compile(r"visible_device|^device$", re.IGNORECASE)
 _HELPER_CALL = re.compile(r"gpu|device", re.IGNORECASE)
 _PINNED_STRING = "CUDA_VISIBLE_DEVICES"
+_SCHEDULED_STRING = "TF_CONFIG"  # a scheduler's task: one process per container
 
 
 class HvdGpuNotPinned(Rule):
@@ -26,7 +27,10 @@ class HvdGpuNotPinned(Rule):
     list on a config that never reaches a session, does not pin anything. A module that calls a helper of its own named for
     GPUs or devices (`setup_gpus()`), or a function of another project module that pins devices
     (`setup.set_flags(...)` in `utils/setup.py`), is left alone, and so is a module that does not train (no `fit`,
-    `compile`, `apply_gradients` or `minimize`): a library or a helper of the training script.
+    `compile`, `apply_gradients` or `minimize`): a library or a helper of the training script. A process
+    that a scheduler places, one per container or worker (the module sets `HOROVOD_RANK` and
+    `HOROVOD_LOCAL_RANK` itself, or is a task given its own `TF_CONFIG`, as tf-yarn's are), is left alone
+    too: how many processes share a host's GPUs is then up to the scheduler, not in the code.
 
     ## Why it is bad
     Horovod starts one process per GPU but does not choose the GPU: TensorFlow in every process takes all
@@ -118,6 +122,21 @@ class ProcessSetTests(unittest.TestCase):
         hvd.init()
         model.fit(ds)
 """,
+        # a scheduler's task (one per container) that is told its Horovod rank by the scheduler
+        """import os
+import horovod.tensorflow as hvd
+os.environ["HOROVOD_RANK"] = rank
+os.environ["HOROVOD_LOCAL_RANK"] = local_rank
+hvd.init()
+model.fit(x, y)
+""",
+        # a task given its own TF_CONFIG by the scheduler that started it in its container
+        """import json, os
+import horovod.tensorflow as hvd
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+hvd.init()
+model.fit(x, y)
+""",
         # not Horovod's TensorFlow binding
         """import horovod.torch as hvd
 import tensorflow as tf
@@ -127,11 +146,17 @@ hvd.init()
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         inits = horovod_init(facts)
-        if not inits or not trains(facts) or _chooses_devices(facts):
+        if not inits or not trains(facts) or _chooses_devices(facts) or _placed_by_scheduler(facts):
             return
         for call in inits:
             yield self.report(call)
 
+
+def _placed_by_scheduler(facts: ModuleFacts) -> bool:
+    """Whether a scheduler, not `horovodrun`, places this process: the module sets Horovod's rank and local
+    rank itself, or is a task given its own `TF_CONFIG` (tf-yarn: one process per container, with the GPUs the
+    container holds). How many processes share a host's GPUs is then not in the code."""
+    return bool(horovod_place_sets(facts)) or _mentions(facts, _SCHEDULED_STRING)
 
 
 def _chooses_devices(facts: ModuleFacts, follow: bool = True) -> bool:
@@ -151,8 +176,14 @@ def _chooses_devices(facts: ModuleFacts, follow: bool = True) -> bool:
             config = target.split(".")[0]
             if "visible_device" in target and any(reads(n, config) for c in facts.calls for n in c.arg_names):
                 return True
+    return _mentions(facts, _PINNED_STRING)
+
+
+def _mentions(facts: ModuleFacts, text: str) -> bool:
+    """Whether a short string literal of the module holds `text` (an environment variable's name); True when
+    the module cannot be tokenized (cannot tell)."""
     try:
-        return any(token.type == tokenize.STRING and _PINNED_STRING in token.string and len(token.string) < 40
+        return any(token.type == tokenize.STRING and text in token.string and len(token.string) < 40
                    for token in tokenize.generate_tokens(io.StringIO("\n".join(facts.source_lines)).readline))
     except (tokenize.TokenError, SyntaxError):
-        return True  # cannot tell
+        return True

@@ -800,33 +800,48 @@ _LAUNCHERS = re.compile(r"^(subprocess\.\w+|os\.(system|popen|spawn\w*|exec\w*)|
                         r"torch\.multiprocessing\.\w+)$")
 
 
+# Horovod's place of a process, which its launcher (horovodrun, mpirun, or a scheduler's own) gives it
+_HOROVOD_PLACE = frozenset({"HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
+                            "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE"})
+
+
 def tf_config_sets(facts: ModuleFacts) -> list[CallFact | AssignFact]:
     """The statements that give `TF_CONFIG` a value in this process's environment: `os.environ["TF_CONFIG"] =
     ...`, `os.environ.update(TF_CONFIG=...)` or `update({"TF_CONFIG": ...})`, `os.environ.setdefault("TF_CONFIG",
     ...)`, `os.putenv("TF_CONFIG", ...)`. Removing it (`pop`, `del`) gives it none, and a copy of the
     environment (`env = dict(os.environ)`) is another process's."""
-    return facts.memo("tf_config_sets", lambda: [
-        *(a for a in facts.assigns if a.operator == "=" and _sets_tf_config(facts, a)),
-        *(c for c in facts.calls if facts.resolve(c.func) in _ENV_SETTERS and _names_tf_config(c.node)),
-    ])
+    return facts.memo("tf_config_sets", lambda: environment_sets(facts, frozenset({"TF_CONFIG"})))
 
 
-def _sets_tf_config(facts: ModuleFacts, assign: AssignFact) -> bool:
+def horovod_place_sets(facts: ModuleFacts) -> list[CallFact | AssignFact]:
+    """The statements that set Horovod's rank, size or local rank in this process's environment
+    (`os.environ["HOROVOD_LOCAL_RANK"] = ...`): the process is placed by a launcher of the project's own (a
+    scheduler's task per container, as tf-yarn's), not by `horovodrun`."""
+    return facts.memo("horovod_place_sets", lambda: environment_sets(facts, _HOROVOD_PLACE))
+
+
+def environment_sets(facts: ModuleFacts, keys: frozenset[str]) -> list[CallFact | AssignFact]:
+    """The statements that give one of `keys` a value in this process's environment (as `tf_config_sets`)."""
+    return [*(a for a in facts.assigns if a.operator == "=" and _sets_variable(facts, a, keys)),
+            *(c for c in facts.calls if facts.resolve(c.func) in _ENV_SETTERS and _names_variable(c.node, keys))]
+
+
+def _sets_variable(facts: ModuleFacts, assign: AssignFact, keys: frozenset[str]) -> bool:
     if not isinstance(assign.node, cst.Assign):
         return False
     return any(isinstance(t.target, cst.Subscript) and facts.resolve(t.target.value) == "os.environ"
-               and string_key(t.target) == "TF_CONFIG" for t in assign.node.targets)
+               and string_key(t.target) in keys for t in assign.node.targets)
 
 
-def _names_tf_config(call: cst.Call) -> bool:
+def _names_variable(call: cst.Call, keys: frozenset[str]) -> bool:
     for argument in call.args:
         if argument.keyword is not None:
-            if argument.keyword.value == "TF_CONFIG":
+            if argument.keyword.value in keys:
                 return True
-        elif literal_str(argument.value) == "TF_CONFIG":
+        elif literal_str(argument.value) in keys:
             return True
         elif isinstance(argument.value, cst.Dict) and any(
-                isinstance(e, cst.DictElement) and literal_str(e.key) == "TF_CONFIG" for e in argument.value.elements):
+                isinstance(e, cst.DictElement) and literal_str(e.key) in keys for e in argument.value.elements):
             return True
     return False
 

@@ -36,6 +36,7 @@ from tfdoctor.lint.semantic.collector import (
     Scope,
     reads,
 )
+from tfdoctor.lint.semantic.conditions import exclusive
 from tfdoctor.lint.semantic.positions import Positions, positions
 from tfdoctor.lint.semantic.walk import walk
 
@@ -164,6 +165,14 @@ class SemanticModel:
     def call_fact(self, node: cst.CSTNode) -> CallFact | None:
         """The fact recorded for a call node (e.g. a method of a dataset chain)."""
         return self._call_facts.get(id(node))
+
+    def exclusive_branches(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """Whether two calls of one scope lie in `if` bodies that never both run on one pass (`if train and
+        not cache:` and `if train and cache:`), assuming the value the tests read is not rebound between them."""
+        a, b = self.call_fact(first), self.call_fact(second)
+        if a is None or b is None or a.scope is not b.scope:
+            return False
+        return any(exclusive(x, y) for x in a.ifs for y in b.ifs if x is not y)
 
     def discards(self, node: cst.CSTNode) -> bool:
         """Whether a call's result is thrown away (the call is a statement of its own)."""
