@@ -78,7 +78,8 @@ def suggest(result: Breakdown, causes: list[Cause], replicas: int) -> list[Sugge
         "input": f"input {shares['input']:.0%} of the {a_ms:.0f} ms step: the same step takes "
                  f"{(result.step.median - result.input) * 1000:.0f} ms when the batch is already on the devices",
         "sync": f"all-reduce {shares['sync']:.0%} of the step ({result.sync * 1000:.1f} ms: gradients with the "
-                f"all-reduce minus gradients without it, {replicas} replicas); with twice the per-replica batch "
+                f"all-reduce minus gradients without it, {replicas} replica{'s' if replicas != 1 else ''}); with twice "
+                f"the per-replica batch "
                 f"today's examples take half as many all-reduces, {savings['sync'] * 1000:.1f} ms less per step's "
                 "worth of examples",
         "host": f"host overhead {shares['host']:.0%} of the step ({result.host * 1000:.1f} ms per step disappears "

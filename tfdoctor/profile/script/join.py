@@ -77,12 +77,16 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
               "the devices")]
     if waits:
         extra.append(f"hooked input waits: {sum(waits) / len(waits) * 1000:.1f} ms per step")
+    replicas = result.replicas or requested
+    if result.replicas and result.replicas < requested:
+        extra.append(f"the step ran on {result.replicas} replica{'s' if result.replicas > 1 else ''}, not the "
+                     f"{requested} devices made for it: the script's strategy uses fewer (or it has none)")
     return Report(
-        mode="script", requested=requested, device_kind=kind, device_names=names,
+        mode="script", requested=replicas, device_kind=kind, device_names=names,
         workload={"name": script, "global_batch": global_batch,
-                  "per_replica_batch": global_batch // max(result.replicas or requested, 1),
+                  "per_replica_batch": global_batch // max(replicas, 1),
                   "steps": len(times.full), "step_source": result.source},
-        breakdown=measured, verdict=verdict, suggestions=suggest(measured, causes, requested),
+        breakdown=measured, verdict=verdict, suggestions=suggest(measured, causes, replicas),
         examples_per_s=global_batch / measured.step.median if global_batch else None,
         trace=trace or {"logdir": None, "xprof": None},
         notes=device_notes(kind, [*extra, *result.notes, *notes]),

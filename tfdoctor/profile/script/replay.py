@@ -30,6 +30,7 @@ PASSTHROUGH = {"on": False}  # read by the all-reduce hook
 EAGER = "eager strategy.run"
 COMPILED = {"on": False}  # read by the strategy.run hook: each replica function is compiled with XLA
 LOOP = 4  # steps per graph call in phase H
+SLOWER_REPLAY = 1.05  # a replayed step this much slower than the real calls cannot bound the input inside them
 
 
 @contextlib.contextmanager
@@ -193,11 +194,12 @@ def measure(replay: Replay, intervals: list[float], calls: list[float], progress
                      "is not separated from compute")
         looped = None
     replayed, unreduced_ratio, looped_ratio = [], [], []
+    alone = replay.replicas <= 1  # one replica: there is no all-reduce to take out, only noise to measure
     for index in range(len(intervals)):
         on_device = timed(lambda: replay.step(replay.batch))
         replayed.append(on_device)
         with without_all_reduce():
-            unreduced_ratio.append(timed(lambda: replay.unreduced(replay.batch)) / on_device)
+            unreduced_ratio.append(1.0 if alone else timed(lambda: replay.unreduced(replay.batch)) / on_device)
         looped_ratio.append(timed(lambda: looped(replay.batch, tf.constant(LOOP))) / LOOP / on_device
                             if looped else 1.0)
         progress("replays", index + 1, len(intervals))
@@ -206,8 +208,13 @@ def measure(replay: Replay, intervals: list[float], calls: list[float], progress
     if replay.input_inside:
         notes.append(f"the step calls fetch their own input: input = the calls' excess over the replayed step "
                      f"({step * 1e3:.1f} ms)")
+        if step > SLOWER_REPLAY * statistics.median(calls):
+            notes.append(f"the replayed step ({step * 1e3:.1f} ms) is slower than the step calls it replays "
+                         f"({statistics.median(calls) * 1e3:.1f} ms), so it cannot bound the input inside them: "
+                         "input may be more than shown")
     sync, inside = statistics.median(unreduced_ratio), statistics.median(looped_ratio)
+    without = "one replica, no all-reduce" if alone else f"without the all-reduce {sync:.0%}"
     notes.append(f"replays of the {replay.kind} step on a captured batch, as shares of the replayed step: "
-                 f"without the all-reduce {sync:.0%}, {LOOP} steps inside one graph call {inside:.0%} per step")
+                 f"{without}, {LOOP} steps inside one graph call {inside:.0%} per step")
     return Replayed(on_device, [step * ratio for ratio in looped_ratio], [step * ratio for ratio in unreduced_ratio],
                     [step] * len(unreduced_ratio), examples(replay.batch) * replay.workers, replay.replicas, replayed)
