@@ -169,3 +169,14 @@ def test_a_keras_2_fit_under_multi_worker_is_replayed_with_sync_separated(tmp_pa
     assert document["workload"]["global_batch"] == 128 and document["throughput"]["examples_per_s"] > 0
     assert not any("not replayed" in note or "not separated" in note for note in document["notes"])
     assert all(row["waiting_for_others_s"] is not None for row in document["workers"])
+
+
+def test_keras_3_fit_under_multi_worker_fails_with_what_it_means(tmp_path: Path):
+    scripts = ROOT / "tests" / "scripts"
+    result = run_cli("profile", "--workers", "2", "--steps", "4", "--warmup", "1", "--logdir", str(tmp_path), "--",
+                     "python", "keras3_fit_multi_worker.py", cwd=scripts)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert "keras3_fit_multi_worker.py failed with exit code 1: ValueError: Attempt to convert a value (PerReplica" in line
+    assert "(Keras 3's Model.fit fails under MultiWorkerMirroredStrategy with this TensorFlow" in line
+    assert "numpy=" not in line and line.endswith("script-output.log")

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -65,6 +66,8 @@ def test_slow_python_generator_is_input_bound_and_cites_tfd201(tmp_path):
     assert first["rules"] == ["TFD201", "TFD103"]
     assert first["locations"][0] == "TFD201 at tests/scripts/input_bound.py:40"
     assert report["workload"]["step_source"] == "tf.function" and report["workload"]["global_batch"] == 32
+    logs = [note.split(": ", 1)[1] for note in report["notes"] if note.startswith("the script's output: ")]
+    assert len(logs) == 1 and Path(logs[0]).is_file()
 
 
 @pytest.mark.tf
@@ -178,3 +181,10 @@ def test_api_session_and_keras_callback_report_in_process():
     assert lines["LOOP"].startswith("tf.function ")   # the hooks found the step, not only the marker
     assert lines["FIT"].startswith("fit ")
     assert "Verdict:" in result.stderr
+
+
+def test_a_script_that_hangs_is_called_idle_with_its_last_output_line():
+    line = _error("hangs.py", "--max-seconds", "8")
+    assert "no training step seen" in line and "idle for its last 4 s" in line
+    assert "its last output: 'waiting for the batch queue 1'" in line
+    assert "all of it: " in line and line.endswith("script-output.log")

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from tfdoctor.profile import protocol
@@ -39,10 +40,19 @@ class OutOfMemory(Exception):
 class Child:
     """One child process: its events (in order of arrival) and the last lines of its output."""
 
-    def __init__(self, command: list[str], env: dict[str, str] | None = None, name: str = "the measurement") -> None:
+    def __init__(self, command: list[str], env: dict[str, str] | None = None, name: str = "the measurement",
+                 log: Path | None = None) -> None:
         self.name = name
         self.events: list[Event] = []
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.log = log  # every line of the child's output goes there too
+        self._log = None
+        if log is not None:
+            try:
+                log.parent.mkdir(parents=True, exist_ok=True)
+                self._log = log.open("w", encoding="utf-8")
+            except OSError as error:
+                raise ProfileError(f"cannot write the output log {log}: {error.strerror or error}") from None
         read_events, write_events = os.pipe()
         environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
                        "PYTHONUNBUFFERED": "1", **(env or {}), protocol.EVENT_FD_ENV: str(write_events)}
@@ -78,6 +88,9 @@ class Child:
         self._close()
 
     def _close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
         for fd in list(self._pipes):
             if fd == self._events_fd:
                 os.close(fd)
@@ -97,6 +110,8 @@ class Child:
         for line in lines:
             if fd != self._events_fd:
                 text = line.decode("utf-8", "replace").rstrip()
+                if self._log is not None:
+                    self._log.write(text + "\n")
                 if text.strip():
                     self.tail.append(text)
             elif line.strip():
@@ -185,9 +200,10 @@ def _hung(children: list[Child]) -> str:
 
 
 def run_child(command: list[str], on_event: OnEvent, timeout_s: float, env: dict[str, str] | None = None,
-              name: str = "the measurement") -> Child:
-    """Run one child to its end within `timeout_s`; raises ProfileError (hang, garbage, failed start)."""
-    child = Child(command, env, name)
+              name: str = "the measurement", log: Path | None = None) -> Child:
+    """Run one child to its end within `timeout_s`, its output also written to `log`; raises ProfileError
+    (hang, garbage, failed start)."""
+    child = Child(command, env, name, log)
     follow([child], time.monotonic() + timeout_s, lambda _, event: on_event(event))
     return child
 

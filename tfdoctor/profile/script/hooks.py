@@ -38,6 +38,7 @@ class _State:
     steps: ClassVar[weakref.WeakSet] = weakref.WeakSet()  # Functions whose trace called strategy.run
     devices: ClassVar[list[str]] = []               # the replicas of the last strategy that ran a step
     strategy: Any = None                            # that strategy
+    fitting: str | None = None                      # the Keras module whose Model.fit is running
     installed = False
 
 
@@ -64,6 +65,11 @@ def recorder() -> Recorder | None:
 
 def devices() -> list[str]:
     return _State.devices
+
+
+def fitting() -> str | None:
+    """`keras` or `tf_keras` while that Keras's Model.fit runs (or raises), else None."""
+    return _State.fitting
 
 
 def _default_devices(replicas: list[str]) -> None:
@@ -236,7 +242,10 @@ def _patch_fit(module: ModuleType) -> None:
         if rec is not None and not rec.done:
             data, targets = (list(args) + [kwargs.get("x"), kwargs.get("y")][len(args):])[:2]
             rec.replay = replay.of_fit(self, data, targets, kwargs.get("batch_size"))
-        return original_fit(self, *args, **kwargs)
+        _State.fitting = module.__name__
+        out = original_fit(self, *args, **kwargs)  # on an error, `fitting` stays set for the crash report
+        _State.fitting = None
+        return out
 
     module.Model.fit = fit
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import runpy
 import sys
 import threading
@@ -24,6 +25,8 @@ from tfdoctor.profile import protocol
 from tfdoctor.profile.protocol import ScriptConfig
 
 CHANNEL = protocol.Channel()
+IDLE_WINDOW_S = 20.0  # the end of the wait for a first step over which the process's CPU use is measured
+IDLE_SHARE = 0.05     # less of one core than this is idle (waiting, not computing)
 
 
 def _finished(result: protocol.ScriptMeasured | protocol.NoStep) -> None:
@@ -35,21 +38,49 @@ def _finished(result: protocol.ScriptMeasured | protocol.NoStep) -> None:
 
 
 def _watchdog(recorder: Any, seconds: float) -> None:
-    """After `seconds`: no step yet is an error; a partial window is measured at the next step."""
-    time.sleep(seconds)
+    """After `seconds`: no step yet is an error (saying whether the process was idle at the end, as a script
+    that waits on a lock, a peer or a queue is); a partial window is measured at the next step."""
+    look = min(IDLE_WINDOW_S, seconds / 2)
+    time.sleep(seconds - look)
+    used = time.process_time()
+    time.sleep(look)
     if recorder.seen == 0:
-        _finished(protocol.NoStep(0, sorted(recorder.hooked), f"ran {seconds:.0f} s"))
+        busy = (time.process_time() - used) / look
+        idle = f", idle for its last {look:.0f} s ({busy:.0%} of a core)" if busy < IDLE_SHARE else ""
+        _finished(protocol.NoStep(0, sorted(recorder.hooked), f"ran {seconds:.0f} s{idle}"))
     recorder.deadline = time.perf_counter()
 
 
 def _crash(script: str, error: BaseException, code: int) -> None:
     frames = [f for f in traceback.extract_tb(error.__traceback__) if os.path.abspath(f.filename) == script]
     where = f" at {os.path.relpath(script)}:{frames[-1].lineno}" if frames else ""
-    text = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
-    CHANNEL.emit(protocol.Crash(code, f"{text}{where}"[:400]))
+    text = f"{type(error).__name__}: {_what(error)}"
+    CHANNEL.emit(protocol.Crash(code, f"{text[:300]}{where}{_meaning(error)}"[:600]))
     traceback.print_exception(error)
     sys.stderr.flush()
     os._exit(code)
+
+
+TENSOR_VALUES = re.compile(r"numpy=\s*array\(.*?\)>")  # the values in an eager tensor's repr
+
+
+def _what(error: BaseException) -> str:
+    """The error's message on one line; for a TensorFlow graph error ("Graph execution error:" then the
+    node's stack) its last line, where the op's own message is."""
+    lines = [line.strip() for line in str(getattr(error, "message", None) or error).strip().splitlines() if line.strip()]
+    if lines and lines[0].startswith("Graph execution error") and len(lines) > 1:
+        return lines[-1]
+    return TENSOR_VALUES.sub("...>", " ".join(lines))
+
+
+def _meaning(error: BaseException) -> str:
+    """What a known failure means for the script (empty for others)."""
+    from tfdoctor.profile.script import hooks
+
+    if "PerReplica" in str(error) and hooks.fitting() == "keras" and "TF_CONFIG" in os.environ:  # a worker of a job
+        return (" (Keras 3's Model.fit fails under MultiWorkerMirroredStrategy with this TensorFlow: train in a custom "
+                "loop, or with Keras 2 through tf_keras and TF_USE_LEGACY_KERAS=1)")
+    return ""
 
 
 def _module_file(name: str) -> str:

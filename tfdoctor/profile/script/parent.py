@@ -23,6 +23,7 @@ from tfdoctor.profile.what_if import tried
 
 OnEvent = Callable[[Event], None]
 PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
+OUTPUT_LOG = "script-output.log"  # the script's own output (stdout and stderr), under --logdir
 MARKER_HINT = ("add `prof = tfdoctor.profile.session()` around the loop and call `prof.step()` once per step, "
                "or `tfdoctor.profile.KerasCallback()` to Model.fit")
 
@@ -74,8 +75,10 @@ def run_script(options: ScriptOptions, on_event: OnEvent) -> tuple[Child, Target
                           multi_worker=options.multi_worker, what_if=list(options.what_if))
     root = str(Path(tfdoctor.__file__).resolve().parent.parent)
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    log = options.logdir / OUTPUT_LOG if options.logdir else None
     child = run_child([target.interpreter, "-m", "tfdoctor.profile.script.launch", protocol.encode(config),
-                       *target.launch_args], on_event, options.max_seconds + 300, env=env, name=f"profiling {script}")
+                       *target.launch_args], on_event, options.max_seconds + 300, env=env, name=f"profiling {script}",
+                      log=log)
     try:
         raise_failure(child, protocol.ScriptMeasured)
     except ProfileError as error:
@@ -95,24 +98,31 @@ def profile_script(options: ScriptOptions, on_event: OnEvent) -> Report:
     assert result is not None
     trace, lost = trace_of(child, options.logdir is not None and options.trace_steps > 0)
     findings = join.lint_findings(script, target.package)
+    notes = [*([lost] if lost else []), *([f"the script's output: {child.log}"] if child.log else [])]
     report = join.build(result, findings, options.gpus, devices.kind if devices else "unknown",
-                        devices.names if devices else [], target.name, [lost] if lost else [], trace)
+                        devices.names if devices else [], target.name, notes, trace)
     report.what_if = tried(child.events, [Cause(f.code, f.path, f.line) for f in findings], options.what_if)
     return report
 
 
 def _explain(child: Child, script: Path, error: ProfileError) -> ProfileError:
-    """The runner's error, said in the script's terms where its events tell more."""
+    """The runner's error, said in the script's terms where its events tell more, with the script's last
+    line of output and where the rest of it is."""
     crash, nostep = child.last(protocol.Crash), child.last(protocol.NoStep)
     if crash:
-        return ProfileError(f"{script} failed with exit code {crash.code}: {crash.message}")
-    if nostep and nostep.steps_seen:
-        return ProfileError(f"only {nostep.steps_seen} training steps ran in {script}: the warm-up "
-                            "and at least 2 measured steps are needed; lower --warmup or let it train longer")
-    if nostep:
-        return ProfileError(f"no training step seen in {script} (it {nostep.ended or 'stopped'}); hooked: "
-                            f"{', '.join(nostep.hooked)}; {MARKER_HINT}")
-    return error
+        message = f"{script} failed with exit code {crash.code}: {crash.message}"
+    elif nostep and nostep.steps_seen:
+        message = (f"only {nostep.steps_seen} training steps ran in {script}: the warm-up and at least 2 measured "
+                   "steps are needed; lower --warmup or let it train longer")
+    elif nostep:
+        message = (f"no training step seen in {script} (it {nostep.ended or 'stopped'}); hooked: "
+                   f"{', '.join(nostep.hooked)}; {MARKER_HINT}")
+    else:
+        return error
+    last = f"; its last output: {child.tail[-1][:200]!r}" if child.tail and not crash else ""
+    where = f"; all of it: {child.log}" if child.log else ""
+    return ProfileError(f"{message}{last}{where}")
+
 
 
 def _oom_report(options: ScriptOptions, script: Path, detail: str) -> Report:
