@@ -183,6 +183,7 @@ def test_api_session_and_keras_callback_report_in_process():
     assert "Verdict:" in result.stderr
 
 
+@pytest.mark.tf
 def test_a_script_that_hangs_is_called_idle_with_its_last_output_line():
     line = _error("hangs.py", "--max-seconds", "8")
     assert "no training step seen" in line and "idle for its last 4 s" in line
