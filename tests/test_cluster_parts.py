@@ -184,3 +184,28 @@ def test_a_job_whose_steps_were_not_replayed_puts_no_share_on_the_parts_it_did_n
     text = console.export_text()
     assert "Straggler not known" in text and "No straggler" not in text
     assert "step call (host, sync, compute not separated)" in text
+
+
+def test_an_unreplayed_job_says_its_batch_and_replicas_are_not_known_and_where_its_traces_are(tmp_path):
+    """Without a replay the job's global batch and replicas are unknown: the report shows no throughput (not
+    0.0 examples/s), no batch (not 0), "replicas not known" (not "1 replicas"), and the folder that holds the
+    workers' traces."""
+    from rich.console import Console
+
+    from tfdoctor.profile.report import render
+
+    def unreplayed(part: WorkerPart) -> WorkerPart:
+        return replace(part, replicas=0, separated=False, trace_logdir=str(tmp_path / part.task),
+                       workload={"name": "train.py", "global_batch": None, "per_replica_batch": None})
+
+    report = job_report([unreplayed(WAITS_FOR_IT), unreplayed(replace(WAITS_FOR_IT, task="worker-1"))])
+    document = report.to_json()
+    assert document["throughput"]["examples_per_s"] is None
+    assert document["workload"]["global_batch"] is None
+    assert document["trace"]["logdir"] == str(tmp_path)
+    console = Console(record=True, width=140)
+    render(report, console)
+    text = console.export_text()
+    assert "on 2 workers, replicas not known (cpu)" in text
+    assert "examples/s" not in text and "0 replica" not in text
+    assert f"xprof --logdir {tmp_path}" in text

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import ROOT, children_running, run_cli
 from tfdoctor.profile.breakdown import breakdown
 from tfdoctor.profile.report import Report
-from tfdoctor.profile.suggest import Cause, suggest
+from tfdoctor.profile.suggest import Cause, Seen, suggest
 from tfdoctor.profile.verdict import judge
 
 MS = 0.001
@@ -129,6 +129,48 @@ def test_suggestions_are_ranked_and_cite_the_rules_found():
     assert first.estimated_saving_s == pytest.approx(0.060)
     host = next(s for s in suggestions if "Python" in s.title)
     assert host.rules == ("TFD107",)
+
+
+def test_suggestions_do_not_ask_for_what_the_script_already_does():
+    input_bound = _breakdown(a=100, b=40, h=40, g=30, r=30)  # input 60%
+    plain, = suggest(input_bound, [], 2)
+    on_tf_data, = suggest(input_bound, [], 2, Seen(input_kind="tf.data"))
+    assert "Build the batches with tf.data" in plain.change
+    assert on_tf_data.title == "Make the script's tf.data pipeline keep up with the step"
+    assert "Build the batches" not in on_tf_data.change and "num_parallel_calls" in on_tf_data.change
+    compute_bound = _breakdown(a=100, b=100, h=100, g=90, r=90)  # all compute
+    assert "mixed precision" in suggest(compute_bound, [], 2)[0].change
+    mixed, = suggest(compute_bound, [], 2, Seen(precision="mixed_float16"))
+    assert "mixed precision" not in mixed.change and "already runs the mixed_float16 policy" in mixed.change
+
+
+def test_a_suggestion_without_a_finding_says_that_no_rule_fired():
+    from rich.console import Console
+
+    from tfdoctor.profile.report import render
+
+    result = _breakdown(a=100, b=40, h=40, g=30, r=30)
+    for causes, line in (([], "lint rules that look for this: TFD201, TFD103, TFD202 (none fired on the code)"),
+                         ([Cause("TFD201", "train.py", 41)], "lint: TFD201 at train.py:41")):
+        report = Report(mode="script", requested=2, device_kind="cpu", device_names=[], workload={"name": "x"},
+                        breakdown=result, verdict=judge(result), suggestions=suggest(result, causes, 2))
+        console = Console(record=True, width=200)
+        render(report, console)
+        assert f"   {line}\n" in console.export_text()
+
+
+@pytest.mark.tf
+def test_the_recorder_reads_a_mixed_keras_policy():
+    import keras
+
+    from tfdoctor.profile.script.recorder import _mixed_precision
+
+    assert _mixed_precision() == ""
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        assert _mixed_precision() == "mixed_float16"
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
 
 
 def test_report_json_has_the_documented_shape():

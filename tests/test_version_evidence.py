@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES, run_cli
-from tfdoctor.config import load_settings
+from tfdoctor.config import Overrides, load_settings
 from tfdoctor.lint.version_evidence import KERAS, TENSORFLOW, decide, scan
 
 
@@ -143,3 +143,22 @@ def test_fixes_spell_autotune_as_the_evidenced_tensorflow_does():
         "+    eval_model.fit(tf.data.TFRecordDataset(files).map(parse_example, num_parallel_calls=8).batch(64)"
         ".prefetch(tf.data.experimental.AUTOTUNE))  # expect: TFD203",
     ]
+
+
+def test_profiling_a_script_takes_version_evidence_from_the_files_it_runs_only(tmp_path, monkeypatch):
+    """`tfdoctor profile -- python train.py` lints what runs: a Keras 2 copy of the script lying beside it
+    (`original.py`, imported by nothing) must not decide which Keras train.py was written for."""
+    from tfdoctor.profile.script.join import lint_findings
+
+    train = (FIXTURES / "projects" / "keras3_project" / "train.py").read_text()
+    project = _project(tmp_path, {
+        "original.py": "import tensorflow as tf\nloss = opt.get_scaled_loss(loss)\n",
+        "layers.py": "from keras import ops\n",
+        "train.py": train.replace("import tensorflow as tf\n", "import tensorflow as tf\nimport layers\n", 1),
+    })
+    monkeypatch.chdir(project)
+    keras = load_settings(project).for_file(project / "train.py").targets.keras
+    assert keras.kind != "code"  # linted as a folder, the copy and layers.py contradict each other
+    [finding] = lint_findings(project / "train.py")
+    assert (finding.code, finding.path, finding.line) == ("TFD304", "train.py", 19)
+    assert finding.message.endswith("(Keras 3 assumed: `keras.ops` at layers.py:1)")

@@ -200,8 +200,10 @@ def test_script_mode_tunes_the_scripts_own_pipeline_and_says_why_a_change_does_n
     assert rows["xla"]["why_not"].startswith("the step failed with it (Trying to access resource ")
     assert rows["mixed-precision"]["why_not"].startswith("no GPU")
     assert rows["batch-x2"]["step_only"] and "no input" in rows["batch-x2"]["note"]
-    statement = json.loads(output.read_text())["verdict"]["statement"]
-    assert "Best measured change: tf-data-tuned" in statement
+    document = json.loads(output.read_text())
+    assert "Best measured change: tf-data-tuned" in document["verdict"]["statement"]
+    first = document["suggestions"][0]  # the script already reads tf.data: no "build the batches with tf.data"
+    assert first["title"] == "Make the script's tf.data pipeline keep up with the step", first
 
 
 @pytest.mark.tf

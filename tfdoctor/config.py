@@ -42,6 +42,7 @@ class Overrides:
     target_tensorflow: str | None = None
     target_keras: str | None = None
     max_file_bytes: int | None = None
+    evidence_files: tuple[Path, ...] | None = None  # the only files whose code shows the versions (profile's run)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Settings:
     explicit_tensorflow: Target | None = None  # from the command line or [tool.tfdoctor]
     explicit_keras: Target | None = None
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES  # a larger file is not linted (a warning names it)
+    evidence_files: tuple[Path, ...] | None = None  # None: the whole project's code is version evidence
 
     def for_file(self, path: Path, source: bytes | None = None) -> Settings:
         """These settings with the targets resolved for one file (`source`: its bytes, when read already)."""
@@ -153,6 +155,8 @@ def load_settings(start: Path, overrides: Overrides = Overrides()) -> Settings:
         settings = replace(settings, max_file_bytes=_max_file_bytes(table["max-file-bytes"], pyproject))
     if overrides.max_file_bytes is not None:
         settings = replace(settings, max_file_bytes=overrides.max_file_bytes)
+    if overrides.evidence_files is not None:
+        settings = replace(settings, evidence_files=tuple(p.resolve() for p in overrides.evidence_files))
     explicit: dict[str, Target] = {}
     for key, attribute in (("target-tensorflow", "tensorflow"), ("target-keras", "keras")):
         if key in table:
@@ -199,7 +203,7 @@ def resolve_targets(settings: Settings, path: Path, source: bytes | None = None)
     TensorFlow (tf.keras is Keras 2 before TF 2.16) unless the code shows its own Keras."""
     folder = path.resolve() if path.is_dir() else path.resolve().parent
     pins = nearest_pins(folder)
-    code = code_evidence(path, source, settings.is_excluded)
+    code = code_evidence(path, source, settings.is_excluded, settings.evidence_files)
     running = installed_version("tensorflow") or Targets.newest().tensorflow
     tensorflow = settings.explicit_tensorflow or _pinned(pins.get("tensorflow")) or code.target(
         TENSORFLOW, running) or running

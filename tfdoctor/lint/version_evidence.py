@@ -233,18 +233,23 @@ def _project_scan(root: Path, excluded: Callable[[Path], bool], cite: Callable[[
             if not name.endswith(".py") or files >= _MAX_PROJECT_FILES:
                 continue
             files += 1
-            file = here / name
-            try:
-                stat = file.stat()
-                key = (file, stat.st_mtime_ns, stat.st_size)
-                found = _SEEN.get(key)
-                if found is None:
-                    found = _SEEN[key] = scan(file.read_bytes(), "") if stat.st_size <= _MAX_FILE else ()
-            except OSError:
-                continue
-            if found:
-                where = cite(file)
-                yield from (replace(sighting, path=where) for sighting in found)
+            yield from _file_sightings(here / name, cite)
+
+
+def _file_sightings(file: Path, cite: Callable[[Path], str]) -> tuple[Sighting, ...]:
+    """One project file's sightings, cited; read again only when its size or mtime changed."""
+    try:
+        stat = file.stat()
+        key = (file, stat.st_mtime_ns, stat.st_size)
+        found = _SEEN.get(key)
+        if found is None:
+            found = _SEEN[key] = scan(file.read_bytes(), "") if stat.st_size <= _MAX_FILE else ()
+    except OSError:
+        return ()
+    if not found:
+        return ()
+    where = cite(file)
+    return tuple(replace(sighting, path=where) for sighting in found)
 
 
 @dataclass(frozen=True)
@@ -267,9 +272,11 @@ class CodeEvidence:
                       tuple((s.cited, s.path, s.line) for s in (found.sighting, *found.others)))
 
 
-def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], bool]) -> CodeEvidence:
-    """The evidence of one file (`source`, or the file read from `path`) and of its project. The project
-    decides when its sightings agree; when they contradict each other the file's own decide alone."""
+def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], bool],
+                  within: tuple[Path, ...] | None = None) -> CodeEvidence:
+    """The evidence of one file (`source`, or the file read from `path`) and of its project (or, `within`,
+    of those files only: the ones a profiled run imports). The project decides when its sightings agree; when
+    they contradict each other the file's own decide alone."""
     cite = _citer()
     own: tuple[Sighting, ...] = ()
     if source is None and path.is_file():
@@ -283,10 +290,13 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
         if key not in _OWN:
             _OWN[key] = _notebook_scan(source, here) if path.suffix == ".ipynb" else scan(source, here)
         own = _OWN[key]
-    folder = path if path.is_dir() else path.parent
-    if folder not in _ROOTS:
-        _ROOTS[folder] = project_root(folder)
-    project = project_sightings(_ROOTS[folder], excluded, cite)
+    if within is not None:
+        project = tuple(sighting for file in within for sighting in _file_sightings(file, cite))
+    else:
+        folder = path if path.is_dir() else path.parent
+        if folder not in _ROOTS:
+            _ROOTS[folder] = project_root(folder)
+        project = project_sightings(_ROOTS[folder], excluded, cite)
     others = tuple(s for s in project if s.path != here)
     sightings = own + others
     if not own and len(others) == len(project):  # nothing of its own: what the project decides (cached)

@@ -173,6 +173,8 @@ class ScriptMeasured(Event):
     replayed: bool = True                  # False: nothing could be replayed, host and sync not separated
     replay_steps: list[float] = field(default_factory=list)  # B itself: the replayed step, per window step
     peer_waits: list[float] = field(default_factory=list)  # per interval: in input calls, waiting for other workers
+    input_kind: str = ""                   # where the step's batches came from ("tf.data", "a Keras Sequence", ...)
+    precision: str = ""                    # the Keras global dtype policy when it is a mixed one
 
 
 @dataclass(frozen=True)

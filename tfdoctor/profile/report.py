@@ -109,7 +109,8 @@ class Report:
 def render(report: Report, console: Console) -> None:
     name = report.workload.get("name", "")
     workers = f"{len(report.workers)} workers, " if report.workers else ""
-    replicas = f"{report.requested} replica{'s' if report.requested != 1 else ''}"
+    replicas = (f"{report.requested} replica{'s' if report.requested != 1 else ''}" if report.requested
+                else "replicas not known")
     console.print(Text(f"tfdoctor profile: {name} on {workers}{replicas} ({report.device_kind})",
                        style="bold"))
     for note in report.notes:
@@ -149,8 +150,9 @@ def render(report: Report, console: Console) -> None:
         console.print(Text(f"{rank}. {suggestion.title} {saving}", style="bold"))
         console.print(f"   evidence: {suggestion.evidence}", highlight=False)
         console.print(f"   change: {suggestion.change}", highlight=False)
-        console.print(f"   lint rules: {', '.join(suggestion.rules)}"
-                      + (f" ({'; '.join(suggestion.locations)})" if suggestion.locations else ""), highlight=False)
+        console.print(f"   lint: {'; '.join(suggestion.locations)}" if suggestion.locations else
+                      f"   lint rules that look for this: {', '.join(suggestion.rules)} (none fired on the code)",
+                      highlight=False)
     if report.comparison:
         console.print(Text(_comparison(report), style="bold"))
 

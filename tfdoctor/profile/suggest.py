@@ -26,6 +26,14 @@ class Cause:
 
 
 @dataclass(frozen=True)
+class Seen:
+    """What the run saw the script already do, so that no suggestion asks for it again ('' when not seen)."""
+
+    input_kind: str = ""  # where the step's batches came from: "tf.data", "a Keras Sequence", "arrays", ...
+    precision: str = ""   # the Keras global dtype policy when it is a mixed one ("mixed_float16")
+
+
+@dataclass(frozen=True)
 class Suggestion:
     title: str
     evidence: str
@@ -63,7 +71,25 @@ _TEXT = {
 }
 
 
-def suggest(result: Breakdown, causes: list[Cause], replicas: int) -> list[Suggestion]:
+_ALREADY = {  # (part, what the script already does): the change that is left to make
+    ("input", "tf.data"): ("Make the script's tf.data pipeline keep up with the step",
+                           "Run its map calls with num_parallel_calls=tf.data.AUTOTUNE, cache() before the random "
+                           "steps, end it with prefetch(tf.data.AUTOTUNE), and distribute it with "
+                           "strategy.experimental_distribute_dataset so each replica gets its own shard."),
+    ("compute", "mixed"): ("Make the device work smaller or faster",
+                           "Give each replica only its own shard (no tf.split of the batch again) and try XLA "
+                           "(jit_compile=True); the script already runs the {precision} policy."),
+}
+
+
+def _text(part: str, seen: Seen) -> tuple[str, str]:
+    """The suggestion's title and change for `part`, minus what the script already does."""
+    already = {"input": seen.input_kind, "compute": "mixed" if seen.precision.startswith("mixed") else ""}
+    title, change = _ALREADY.get((part, already.get(part, "")), _TEXT[part])
+    return title, change.format(precision=seen.precision)
+
+
+def suggest(result: Breakdown, causes: list[Cause], replicas: int, seen: Seen = Seen()) -> list[Suggestion]:
     """One suggestion per part that costs time above the noise, ranked by the time it would save per step;
     none for parts that were not measured apart."""
     shares = result.shares()
@@ -94,7 +120,7 @@ def suggest(result: Breakdown, causes: list[Cause], replicas: int) -> list[Sugge
                 continue
         elif not above_noise(result, part) or round(savings[part] * 1000) < 1:
             continue
-        title, change = _TEXT[part]
+        title, change = _text(part, seen)
         rules = tuple(dict.fromkeys(c.code for c in found)) or RULES_FOR[part][:3]
         locations = tuple(f"{c.code} at {c.location()}" for c in found)
         suggestions.append(Suggestion(title, evidence[part], change, savings[part], rules, locations))

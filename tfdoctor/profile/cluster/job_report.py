@@ -3,10 +3,12 @@ job's verdict, which is the breakdown of the worker the job waits for."""
 
 from __future__ import annotations
 
+import os
+
 from tfdoctor.profile.cluster.job import find_straggler, pacing_worker, worker_breakdown
 from tfdoctor.profile.cluster.parts import PartError, WorkerPart
 from tfdoctor.profile.report import DEVICE_NOTES, Report
-from tfdoctor.profile.suggest import Cause, suggest
+from tfdoctor.profile.suggest import Cause, Seen, suggest
 from tfdoctor.profile.verdict import judge
 from tfdoctor.profile.what_if import judge as judge_change
 from tfdoctor.profile.what_if import ranked
@@ -42,12 +44,15 @@ def job_report(parts: list[WorkerPart]) -> Report:
     ]
     result = pacing.breakdown
     causes = [Cause(*cause) for cause in first.causes]
+    traces = [part.trace_logdir for part in parts if part.trace_logdir]
+    global_batch = first.workload.get("global_batch")  # None: not known (the step was not replayed)
     return Report(
         mode="multi-worker", requested=first.replicas, device_kind=first.device_kind,
         device_names=[name for part in parts for name in part.device_names],
         workload={**first.workload, "workers": len(parts)}, breakdown=result, verdict=judge(result),
-        suggestions=suggest(result, causes, first.replicas),
-        examples_per_s=first.workload["global_batch"] / result.step.median, notes=notes,
+        suggestions=suggest(result, causes, first.replicas, Seen(first.input_kind, first.precision)),
+        examples_per_s=global_batch / result.step.median if global_batch else None, notes=notes,
+        trace={"logdir": os.path.commonpath(traces) if traces else None, "xprof": None},
         workers=[worker.to_json() for worker in workers],
         straggler=straggler.to_json() if straggler else None,
         what_if=ranked([judge_change(times, causes) for times in first.what_if]) if first.what_if else None,

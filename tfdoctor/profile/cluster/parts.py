@@ -40,6 +40,9 @@ class WorkerPart:
     causes: list[list[Any]] = field(default_factory=list)  # the workload's known (rule, path, line) causes
     what_if: list[WhatIf] = field(default_factory=list)    # the changes this task tried, in step with the others
     separated: bool = True    # False: its step was not replayed, so only its input was measured apart
+    trace_logdir: str | None = None  # where this task's TensorFlow profiler trace went, when it was written
+    input_kind: str = ""      # a script's input, as its hooks saw it (suggest.Seen)
+    precision: str = ""       # a script's mixed Keras dtype policy
 
     @property
     def index(self) -> int:

@@ -55,12 +55,13 @@ def measure_task(cluster: ClusterConfig, options: Options, on_event: Callable[[E
     devices, work, measured = (child.last(protocol.Devices), child.last(protocol.WorkloadReady),
                                child.last(protocol.Measured))
     assert devices and work and measured  # run_worker returns only a child that sent its result
-    _, lost = trace_of(child, options.logdir is not None)
+    traced, lost = trace_of(child, options.logdir is not None)
     return WorkerPart(**base, replicas=devices.replicas or len(devices.names), device_kind=devices.kind,
                       device_names=devices.names, collective=devices.collective or "",
                       workload={"name": work.name, "global_batch": work.global_batch,
                                 "per_replica_batch": work.per_replica_batch},
                       phases=measured.times, notes=[*work.notes, *_named(cluster, lost)], causes=work.causes,
+                      trace_logdir=traced.get("logdir") if traced else None,
                       what_if=[event for event in child.events if isinstance(event, protocol.WhatIf)])
 
 
@@ -82,7 +83,7 @@ def measure_script_task(cluster: ClusterConfig, options: ScriptOptions,
     devices, result = child.last(protocol.Devices), child.last(protocol.ScriptMeasured)
     assert result is not None  # run_script returns only a child that sent its result
     times = result.times
-    _, lost = trace_of(child, options.logdir is not None and options.trace_steps > 0)
+    traced, lost = trace_of(child, options.logdir is not None and options.trace_steps > 0)
     notes = [*result.notes, *_named(cluster, lost)]
     if not result.replay_steps:
         notes.append(f"{cluster.task.name}: the step was not replayed, so waiting for other workers is not "
@@ -96,11 +97,13 @@ def measure_script_task(cluster: ClusterConfig, options: ScriptOptions,
     phases = PhaseTimes(times.full, own_input,
                         result.replay_steps or result.step_calls[:len(times.full)], times.looped, times.gradients,
                         times.reduced)
-    replicas = max(result.replicas, 1)
+    replicas = result.replicas  # 0: not known (the step was not replayed)
     findings = lint_findings(target.path, target.package)
     return WorkerPart(**base, replicas=replicas, device_kind=devices.kind if devices else "unknown",
                       device_names=[], collective="", notes=notes, phases=phases,
-                      workload={"name": target.name, "global_batch": result.global_batch,
-                                "per_replica_batch": result.global_batch // replicas},
+                      workload={"name": target.name, "global_batch": result.global_batch or None,
+                                "per_replica_batch": result.global_batch // replicas if replicas else None},
+                      trace_logdir=traced.get("logdir") if traced else None,
                       causes=[[f.code, f.path, f.line] for f in findings], separated=bool(result.replay_steps),
+                      input_kind=result.input_kind, precision=result.precision,
                       what_if=[event for event in child.events if isinstance(event, protocol.WhatIf)])

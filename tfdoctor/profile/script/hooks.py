@@ -155,7 +155,12 @@ def _patch_all_reduce() -> None:
     distribute_lib.ReplicaContextBase.all_reduce = all_reduce
 
 
-def _timed_input(original: Callable) -> Callable:
+TF_DATA = "tf.data"
+SEQUENCE = "a Keras Sequence"
+
+
+def _timed_input(original: Callable, kind: str) -> Callable:
+    """`original` (one batch of input of `kind`) timed as input wait."""
     def timed(*args: Any, **kwargs: Any) -> Any:
         rec = _State.recorder
         if rec is None or rec.busy or ops.inside_function():
@@ -165,13 +170,21 @@ def _timed_input(original: Callable) -> Callable:
             return original(*args, **kwargs)
         finally:
             rec.input_wait(time.perf_counter() - start, args[0] if args else None)
+            rec.input_kind = rec.input_kind or kind  # Model.fit's own data comes first
     return timed
+
+
+def _kind_of(data: Any) -> str:
+    """What `Model.fit`'s data is, in words ('' for kinds no suggestion depends on)."""
+    if isinstance(data, (tf.data.Dataset, input_lib.DistributedDataset, input_lib.DistributedDatasetsFromFunction)):
+        return TF_DATA
+    return SEQUENCE if any(cls.__name__ in ("Sequence", "PyDataset") for cls in type(data).__mro__) else ""
 
 
 def _timed_distributed_input(original: Callable) -> Callable:
     """`next()` on a distributed iterator; in a multi-worker job its wait for the other workers is not
     input (distributed_next.py)."""
-    plain = _timed_input(original)
+    plain = _timed_input(original, TF_DATA)
 
     def timed(self: Any) -> Any:
         rec = _State.recorder
@@ -179,13 +192,14 @@ def _timed_distributed_input(original: Callable) -> Callable:
             return plain(self)
         item, own, peers = distributed_next.split(lambda: original(self))
         rec.input_wait(own, self)
+        rec.input_kind = rec.input_kind or TF_DATA
         rec.peer_wait(peers)
         return item
     return timed
 
 
 def _patch_iterators() -> None:
-    iterator_ops.OwnedIterator.__next__ = _timed_input(iterator_ops.OwnedIterator.__next__)
+    iterator_ops.OwnedIterator.__next__ = _timed_input(iterator_ops.OwnedIterator.__next__, TF_DATA)
     distributed = input_lib.DistributedIteratorBase
     distributed.__next__ = _timed_distributed_input(distributed.__next__)
 
@@ -242,6 +256,7 @@ def _patch_fit(module: ModuleType) -> None:
         if rec is not None and not rec.done:
             data, targets = (list(args) + [kwargs.get("x"), kwargs.get("y")][len(args):])[:2]
             rec.replay = replay.of_fit(self, data, targets, kwargs.get("batch_size"))
+            rec.input_kind = _kind_of(data)
         _State.fitting = module.__name__
         out = original_fit(self, *args, **kwargs)  # on an error, `fitting` stays set for the crash report
         _State.fitting = None
@@ -290,6 +305,6 @@ def _time_subclass_batches(base: type) -> None:
         else:
             super(base, cls).__init_subclass__(**kwargs)
         if "__getitem__" in cls.__dict__:
-            cls.__getitem__ = _timed_input(cls.__dict__["__getitem__"])
+            cls.__getitem__ = _timed_input(cls.__dict__["__getitem__"], SEQUENCE)
 
     base.__init_subclass__ = __init_subclass__

@@ -15,7 +15,7 @@ from tfdoctor.lint.findings import Finding
 from tfdoctor.profile.breakdown import breakdown
 from tfdoctor.profile.protocol import ScriptMeasured
 from tfdoctor.profile.report import Report, device_notes
-from tfdoctor.profile.suggest import RULES_FOR, Cause, suggest
+from tfdoctor.profile.suggest import RULES_FOR, Cause, Seen, suggest
 from tfdoctor.profile.verdict import judge
 
 PART_OF = {"input-bound": "input", "sync-bound": "sync", "host-bound": "host", "compute-bound": "compute",
@@ -45,10 +45,12 @@ def local_modules(script: Path) -> list[Path]:
 
 def lint_findings(script: Path, package: Path | None = None) -> list[Finding]:
     """Findings in the script and its local modules (or, for a module run with `-m`, in its whole top-level
-    package), paths as given relative to the working folder."""
-    targets = [os.path.relpath(p) if not os.path.relpath(p).startswith("..") else str(p)
-               for p in ([package] if package else local_modules(script))]
-    return lint_paths(targets, Overrides(), cache=False).findings
+    package), paths as given relative to the working folder. Only those files show the versions the code was
+    written for: a copy of the script lying beside it (`original.py`) is not part of the run."""
+    paths = [package] if package else local_modules(script)
+    targets = [os.path.relpath(p) if not os.path.relpath(p).startswith("..") else str(p) for p in paths]
+    run = tuple(file for p in paths for file in ([p] if p.is_file() else sorted(p.rglob("*.py"))))
+    return lint_paths(targets, Overrides(evidence_files=run), cache=False).findings
 
 
 def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind: str, names: list[str],
@@ -83,10 +85,11 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
                      f"{requested} devices made for it: the script's strategy uses fewer (or it has none)")
     return Report(
         mode="script", requested=replicas, device_kind=kind, device_names=names,
-        workload={"name": script, "global_batch": global_batch,
-                  "per_replica_batch": global_batch // max(replicas, 1),
+        workload={"name": script, "global_batch": global_batch or None,  # None: not known (no replay)
+                  "per_replica_batch": global_batch // max(replicas, 1) if global_batch else None,
                   "steps": len(times.full), "step_source": result.source},
-        breakdown=measured, verdict=verdict, suggestions=suggest(measured, causes, replicas),
+        breakdown=measured, verdict=verdict,
+        suggestions=suggest(measured, causes, replicas, Seen(result.input_kind, result.precision)),
         examples_per_s=global_batch / measured.step.median if global_batch else None,
         trace=trace or {"logdir": None, "xprof": None},
         notes=device_notes(kind, [*extra, *result.notes, *notes]),

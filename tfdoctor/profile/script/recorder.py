@@ -8,6 +8,7 @@ replayed result is sent before the trace: a crash then costs the trace alone."""
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -49,6 +50,7 @@ class Recorder:
         self._step_mark: Any = None      # the profiler's step annotation in progress
         self.what_if, self.device_kind = what_if or [], device_kind
         self.input_source: Any = None    # the iterator the training loop read last (tf-data-tuned)
+        self.input_kind = ""             # what the step's batches came from, as the hooks saw it
         self.measured: ScriptMeasured | NoStep | None = None  # the window's result, once replayed
 
     def prefer(self, source: str) -> None:
@@ -159,7 +161,7 @@ class Recorder:
             global_batch, replicas = replayed.global_batch, replayed.replicas
         return ScriptMeasured(times, calls, self.source or "", sorted(self.hooked), self.seen, notes, global_batch,
                               replicas, replayed is not None, replayed.replay_steps if replayed else [],
-                              self.peer_waits[:len(intervals)])
+                              self.peer_waits[:len(intervals)], self.input_kind, _mixed_precision())
 
     def _start_trace(self) -> None:
         import tensorflow as tf
@@ -191,3 +193,18 @@ class Recorder:
         self._traced = -1
         runs = sorted(Path(self.trace_dir).glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime)
         return {"logdir": self.trace_dir, "xprof": summarise([str(runs[-1])]) if runs else None}
+
+
+def _mixed_precision() -> str:
+    """The Keras global dtype policy when it is a mixed one, of Keras 2 (`tf_keras`) or 3, whichever the script
+    imported; '' otherwise."""
+    for name in ("tf_keras", "keras"):
+        module = sys.modules.get(name)
+        try:
+            policy = module.mixed_precision.global_policy().name if module is not None else ""
+        except AttributeError:  # a Keras without mixed precision
+            continue
+        if policy.startswith("mixed"):
+            return policy
+    return ""
+
