@@ -22,7 +22,8 @@ import tensorflow as tf
 from tensorflow.python.data.ops import iterator_ops
 from tensorflow.python.distribute import distribute_lib, input_lib, mirrored_strategy
 from tensorflow.python.eager.polymorphic_function import polymorphic_function
-from tensorflow.python.framework import ops
+from tensorflow.python.framework import func_graph, ops
+from tensorflow.python.ops.control_flow_v2_func_graphs import WhileBodyFuncGraph
 
 from tfdoctor.profile import distributed_next
 from tfdoctor.profile.script import inputs, replay
@@ -36,6 +37,7 @@ class _State:
     recorder: Recorder | None = None
     calling: ClassVar[list[Any]] = []               # the top-level step call in progress (a Function or "run")
     steps: ClassVar[weakref.WeakSet] = weakref.WeakSet()  # Functions whose trace called strategy.run
+    looping: ClassVar[weakref.WeakSet] = weakref.WeakSet()  # ... inside a loop of their own (many steps a call)
     devices: ClassVar[list[str]] = []               # the replicas of the last strategy that ran a step
     strategy: Any = None                            # that strategy
     fitting: str | None = None                      # the Keras module whose Model.fit is running
@@ -104,7 +106,9 @@ def _patch_function_call() -> None:
             _State.calling.pop()
         end = time.perf_counter()
         if self in _State.steps:
-            rec.step("tf.function", start, end, replay.of_function(self, args, kwargs, _State.strategy))
+            looping = getattr(self, "__name__", "the step function") if self in _State.looping else None
+            rec.step("tf.function", start, end, replay.of_function(self, args, kwargs, _State.strategy), key=id(self),
+                     looping=looping)
         return out
 
     polymorphic_function.Function.__call__ = __call__
@@ -118,6 +122,8 @@ def _patch_strategy_run() -> None:
         if ops.inside_function():
             if _State.calling and not isinstance(_State.calling[-1], str):
                 _State.steps.add(_State.calling[-1])
+                if _in_loop():
+                    _State.looping.add(_State.calling[-1])
             if replay.COMPILED["on"]:
                 fn = tf.function(fn, jit_compile=True)
             return original(self, fn, args, kwargs, options)
@@ -135,6 +141,18 @@ def _patch_strategy_run() -> None:
         return out
 
     distribute_lib.StrategyBase.run = run
+
+
+def _in_loop() -> bool:
+    """Whether the graph being traced is the body of a loop inside the step function: a `tf.while_loop`
+    (`for i in tf.range(n)`, `for x in distributed_dataset`) or a tf.data function (`for x in dataset`, which
+    AutoGraph turns into a `scan`), so one call runs many steps (an epoch). A `tf.cond` branch is no loop."""
+    graph = ops.get_default_graph()
+    while isinstance(getattr(graph, "outer_graph", None), func_graph.FuncGraph):
+        if isinstance(graph, WhileBodyFuncGraph) or graph.name.startswith("Dataset_"):  # tf.data's own naming
+            return True
+        graph = graph.outer_graph
+    return False
 
 
 def _worker_devices(strategy: Any) -> list[str]:

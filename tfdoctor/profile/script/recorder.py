@@ -17,6 +17,8 @@ from tfdoctor.profile.protocol import NoStep, PhaseTimes, ScriptMeasured, Traced
 from tfdoctor.profile.script.replay import Replay, measure
 
 Progress = Callable[[str, int, int], None]
+LOOPED = ("`{}` runs strategy.run in a loop inside one tf.function call (an epoch, or many steps, per call): each "
+          "step measured here is one such call, and the input it reads inside the loop counts as compute")
 UNREPLAYED = ("the process ended after the window, before the step was replayed (in the replays, when another "
               "worker had died): host overhead and all-reduce are not separated")
 
@@ -35,6 +37,9 @@ class Recorder:
         self.across_workers = across_workers  # a worker of a multi-worker job (replay.measure)
         self.trace_dir, self.trace_steps = trace_dir, trace_steps
         self.source: str | None = None
+        self.key: object = None          # which step function of that source counts (a script's first one)
+        self.looped: list[str] = []      # step functions that run strategy.run in a loop of their own
+        self._others: dict[object, int] = {}  # calls of the other step functions of that source
         self.seen = 0
         self.starts: list[float] = []    # starts of the measured steps (K + 1 of them)
         self.calls: list[float] = []     # how long each measured step call took
@@ -67,15 +72,28 @@ class Recorder:
         """`seconds` inside an input call spent waiting for other workers (a multi-worker `next()`)."""
         self._peer_wait += seconds
 
-    def step(self, source: str, start: float, end: float, replay: Replay | None = None) -> None:
-        """A training step call ran from `start` to `end` (perf_counter seconds)."""
+    def step(self, source: str, start: float, end: float, replay: Replay | None = None, key: object = None,
+             looping: str | None = None) -> None:
+        """A training step call ran from `start` to `end` (perf_counter seconds); `key` tells apart the step
+        functions of one source (a script's train and test functions): the first one seen counts. `looping`:
+        the name of a step function that runs strategy.run in a loop of its own (many steps a call)."""
         if self.done or self.busy:
             return
         self.source = self.source or source
+        if source == self.source and key != self.key:
+            if self.key is None:
+                self.key = key
+            else:  # another step function: it counts instead only when the first ran less often, in the warm-up
+                self._others[key] = self._others.get(key, 0) + 1
+                if self._others[key] <= self.seen or self.seen > self.warmup:
+                    return
+                self.key, self.seen = key, self._others.pop(key) - 1  # the first was a set-up call
         if replay is not None:
             self.replay = replay
         if source != self.source:
             return
+        if looping and looping not in self.looped:
+            self.looped.append(looping)
         self.seen += 1
         (wait, peer), self._wait, self._peer_wait = (self._wait, self._peer_wait), 0.0, 0.0
         if self._traced >= 0:
@@ -142,7 +160,7 @@ class Recorder:
         waits = self.waits[:len(intervals)]
         calls = ([a - w for a, w in zip(intervals, waits)] if self.source == "marker"  # a marker has no duration
                  else self.calls[:len(intervals)])
-        notes = []
+        notes = [LOOPED.format(name) for name in self.looped]
         if ended and len(intervals) < self.steps:
             notes.append(f"the script {ended} after {self.seen} steps: {len(intervals)} of {self.steps} measured")
         replayed = (measure(self.replay, intervals, calls, self.progress, notes, self.across_workers)
