@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from tfdoctor.profile.machine_load import CpuSample, load_note, sample
 from tfdoctor.profile.protocol import NoStep, PhaseTimes, ScriptMeasured, Traced, WhatIf
 from tfdoctor.profile.script.replay import Replay, measure
 
@@ -40,6 +41,7 @@ class Recorder:
         self.key: object = None          # which step function of that source counts (a script's first one)
         self.looped: list[str] = []      # step functions that run strategy.run in a loop of their own
         self._others: dict[object, int] = {}  # calls of the other step functions of that source
+        self._cpu: list[CpuSample | None] = []  # the machine's CPU counters when the window opened and closed
         self.seen = 0
         self.starts: list[float] = []    # starts of the measured steps (K + 1 of them)
         self.calls: list[float] = []     # how long each measured step call took
@@ -108,6 +110,8 @@ class Recorder:
         if self.starts:
             self.waits.append(wait)
             self.peer_waits.append(peer)
+        else:
+            self._cpu = [sample()]
         self.starts.append(start)
         self.calls.append(end - start)
         self.progress("measured steps", len(self.starts) - 1, self.steps)
@@ -119,6 +123,7 @@ class Recorder:
         replays (a worker whose peer died can hang in them) and again with them before the trace (which
         TensorFlow's profiler sometimes crashes), so each can cost only what follows it."""
         self.busy = True
+        self._cpu.append(sample())
         if self.trace_dir and self.trace_steps or self.across_workers:
             self.on_partial(self._result(None, replay=False))
         self.measured = self._result(None)
@@ -161,6 +166,9 @@ class Recorder:
         calls = ([a - w for a, w in zip(intervals, waits)] if self.source == "marker"  # a marker has no duration
                  else self.calls[:len(intervals)])
         notes = [LOOPED.format(name) for name in self.looped]
+        loaded = load_note(self._cpu[0], self._cpu[1] if len(self._cpu) > 1 else sample())
+        if loaded:
+            notes.append(loaded)
         if ended and len(intervals) < self.steps:
             notes.append(f"the script {ended} after {self.seen} steps: {len(intervals)} of {self.steps} measured")
         replayed = (measure(self.replay, intervals, calls, self.progress, notes, self.across_workers)
