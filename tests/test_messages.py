@@ -186,6 +186,10 @@ EXPECTED = [
     ('TFD516', 2, 9, 9, 'no `hvd.broadcast_global_variables(0)` is run before this training loop, so the ranks start from different weights'),
     ('TFD517', 0, 4, 14, 'this broadcast callback never runs, because the model trains with `train_on_batch`, not `fit`'),
     ('TFD517', 1, 4, 18, 'this broadcast callback never runs, because the model trains with `train_on_batch`, not `fit`'),
+    ('TFD518', 0, 7, 1, '`model.fit` fails under Keras 3 for a model built in the `MultiWorkerMirroredStrategy` scope at line 4 (Keras 3 assumed: test)'),
+    ('TFD518', 0, 8, 1, '`model.evaluate` fails under Keras 3 for a model built in the `MultiWorkerMirroredStrategy` scope at line 4 (Keras 3 assumed: test)'),
+    ('TFD518', 1, 14, 5, '`multi_worker_model.fit` fails under Keras 3 for a model built in the `MultiWorkerMirroredStrategy` scope at line 12 (Keras 3.8 assumed: test)'),
+    ('TFD518', 2, 7, 11, '`model.fit` fails under Keras 3 for a model built in the `MultiWorkerMirroredStrategy` scope at line 4 (Keras 3 assumed: test)'),
 ]
 
 

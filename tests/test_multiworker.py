@@ -178,5 +178,5 @@ def test_keras_3_fit_under_multi_worker_fails_with_what_it_means(tmp_path: Path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     line = result.stderr.strip().splitlines()[-1]
     assert "keras3_fit_multi_worker.py failed with exit code 1: ValueError: Attempt to convert a value (PerReplica" in line
-    assert "(Keras 3's Model.fit fails under MultiWorkerMirroredStrategy with this TensorFlow" in line
+    assert "(Keras 3's Model.fit fails under MultiWorkerMirroredStrategy with this TensorFlow (TFD518)" in line
     assert "numpy=" not in line and line.endswith("script-output.log")

@@ -123,6 +123,12 @@ MESSAGES = {
                           "(Keras 2 assumed: `get_scaled_loss` at scaling.py:5)",
     "keras3_project": "train.py:18:5: TFD304 `optimizer` is first built inside the distributed step `replica_step`; "
                       "build it in `strategy.scope()` (Keras 3 assumed: `keras.ops` at layers.py:4)",
+    "keras3_multi_worker_api": "train.py:33:5: TFD518 `model.fit` fails under Keras 3 for a model built in the "
+                               "`MultiWorkerMirroredStrategy` scope at line 29 (Keras 3 assumed: `keras.ops` at "
+                               "layers.py:4)",
+    "keras3_multi_worker_pin": "train.py:21:1: TFD518 `multi_worker_model.fit` fails under Keras 3 for a model built "
+                               "in the `MultiWorkerMirroredStrategy` scope at line 18 (Keras 3.8.0 assumed: "
+                               "requirements.txt: keras==3.8.0)",
     "tf21_custom_loop": "train.py:19:46: TFD202 `map` in a training pipeline runs on one core; add "
                         "`num_parallel_calls=tf.data.experimental.AUTOTUNE`",
 }
@@ -132,6 +138,32 @@ MESSAGES = {
 def test_version_dependent_findings_say_which_evidence_they_used(name):
     result = run_cli("lint", "--no-cache", "--format", "concise", ".", cwd=FIXTURES / "projects" / name)
     assert result.stdout.splitlines()[0] == MESSAGES[name]
+
+
+FIT_UNDER_MULTI_WORKER = """import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+model.fit(dataset, epochs=2)
+"""
+
+
+@pytest.mark.parametrize(("name", "requirements", "arguments", "reported"), [
+    ("guess", None, (), False),  # Keras 3 only as the installed or newest release
+    ("tf-pin", "tensorflow==2.17.0\n", (), False),  # Keras 3 only as what tf.keras of TF 2.17 would be
+    ("before-3.5", "keras==3.4.1\n", (), False),
+    ("pin", "keras==3.6.0\n", (), True),
+    ("command-line", None, ("--target-keras", "3"), True),
+    ("tf-2.15", None, ("--target-keras", "3", "--target-tensorflow", "2.15"), False),
+])
+def test_keras3_fit_under_multi_worker_needs_keras3_chosen_not_guessed(tmp_path, name, requirements, arguments,
+                                                                       reported):
+    files = {"train.py": FIT_UNDER_MULTI_WORKER, **({"requirements.txt": requirements} if requirements else {})}
+    project = _project(tmp_path / name, files)
+    result = run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD518", *arguments, ".", cwd=project)
+    assert [line.split(" fails ")[0] for line in result.stdout.splitlines()] == (
+        ["train.py:6:1: TFD518 `model.fit`"] if reported else [])
 
 
 def test_fixes_spell_autotune_as_the_evidenced_tensorflow_does():

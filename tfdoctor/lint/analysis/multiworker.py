@@ -17,7 +17,8 @@ from typing import Callable, Iterable
 import libcst as cst
 
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
-from tfdoctor.lint.semantic.collector import AssignFact, CallFact, Scope, reads
+from tfdoctor.lint.semantic.collector import END_OF_SCOPE, AssignFact, CallFact, Scope, WithFact, reads
+from tfdoctor.lint.semantic.model import Origin, SemanticModel
 from tfdoctor.lint.names import call_arg, dotted, literal_str, string_key
 from tfdoctor.lint.notebooks import cell_place
 from tfdoctor.lint.versions import Target
@@ -219,7 +220,125 @@ def keras3_callback(facts: ModuleFacts, call: CallFact, keras: Target) -> bool:
     if keras3_file_name(call):
         return True
     chosen = keras.at_least(3) and keras.kind not in ("installed", "newest")
-    return chosen and not any(full.startswith(_KERAS2_ROOTS) for full in facts.aliases.values())
+    return chosen and not keras2_imported(facts)
+
+
+# -- Keras 3 fit under MultiWorkerMirroredStrategy ------------------------------------------------------------
+_MULTI_WORKER_MIRRORED_ONLY = frozenset({
+    "tensorflow.distribute.MultiWorkerMirroredStrategy",
+    "tensorflow.distribute.experimental.MultiWorkerMirroredStrategy",
+})
+_KERAS_MODEL_MAKERS = re.compile(r"^keras\.(models\.)?(Model|Sequential|load_model|clone_model)$|"
+                                 r"^keras\.saving\.load_model$|^keras\.applications\.")
+_KERAS_MODEL_CLASS = re.compile(r"^keras\.(models\.)?Model$")
+
+
+def keras2_imported(model: SemanticModel) -> bool:
+    """Whether a module imports Keras 2 by name: `tf_keras` or TensorFlow's private `tensorflow.python.keras`."""
+    return any(full.startswith(_KERAS2_ROOTS) for full in model.aliases.values())
+
+
+def multi_worker_model_scope(facts: ModuleFacts, call: CallFact) -> WithFact | None:
+    """For `model.fit(...)` or `model.evaluate(...)`: the `with strategy.scope():` block of a
+    `MultiWorkerMirroredStrategy` in this module where the model was built or compiled. Every value the
+    receiver may hold must be a Keras model (`keras.Sequential`, `keras.Model`, `load_model`, a
+    `keras.applications` model, or a project class whose base is `keras.Model`) made in such a block (or in a
+    function only such blocks call), directly or through a function of this or another project module, or
+    else the receiver must be compiled in such a block; None when any value is not shown so (a builder the
+    project does not hold, a parameter, a scope of another strategy or of a strategy chosen at run time)."""
+    receiver = call.receiver
+    if receiver is None:
+        return None
+    origins = facts.values_of(receiver, call.scope, call.order)
+    if not origins:
+        return None
+    blocks = [_built_in(facts, origin) for origin in origins]
+    if all(block is not None for block in blocks):
+        return blocks[0]
+    return _compiled_in(facts, receiver, call, origins)
+
+
+def _built_in(facts: ModuleFacts, origin: Origin) -> WithFact | None:
+    """The MultiWorkerMirroredStrategy scope block of this module a Keras model was made in."""
+    if origin.kind != "value" or not isinstance(origin.expr, cst.Call):
+        return None
+    model = origin.model
+    if not _keras_model_call(model, origin.expr) or keras2_imported(model):
+        return None
+    made = facts.call_fact(origin.via[0].call) if origin.via else facts.call_fact(origin.expr)
+    return None if made is None else _multi_worker_block(facts, made)
+
+
+def _keras_model_call(model: SemanticModel, node: cst.Call) -> bool:
+    """Whether a call makes a Keras model: a Keras constructor or loader, or a class of the project whose base
+    is `keras.Model`."""
+    if _KERAS_MODEL_MAKERS.match(model.resolve(node.func) or ""):
+        return True
+    found = model.class_and_module(dotted(node.func))
+    return found is not None and any(_KERAS_MODEL_CLASS.match(found[1].resolve(base) or "") for base in found[0].bases)
+
+
+def _compiled_in(facts: ModuleFacts, receiver: cst.BaseExpression, call: CallFact,
+                 origins: list[Origin]) -> WithFact | None:
+    """The MultiWorkerMirroredStrategy scope block of this module where the same receiver, holding the same
+    values, is compiled before the call (a model from a builder the project does not show)."""
+    name = dotted(receiver)
+    if name is None or not all(_builder_call(o) for o in origins):
+        return None
+    wanted = {id(o.expr) for o in origins}
+    for compile_call in facts.calls:
+        if (compile_call.attr != "compile" or compile_call.scope is not call.scope or compile_call.order > call.order
+                or dotted(compile_call.receiver) != name):
+            continue
+        held = facts.values_of(compile_call.receiver, compile_call.scope, compile_call.order)
+        if {id(o.expr) for o in held} != wanted:
+            continue
+        block = _multi_worker_block(facts, compile_call)
+        if block is not None:
+            return block
+    return None
+
+
+def _builder_call(origin: Origin) -> bool:
+    """Whether a value is what a call of the project's own code, or of Keras, returned (not another library's
+    model, such as a Hugging Face one, which may be Keras 2's)."""
+    if origin.kind != "value" or not isinstance(origin.expr, cst.Call) or keras2_imported(origin.model):
+        return False
+    name = origin.model.resolve(origin.expr.func)
+    return name is None or name.startswith("keras.")
+
+
+def _multi_worker_block(facts: ModuleFacts, call: CallFact, depth: int = 0) -> WithFact | None:
+    """The `with strategy.scope():` block of a MultiWorkerMirroredStrategy a call runs in: the innermost scope
+    block around it, or, in a function, the block around every call of that function (three levels up); None
+    when there is none, when any is another strategy's, or when the function is also called outside one."""
+    blocks = {id(b) for b in facts.scope_blocks}
+    around = [w for w in call.withs if id(w) in blocks]
+    if around:
+        return around[-1] if _multi_worker_scope(facts, around[-1]) else None
+    if not call.scope.is_function or depth >= 3:
+        return None
+    callers = facts.callers_of(call.scope)
+    found = [_multi_worker_block(facts, caller, depth + 1) for caller in callers]
+    return found[0] if found and all(block is not None for block in found) else None
+
+
+def _multi_worker_scope(facts: ModuleFacts, block: WithFact) -> bool:
+    """Whether a `with strategy.scope():` block is the scope of a `MultiWorkerMirroredStrategy` (also
+    `tf.distribute.experimental`'s): every value the strategy may hold is one made by that constructor."""
+    def check() -> bool:
+        for item in block.items:
+            if not (isinstance(item, cst.Call) and isinstance(item.func, cst.Attribute)
+                    and item.func.attr.value == "scope"):
+                continue
+            fact = facts.call_fact(item)
+            strategy = item.func.value
+            origins = facts.values_of(strategy, block.scope, fact.order if fact is not None else END_OF_SCOPE)
+            if origins and all(o.kind == "value" and isinstance(o.expr, cst.Call)
+                               and o.model.resolve(o.expr.func) in _MULTI_WORKER_MIRRORED_ONLY for o in origins):
+                return True
+        return False
+    return facts.memo(("multi_worker_scope", id(block)), check)
 
 
 # -- expressions ---------------------------------------------------------------------------------------------
@@ -494,7 +613,7 @@ def sync_on_read_state(facts: ModuleFacts, keras2: bool) -> str | None:
 
 def keras2_code(facts: ModuleFacts, keras: Target) -> bool:
     """Whether the module's Keras is Keras 2: a Keras 2 target, or `tf_keras` imported."""
-    return keras.below(3) or any(full.startswith(_KERAS2_ROOTS) for full in facts.aliases.values())
+    return keras.below(3) or keras2_imported(facts)
 
 
 def _with_items(call: CallFact, names: frozenset[str]) -> list[cst.BaseExpression]:

@@ -78,8 +78,8 @@ def _meaning(error: BaseException) -> str:
     from tfdoctor.profile.script import hooks
 
     if "PerReplica" in str(error) and hooks.fitting() == "keras" and "TF_CONFIG" in os.environ:  # a worker of a job
-        return (" (Keras 3's Model.fit fails under MultiWorkerMirroredStrategy with this TensorFlow: train in a custom "
-                "loop, or with Keras 2 through tf_keras and TF_USE_LEGACY_KERAS=1)")
+        return (" (Keras 3's Model.fit fails under MultiWorkerMirroredStrategy with this TensorFlow (TFD518): train in "
+                "a custom loop, or with Keras 2 through tf_keras and TF_USE_LEGACY_KERAS=1)")
     return ""
 
 
