@@ -334,3 +334,30 @@ def test_reference_naive_pipeline_is_input_bound_and_the_tuned_one_is_not_and_an
     tuned_input = next(row for row in naive["what_if"] if row["change"] == "tf-data-tuned")
     assert tuned_input["applied"] and any(l.startswith("TFD201 at") for l in tuned_input["locations"])
     assert "Best measured change: " in naive["verdict"]["statement"]
+
+
+@pytest.mark.tf
+def test_the_replays_wait_for_the_scripts_input_threads_to_go_idle(monkeypatch):
+    """A pipeline still refilling its buffers when the window closes would slow the replays by a different
+    amount in every run: the replays start once the process's own threads are idle, or say they never were."""
+    import threading
+    import time
+
+    from tfdoctor.profile.script import replay
+
+    def burn(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+
+    refilling = threading.Thread(target=burn, args=(1.0,))
+    started = time.monotonic()
+    refilling.start()
+    assert replay.settle() == 0.0
+    assert time.monotonic() - started >= 1.0  # it waited for the thread's work to end
+    refilling.join()
+    monkeypatch.setattr(replay, "SETTLE_S", 1.0)
+    busy = threading.Thread(target=burn, args=(3.0,))
+    busy.start()
+    assert replay.settle() >= replay.IDLE_CORES  # never idle within SETTLE_S: the cores it kept busy
+    busy.join()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -31,6 +32,8 @@ EAGER = "eager strategy.run"
 COMPILED = {"on": False}  # read by the strategy.run hook: each replica function is compiled with XLA
 LOOP = 4  # steps per graph call in phase H
 SLOWER_REPLAY = 1.05  # a replayed step this much slower than the real calls cannot bound the input inside them
+SETTLE_S = 10.0  # the longest wait for the script's own input threads to go idle before the replays
+IDLE_CORES = 0.1  # the process's CPU use, in cores, while nothing of tfdoctor's runs, that counts as idle
 
 
 @contextlib.contextmanager
@@ -171,6 +174,21 @@ class Replayed:
     replay_steps: list[float]  # B itself, per window step
 
 
+def settle() -> float:
+    """Wait until the process's other threads (a prefetching tf.data pipeline refilling its buffers, Keras'
+    batch workers filling their queue) stop using the CPU, so they do not slow the replays by an amount that
+    changes from run to run. Returns 0 once they are idle, else the cores they still used at SETTLE_S."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        cpu, wall = time.process_time(), time.monotonic()
+        time.sleep(0.2)
+        busy = (time.process_time() - cpu) / (time.monotonic() - wall)
+        if busy < IDLE_CORES:
+            return 0.0
+        if time.monotonic() > deadline:
+            return busy
+
+
 def measure(replay: Replay, intervals: list[float], calls: list[float], progress: Progress,
             notes: list[str], across_workers: bool = False) -> Replayed | None:
     """B, C and H in turns on the captured batch, as the breakdown's inputs scaled to the window's step
@@ -193,6 +211,11 @@ def measure(replay: Replay, intervals: list[float], calls: list[float], progress
         notes.append(f"the step could not run inside one tf.function ({type(error).__name__}); host overhead "
                      "is not separated from compute")
         looped = None
+    busy = settle()
+    if busy:
+        notes.append(f"the script's own threads (its input pipeline) still kept {busy:.1f} cores busy after "
+                     f"{SETTLE_S:.0f} s, while the step was replayed: the replays may be slowed and input "
+                     "under-counted")
     replayed, unreduced_ratio, looped_ratio = [], [], []
     alone = replay.replicas <= 1  # one replica: there is no all-reduce to take out, only noise to measure
     for index in range(len(intervals)):
