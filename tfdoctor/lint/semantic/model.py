@@ -41,6 +41,7 @@ from tfdoctor.lint.semantic.positions import Positions, positions
 from tfdoctor.lint.semantic.walk import walk
 
 _MAX_DEPTH = 12
+_LIBRARIES = frozenset({"tensorflow", "keras", "tf_keras", "numpy", "horovod", "torch", "jax", "os", "sys"})  # never a project's own
 _FUNCTION_WRAPPERS = frozenset({"functools.partial", "tensorflow.function", "functools.wraps"})
 _COUNTERS = (("range", ()), ("enumerate", (0,)))  # what a loop target counts with: the callee and the target's path
 
@@ -137,7 +138,19 @@ class SemanticModel:
         imported = self.aliases.get(head) or (self._star_aliases().get(head) if self.star_imports else None)
         if imported is None:
             return None
+        if imported.partition(".")[0] not in _LIBRARIES and self.loader is not None:
+            imported = self.memo(("re-export", head), lambda: self._reexported(head, imported))
         return canonical(imported + ("." + rest if rest else ""))
+
+    def _reexported(self, local: str, imported: str) -> str:
+        """What `from pkg import tf` names when the project's own `pkg` does `import tensorflow as tf`: the
+        name that module imports (one step), else `imported` as it is."""
+        fact = next((f for f in self.imports if f.local == local and f.symbol is not None and not f.level), None)
+        if fact is None or f"{fact.module}.{fact.symbol}" != imported:
+            return imported
+        other = self.loader.load(self, fact.module, 0)  # type: ignore[union-attr]
+        again = other.aliases.get(fact.symbol) if other is not None and other is not self else None
+        return again if again is not None else imported
 
     def _star_aliases(self) -> dict[str, str]:
         """The imports of the project modules this one star-imports: `from utils import *` brings `tf`."""
