@@ -32,6 +32,10 @@ ds = ds.batch(32 * strategy.num_replicas_in_sync).prefetch(2)
 for batch in strategy.experimental_distribute_dataset(ds):
     train_step(batch)
 label = "\N{GRINNING FACE}"; parallel = multi_gpu_model(template, gpus=2)
+
+
+def parse(record):  # random: tf.data cannot run it in parallel by itself
+    return tf.io.parse_tensor(record, tf.float32) + tf.random.normal([])
 '''
 # `multi_gpu_model` is TF <= 2.3 code, whose AUTOTUNE is `tf.data.experimental.AUTOTUNE` (version evidence)
 MAP_MESSAGE = "`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.experimental.AUTOTUNE`"
@@ -258,7 +262,8 @@ def _cell(uri: str, kind: types.NotebookCellKind = types.NotebookCellKind.Code) 
 async def test_notebook_cells_get_their_own_diagnostics_and_fixes(client: LanguageClient, tmp_path):
     notebook = (tmp_path / "train.ipynb").as_uri()
     cells = [f"{notebook}#cell{n}" for n in range(1, 4)]
-    texts = ["import tensorflow as tf\n%matplotlib inline\nstrategy = tf.distribute.MirroredStrategy()",
+    texts = ["import tensorflow as tf\n%matplotlib inline\nstrategy = tf.distribute.MirroredStrategy()\n"
+             "parse = lambda record: tf.io.parse_tensor(record, tf.float32) + tf.random.normal([])",
              "# Training data", "ds = tf.data.TFRecordDataset(files).map(parse)\n"
              "ds = ds.batch(8 * strategy.num_replicas_in_sync).prefetch(2)\n"
              "for batch in strategy.experimental_distribute_dataset(ds):\n    step(batch)"]

@@ -74,6 +74,7 @@ from tfdoctor.lint.analysis.multiworker import (
 )
 from tfdoctor.lint.analysis.optimizers import Optimizer, applied_optimizer
 from tfdoctor.lint.analysis.sessions import SecondPull, SessionFeed, runs_training_op, second_pulls, session_feeds
+from tfdoctor.lint.analysis.stateful import PARALLELISES_STATELESS_MAPS, map_function_stateful
 from tfdoctor.lint.analysis.steps import (
     TRAINING_ATTRS,
     applies_gradients,
@@ -102,14 +103,14 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 
 __all__ = [
     "DATASET_ONLY_METHODS", "FedElsewhere", "GUARD_WORDS", "Loss", "LossKind", "OneOfList", "Optimizer",
-    "PLAIN_TENSOR", "Provenance", "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "applied_optimizer",
+    "PARALLELISES_STATELESS_MAPS", "PLAIN_TENSOR", "Provenance", "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "applied_optimizer",
     "applies_gradients", "broadcasts_otherwise", "call_list", "callback_is", "calls_any", "calls_training_step",
     "counters_read", "definitions", "derived_names", "differentiated_losses", "escapes", "expression_names",
     "fed_elsewhere", "fit_callbacks", "gated_by_step_modulo", "gated_if", "guard_test", "horovod_calls",
     "horovod_init", "horovod_member", "horovod_module", "horovod_off", "horovod_place_sets", "horovod_scope",
     "in_test_code", "is_global_batch", "is_python_iterator_class", "iterable_provenance", "keras2_code",
     "keras2_imported", "keras3_callback", "keras3_file_name", "keras_loss_reduction", "launches_processes", "line_text",
-    "loaded_arrays", "loop_ifs", "loss_kind", "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored",
+    "loaded_arrays", "loop_ifs", "loss_kind", "map_function_stateful", "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored",
     "multi_worker_model_scope", "on_shared_storage", "one_loss_of_list", "only_multi_worker", "optimizer_learning_rate",
     "parameter_server", "path_from_outside", "returns_host_values", "runs_many_steps", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
     "same_start_everywhere", "saved_under_strategy", "saves_beside", "second_pulls", "session_feeds", "step_counter",

@@ -15,6 +15,10 @@ from tfdoctor.lint.spelling import autotune, autotune_text
 # `ds.take(steps)`). A pipeline without prefetch is reported at the step before them, where it goes.
 _TRAILING_OK = frozenset({"with_options", "take", "skip", "repeat"})
 _PREFETCHES = frozenset({"prefetch_to_device", "copy_to_device"})  # given to `apply`, they prefetch too
+# Sources already in memory, and the steps that make an element cost real work: without one of those a batch
+# is a slice and a copy, and overlapping it with the step saves next to nothing
+_IN_MEMORY = frozenset({f"tensorflow.data.Dataset.{name}" for name in ("from_tensor_slices", "from_tensors", "range")})
+_ELEMENT_WORK = frozenset({"map", "interleave", "flat_map", "parallel_interleave", "apply", "filter"})
 INJECTS_PREFETCH = (2, 12)  # from this TF on, `inject_prefetch` defaults to on (2.10 had it off, 2.12's docs on)
 # Options that stop the injection: `inject_prefetch` itself, or autotuning, which it works with
 _INJECTION_SWITCHES = ("experimental_optimization.inject_prefetch", "autotune.enabled",
@@ -33,7 +37,9 @@ class NoPrefetch(Rule):
     that only count, skip or repeat batches (`ds.prefetch(1)`, then `ds.take(steps)` in the loop) keep it
     working, and so do parallel `map`s after it (`prefetch(n).map(f, num_parallel_calls=AUTOTUNE)`: a
     parallel map computes elements ahead into its own buffer); a pipeline without one is reported at its last
-    step before them, where `prefetch` goes.
+    step before them, where `prefetch` goes. A pipeline that only slices, shuffles and batches arrays already in
+    memory (`from_tensor_slices`, `from_tensors`, `range`, with no `map`, `interleave` or `filter`) is not
+    reported: a batch of it costs a copy, and overlapping that with the step saves next to nothing.
 
     ## Why it is bad
     Before TensorFlow 2.12, without `prefetch` the pipeline produces the next batch only when the step asks
@@ -46,14 +52,14 @@ class NoPrefetch(Rule):
     ## Example
     ```python
     import tensorflow as tf
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1000).batch(64)  # TFD203
+    ds = tf.data.TFRecordDataset(files).map(parse).shuffle(1000).batch(64)  # TFD203
     model.fit(ds, epochs=5)
     ```
 
     ## Use instead
     ```python
     import tensorflow as tf
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1000).batch(64).prefetch(tf.data.AUTOTUNE)
+    ds = tf.data.TFRecordDataset(files).map(parse).shuffle(1000).batch(64).prefetch(tf.data.AUTOTUNE)
     model.fit(ds, epochs=5)
     ```
 
@@ -74,7 +80,7 @@ class NoPrefetch(Rule):
     INVALID = (
         # built across assignments, consumed by a training loop
         """import tensorflow as tf
-ds = tf.data.Dataset.range(100)
+ds = tf.data.TFRecordDataset(files).map(parse)
 ds = ds.batch(10)  # TFD203
 @tf.function
 def step(x):
@@ -84,12 +90,12 @@ for x in ds:
 """,
         # prefetch placed before batch does not count as ending in prefetch
         """import tensorflow as tf
-ds = tf.data.Dataset.from_tensor_slices(arr).prefetch(4).batch(8)  # TFD203
+ds = tf.data.Dataset.from_tensor_slices(paths).map(load_image).prefetch(4).batch(8)  # TFD203
 model.fit(ds)
 """,
         # reported where the prefetch goes, not at the loop's take()
         """import tensorflow as tf
-ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().shuffle(10000).batch(128)  # TFD203
+ds = tf.data.TFRecordDataset(files).map(parse).repeat().shuffle(10000).batch(128)  # TFD203
 @tf.function
 def step(images, labels):
     optimizer.apply_gradients(grads(images, labels))
@@ -104,7 +110,7 @@ model.fit(ds, epochs=5)
         # before TF 2.12 nothing injects a prefetch: input and compute take turns
         """# tfdoctor: target-tensorflow=2.4
 import tensorflow as tf
-ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1000).batch(64)  # TFD203
+ds = tf.data.Dataset.from_tensor_slices((x, y)).map(augment).shuffle(1000).batch(64)  # TFD203
 model.fit(ds, epochs=5)
 """,
     )
@@ -146,6 +152,12 @@ model.fit(ds)
 ds = tf.data.Dataset.from_tensor_slices(arr).batch(8)
 model.predict(ds)
 """,
+        # arrays in memory, sliced and batched: a batch costs a copy
+        """# tfdoctor: target-tensorflow=2.4
+import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(1000).batch(64)
+model.fit(ds, epochs=5)
+""",
         # take() after the prefetch keeps it
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().shuffle(5000).batch(64).prefetch(1)
@@ -173,6 +185,8 @@ for images, labels in ds.take(steps):
                 continue
             if not methods and not chain.source.startswith("tensorflow.data."):
                 continue  # Keras' dataset utilities prefetch; what tfds returns is not shown here
+            if _slices_of_memory(chain.source, steps):
+                continue
             end = steps[len(methods) - 1] if methods else None  # the last step that is not a trailing one
             last = end.call if end is not None else chain.source_call
             if id(last) in seen:
@@ -191,7 +205,8 @@ for images, labels in ds.take(steps):
         if not any(_returns_unprefetched(facts, scope, seen) for scope in facts.scopes):
             return  # asking the importers costs their analysis: only for a loader that returns such a pipeline
         for feed in fed_elsewhere(facts):  # a loader's pipeline, trained on undistributed in another module
-            if feed.use.distributed or not feed.ends_here or not feed.steps or _prefetched(feed.steps):
+            if (feed.use.distributed or not feed.ends_here or not feed.steps or _prefetched(feed.steps)
+                    or _slices_of_memory(feed.source, feed.steps)):
                 continue
             last = feed.ops[-1].call
             if id(last) in seen:
@@ -223,6 +238,11 @@ def _returns_unprefetched(facts: ModuleFacts, scope: Scope, seen: set[int]) -> b
         if steps and steps[-1].scope is scope and id(steps[-1].call) not in seen and not _prefetched(steps):
             return True
     return False
+
+
+def _slices_of_memory(source: str, steps: tuple[DatasetOp, ...]) -> bool:
+    """A pipeline over arrays already in memory whose elements no step computes: its batches cost a copy."""
+    return source in _IN_MEMORY and not any(op.method in _ELEMENT_WORK for op in steps)
 
 
 def _step(op: DatasetOp) -> str:
