@@ -73,6 +73,7 @@ EXPECTED = [
     ('TFD202', 2, 7, 48, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),
     ('TFD202', 3, 5, 19, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),
     ('TFD202', 4, 3, 9, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),
+    ('TFD202', 5, 4, 48, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),
     ('TFD203', 0, 3, 9, 'this training pipeline relies on the prefetch TensorFlow injects, which it cannot size; append `.prefetch(tf.data.AUTOTUNE)` (TF 2.21 assumed: newest release)'),
     ('TFD203', 1, 2, 76, 'this training pipeline relies on the prefetch TensorFlow injects, which it cannot size; append `.prefetch(tf.data.AUTOTUNE)` (TF 2.21 assumed: newest release)'),
     ('TFD203', 2, 2, 72, 'this training pipeline relies on the prefetch TensorFlow injects, which it cannot size; append `.prefetch(tf.data.AUTOTUNE)` (TF 2.21 assumed: newest release)'),

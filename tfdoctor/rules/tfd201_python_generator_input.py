@@ -173,6 +173,25 @@ for epoch in range(10):
 """,
     )
     VALID = (
+        # a generator that only groups the batches of the dataset it is handed (gradient accumulation)
+        """import tensorflow as tf
+class Trainer:
+    def _apply_gradients(self):
+        self._optimizer.apply_gradients(zip(self._gradients, self._variables))
+    def _steps(self, dataset, accum_steps):
+        apply_gradients = tf.function(self._apply_gradients)
+        for batches in _group_batches(dataset, accum_steps):
+            for batch in batches:
+                self._accumulate(batch)
+            apply_gradients()
+def _group_batches(dataset, group_size):
+    group = []
+    for batch in dataset:
+        group.append(batch)
+        if len(group) == group_size:
+            yield group
+            group = []
+""",
         # a generator used only for evaluation
         """import tensorflow as tf
 ds = tf.data.Dataset.from_generator(gen, output_signature=SIG).batch(8)

@@ -116,6 +116,13 @@ ds = tf.data.TFRecordDataset(files).map(parse).cache()
 ds = ds.map(lambda image: tf.image.random_crop(image, (224, 224, 3))).batch(32)  # TFD202
 model.fit(ds, epochs=20)
 """,
+        # a random augmentation layer made once and called in the map
+        """import keras_cv
+import tensorflow as tf
+rand_augment = keras_cv.layers.RandAugment(value_range=(0, 255))
+ds = tf.data.TFRecordDataset(files).map(parse).map(lambda x: rand_augment(x)).batch(32)  # TFD202
+model.fit(ds, epochs=5)
+""",
     )
     VALID = (
         """import tensorflow as tf

@@ -107,9 +107,16 @@ def _python_source(facts: ModuleFacts, call: cst.Call, functions: list[Scope]) -
     described = is_python_iterator_class(facts, dotted(call.func))
     if described:
         return Provenance("undistributed", described, call)
-    if len(functions) == 1 and functions[0].is_generator:
+    if len(functions) == 1 and functions[0].is_generator and not _regroups(functions[0]):
         return Provenance("undistributed", f"the Python generator `{functions[0].name}`", call)
     return None
+
+
+def _regroups(generator: Scope) -> bool:
+    """A generator that iterates over what its caller hands in (`for batch in dataset: ... yield group`):
+    it groups or relabels someone else's batches, so it is not where they are made."""
+    return any(isinstance(loop.node, cst.For) and isinstance(loop.iter_expr, cst.Name)
+               and loop.iter_expr.value in generator.params for loop in generator.loops)
 
 
 def _cited(facts: ModuleFacts, via: tuple[Step, ...], found: Provenance | None) -> Provenance | None:

@@ -53,12 +53,23 @@ def map_function_stateful(facts: ModuleFacts, function: cst.BaseExpression | Non
         receiver = dotted(call.node.func.value) if isinstance(call.node.func, cst.Attribute) else None
         if receiver is not None and receiver.split(".")[0] in own and receiver.split(".")[0] != "self":
             continue  # a method of the function's own tensors (`image.set_shape`, `x.get_shape`)
+        if _random_layer(facts, call.node.func):
+            return True
         inner = map_function_stateful(facts, call.node.func, call.scope, depth + 1)
         if inner:
             return True
         if inner is None:
             verdict = None
     return verdict
+
+
+def _random_layer(facts: ModuleFacts, func: cst.BaseExpression) -> bool:
+    """A name or attribute the module assigns only from a random augmentation layer's constructor
+    (`rand_augment = keras_cv.layers.RandAugment(...)`, `self.flip = layers.RandomFlip()`)."""
+    name = dotted(func)
+    made = [a.value for a in facts.assigns if name is not None and name in a.targets]
+    return bool(made) and all(isinstance(value, cst.Call) and (dotted(value.func) or "").rpartition(".")[2]
+                              .startswith(("Random", "RandAugment")) for value in made)
 
 
 def _with_nested(scope: Scope) -> Iterator[Scope]:
