@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import DATASET_ONLY_METHODS
+from tfdoctor.lint.dataflow import DATASET_ONLY_METHODS, training_chains
 from tfdoctor.lint.facts import DatasetChain, DatasetOp, ModuleFacts
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import call_arg
@@ -28,7 +28,8 @@ class CacheAfterRandom(Rule):
     `cache()` stores what it receives during the first epoch and replays it afterwards. After `shuffle` or
     a random augmentation, the first epoch's order or augmentation is frozen for every later epoch; after
     `prefetch` the cache holds the prefetch buffer's output and the prefetching no longer overlaps the
-    step; after `repeat` it never finishes the first pass.
+    step after the first epoch (nothing breaks: a `prefetch` after the cache makes the early one only
+    redundant, and is not reported); after `repeat` it never finishes the first pass.
 
     ## Example
     ```python
@@ -51,7 +52,9 @@ class CacheAfterRandom(Rule):
     severity = Severity.WARNING
     summary = "`cache()` after `shuffle`, a random augmentation, `prefetch` or `repeat` freezes or breaks it."
     OUTRANKS = ("TFD203",)  # a misplaced `cache()` at the end of a chain: moving it is the fix
-    MESSAGES = {"default": "`cache()` after `{step}` freezes or breaks it; move `cache()` before `{step}`"}
+    MESSAGES = {"default": "`cache()` after `{step}` freezes or breaks it; move `cache()` before `{step}`",
+                "prefetch": "`prefetch` before `cache()` overlaps input and step in the first epoch only; move it "
+                            "after `cache()`"}
     triggers = ("cache",)
     INVALID = (
         """import tensorflow as tf
@@ -76,8 +79,20 @@ class Pipeline:
             dataset = dataset.cache()  # TFD204
         return dataset.repeat()
 """,
+        # a prefetch before the cache, and none after it
+        """import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=8).batch(8)
+model.fit(ds.prefetch(2).cache(), epochs=3)  # TFD204
+""",
     )
     VALID = (
+        # a prefetch after the cache overlaps every epoch: the one before it is only redundant
+        """import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=8)
+ds = ds.prefetch(64).cache().repeat()
+ds = ds.batch(8).prefetch(2)
+model.fit(ds, steps_per_epoch=10, epochs=3)
+""",
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(x).map(decode).cache().shuffle(100).batch(8).prefetch(1)
 """,
@@ -113,9 +128,13 @@ ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
             if not random_steps:
                 continue
             first = random_steps[0]
+            only_prefetch = all(op.method == "prefetch" for op in random_steps)
+            if only_prefetch and _prefetched_after(facts, cache.call):
+                continue  # a prefetch after the cache overlaps every epoch: the early one is only redundant
             call = facts.call_fact(cache.call)
-            yield self.report(cache.call.func.attr, statement=call.statement if call else None,
-                              fix=self._fix(chain, first, cache), construct=cache.call, step=first.method)
+            yield self.report(cache.call.func.attr, "prefetch" if only_prefetch else "default",
+                              statement=call.statement if call else None, fix=self._fix(chain, first, cache),
+                              construct=cache.call, step=first.method)
 
     @staticmethod
     def _chains(facts: ModuleFacts) -> Iterator[DatasetChain]:
@@ -170,3 +189,15 @@ def _base(call: cst.Call) -> cst.BaseExpression:
 def _single_expression(calls: list[cst.Call]) -> bool:
     """Whether each call is the receiver of the next (the chain is one expression, not split by assignments)."""
     return all(_base(outer) is inner for inner, outer in zip(calls, calls[1:]))
+
+
+def _prefetched_after(facts: ModuleFacts, cache: cst.Call) -> bool:
+    """Whether a training pipeline that holds `cache` prefetches after it."""
+    for chain, _use in training_chains(facts):
+        calls = [op.call for op in chain.ops]
+        if any(c is cache for c in calls):
+            index = next(i for i, c in enumerate(calls) if c is cache)
+            if any(op.method == "prefetch" for op in chain.ops[index + 1:]):
+                return True
+    return False
+
