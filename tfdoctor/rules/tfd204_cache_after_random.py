@@ -86,6 +86,18 @@ model.fit(ds.prefetch(2).cache(), epochs=3)  # TFD204
 """,
     )
     VALID = (
+        # the repeats and the cache sit under tests that exclude each other (`x in y` and `x not in y`)
+        """import tensorflow as tf
+def load(builder, model):
+    ds = tf.data.TFRecordDataset(builder.files).map(parse, num_parallel_calls=8)
+    if builder.is_training:
+        ds = ds.repeat()
+    if builder.name in DRD and not builder.is_training:
+        ds = ds.repeat()
+    if not builder.is_training and builder.name not in DRD:
+        ds = ds.cache()
+    model.fit(ds.batch(8).prefetch(2))
+""",
         # a prefetch after the cache overlaps every epoch: the one before it is only redundant
         """import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=8)

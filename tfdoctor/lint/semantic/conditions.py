@@ -18,10 +18,19 @@ def _text(expr: cst.BaseExpression) -> str:
     return _CODE.code_for_node(expr.with_changes(lpar=[], rpar=[]))
 
 
+_OPPOSITES = ((cst.NotIn, cst.In), (cst.NotEqual, cst.Equal), (cst.IsNot, cst.Is))
+
+
 def _negated(expr: cst.BaseExpression) -> cst.BaseExpression | None:
-    """`x` for `not x`; None for anything else."""
+    """`x` for `not x`, and the positive comparison for `a not in b`, `a != b`, `a is not b`; None for
+    anything else."""
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
         return expr.expression
+    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        target = expr.comparisons[0]
+        for negative, positive in _OPPOSITES:
+            if isinstance(target.operator, negative):
+                return expr.with_changes(comparisons=[target.with_changes(operator=positive())])
     return None
 
 
