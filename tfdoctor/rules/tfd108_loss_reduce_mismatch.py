@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import definitions, loss_kind
+from tfdoctor.lint.dataflow import definitions, in_test_code, loss_kind
 from tfdoctor.lint.facts import END_OF_SCOPE, CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted, literal_str
@@ -101,6 +101,14 @@ def step(x):
 """,
     )
     VALID = (
+        # a unit test that checks what a reduce returns: it trains nothing
+        """import tensorflow as tf
+class ReduceTest(tf.test.TestCase):
+    def test_sum_of_means(self):
+        strategy = tf.distribute.MirroredStrategy()
+        per_replica = strategy.run(lambda x: tf.reduce_mean(x), args=(tf.ones([4]),))
+        self.assertEqual(strategy.reduce("SUM", per_replica, axis=None), 1.0 * strategy.num_replicas_in_sync)
+""",
         # MEAN over per-replica means is consistent
         """import tensorflow as tf
 def replica(x):
@@ -130,8 +138,8 @@ def step(x):
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for call in facts.method_calls("reduce"):
-            if not facts.is_strategy(call.receiver):
-                continue
+            if not facts.is_strategy(call.receiver) or in_test_code(facts, call.scope):
+                continue  # a test asserts what a reduce returns; it trains nothing
             op = _reduce_op(call_arg(call.node, 0, "reduce_op"))
             kinds = _returned_loss_kinds(facts, call_arg(call.node, 1, "value"), call)
             if not kinds or op is None:
