@@ -167,7 +167,20 @@ class ModuleFacts(SemanticModel):
     # -- tf.function ----------------------------------------------------------------------------------
     def _is_tf_function_ref(self, node: cst.BaseExpression) -> bool:
         target = node.func if isinstance(node, cst.Call) else node
-        return self.resolve(target) == "tensorflow.function"
+        name = self.resolve(target)
+        return name == "tensorflow.function" or (name is not None and self.memo(
+            ("returns tf.function", name), lambda: self._wraps_tf_function(name)))
+
+    def _wraps_tf_function(self, qualified: str) -> bool:
+        """A project's own decorator that returns `tf.function(...)` (TF-Agents' `common.function`): the
+        module-level function `qualified` names, in a project module, returns a call of `tf.function`."""
+        module, _, function = qualified.rpartition(".")
+        other = self.loader.load(self, module, 0) if module and self.loader is not None else None
+        if other is None or not isinstance(other, ModuleFacts):
+            return False
+        found = other.function_named(function, other.module_scope)
+        return found is not None and any(isinstance(r.value, cst.Call) and other.resolve(r.value.func) ==
+                                         "tensorflow.function" for r in found.returns)
 
     @cached_property
     def tf_functions(self) -> list[Scope]:
