@@ -6,7 +6,8 @@ For each script rebuilt by `benchmarks/real_scripts/rebuild.py` (DEST/<name>/), 
    GPUs, which `MirroredStrategy()` without devices then uses; `--workers W`: W local processes with a
    `TF_CONFIG` each): once on its real input, once with `REAL_SCRIPTS_CACHED=1` (one cached batch). With
    `REAL_SCRIPTS_TIMES` the patched script appends a `time.perf_counter()` at each step boundary; the median
-   step-to-step interval after `--warmup` steps gives the independent input share, 1 - cached / real
+   of the `--window` step-to-step intervals after `--warmup` steps (the steps the profile measures) gives the
+   independent input share, 1 - cached / real
    (clamped at 0);
 2. `tfdoctor profile <profile flags> --format json -- <command>` runs `--runs` times, each with its own logdir.
 
@@ -127,17 +128,19 @@ def plain_run(script: dict[str, Any], folder: Path, cached: bool, times: Path, t
     return error
 
 
-def median_interval(times: Path, warmup: int) -> tuple[float | None, int]:
-    """The median step-to-step interval after `warmup` steps, and how many intervals it is taken over."""
+def median_interval(times: Path, warmup: int, window: int) -> tuple[float | None, int]:
+    """The median of the `window` step-to-step intervals after `warmup` steps (the ones the profiler measures:
+    a script whose later steps differ, a frozen backbone unfrozen in a later epoch, is compared on the same
+    steps), and how many intervals it is taken over."""
     try:
         stamps = [float(line) for line in times.read_text().split()]
     except (OSError, ValueError):
         return None, 0
-    gaps = [b - a for a, b in zip(stamps, stamps[1:])][warmup:]
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])][warmup:warmup + window]
     return (statistics.median(gaps) if gaps else None), len(gaps)
 
 
-def independent(script: dict[str, Any], folder: Path, warmup: int, timeout: float) -> Independent:
+def independent(script: dict[str, Any], folder: Path, warmup: int, window: int, timeout: float) -> Independent:
     """Real then cached plain runs and the input share they give."""
     result = Independent()
     medians, counts = [], []
@@ -145,7 +148,7 @@ def independent(script: dict[str, Any], folder: Path, warmup: int, timeout: floa
         for cached in (False, True):
             times = Path(tmp) / f"{'cached' if cached else 'real'}.txt"
             error = plain_run(script, folder, cached, times, timeout)
-            median, count = median_interval(times, warmup)
+            median, count = median_interval(times, warmup, window)
             if error or median is None:
                 result.error = f"{'cached' if cached else 'real'} run: {error or f'{count} step intervals'}"
                 return result
@@ -241,7 +244,10 @@ def main() -> int:
     parser.add_argument("--dest", type=Path, default=DEFAULT_DEST, help=f"the rebuilt scripts ({DEFAULT_DEST})")
     parser.add_argument("--only", action="append", help="run only this script (repeatable)")
     parser.add_argument("--runs", type=int, default=1, help="profiles per script (variance check)")
-    parser.add_argument("--warmup", type=int, default=3, help="step intervals left out of the plain runs' medians")
+    parser.add_argument("--warmup", type=int, default=2, help="step intervals left out of the plain runs' medians "
+                        "(the profile's default warm-up)")
+    parser.add_argument("--window", type=int, default=10, help="step intervals in the plain runs' medians (the "
+                        "profile's default steps)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
     parser.add_argument("--no-independent", action="store_true", help="profile only")
     parser.add_argument("--json", type=Path, help="write the rows here")
@@ -260,7 +266,7 @@ def main() -> int:
             print(f"| {name} | {script.get('style', '')} | - | - | not built: run rebuild.py | - | - | - |")
             continue
         ind = Independent(error="not run") if args.no_independent else independent(
-            script, folder, args.warmup, args.timeout)
+            script, folder, args.warmup, args.window, args.timeout)
         runs = [profile(script, folder, args.timeout) for _ in range(args.runs)]
         row = {"name": name, "style": script.get("style", ""), "independent": ind, "profiles": runs}
         rows.append(row)
