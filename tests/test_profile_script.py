@@ -194,8 +194,11 @@ def test_a_script_that_hangs_is_called_idle_with_its_last_output_line():
 @pytest.mark.tf
 def test_a_whole_epoch_in_one_tf_function_is_measured_as_its_calls_and_said_so(tmp_path):
     report = _profile("epoch_function.py", tmp_path)
-    # each training epoch: 8 batches x 2 replicas x 5 ms; the 8-example test epoch after it is not a step
+    # each training epoch: 8 batches x 2 replicas x 5 ms; the test epoch after it is not a step
     assert report["step_time_s"]["median"] > 0.060, report["step_time_s"]
     assert any(note.startswith("`train_epoch` runs strategy.run in a loop inside one tf.function call")
                for note in report["notes"]), report["notes"]
     assert not any("`test_epoch`" in note for note in report["notes"])
+    # the test epoch between two training epochs (4 batches x 2 replicas x 5 ms) is not input
+    assert any("ran in other step functions between the measured ones" in note for note in report["notes"])
+    assert report["shares"]["input"] < 0.15, report["shares"]

@@ -20,6 +20,8 @@ from tfdoctor.profile.script.replay import Replay, measure
 Progress = Callable[[str, int, int], None]
 LOOPED = ("`{}` runs strategy.run in a loop inside one tf.function call (an epoch, or many steps, per call): each "
           "step measured here is one such call, and the input it reads inside the loop counts as compute")
+OTHER_STEPS = ("{:.0f} ms per step ran in other step functions between the measured ones (a test or "
+               "evaluation step): counted with the step, not as input")
 UNREPLAYED = ("the process ended after the window, before the step was replayed (in the replays, when another "
               "worker had died): host overhead and all-reduce are not separated")
 
@@ -41,6 +43,8 @@ class Recorder:
         self.key: object = None          # which step function of that source counts (a script's first one)
         self.looped: list[str] = []      # step functions that run strategy.run in a loop of their own
         self._others: dict[object, int] = {}  # calls of the other step functions of that source
+        self._other_time = 0.0           # seconds in those calls since the last counted step
+        self.other_steps: list[float] = []  # ... per measured interval: neither input nor the step
         self._cpu: list[CpuSample | None] = []  # the machine's CPU counters when the window opened and closed
         self.seen = 0
         self.starts: list[float] = []    # starts of the measured steps (K + 1 of them)
@@ -88,6 +92,7 @@ class Recorder:
             else:  # another step function: it counts instead only when the first ran less often, in the warm-up
                 self._others[key] = self._others.get(key, 0) + 1
                 if self._others[key] <= self.seen or self.seen > self.warmup:
+                    self._other_time += end - start  # a test step between training steps: not input
                     return
                 self.key, self.seen = key, self._others.pop(key) - 1  # the first was a set-up call
         if replay is not None:
@@ -97,7 +102,8 @@ class Recorder:
         if looping and looping not in self.looped:
             self.looped.append(looping)
         self.seen += 1
-        (wait, peer), self._wait, self._peer_wait = (self._wait, self._peer_wait), 0.0, 0.0
+        (wait, peer, other) = self._wait, self._peer_wait, self._other_time
+        self._wait = self._peer_wait = self._other_time = 0.0
         if self._traced >= 0:
             self._traced += 1
             self._mark_trace_step()
@@ -110,6 +116,7 @@ class Recorder:
         if self.starts:
             self.waits.append(wait)
             self.peer_waits.append(peer)
+            self.other_steps.append(other)
         else:
             self._cpu = [sample()]
         self.starts.append(start)
@@ -166,6 +173,10 @@ class Recorder:
         calls = ([a - w for a, w in zip(intervals, waits)] if self.source == "marker"  # a marker has no duration
                  else self.calls[:len(intervals)])
         notes = [LOOPED.format(name) for name in self.looped]
+        others = self.other_steps[:len(intervals)]
+        if others and statistics.median(others) > 0:  # the other step functions' time goes with the step's
+            calls = [call + other for call, other in zip(calls, others)]
+            notes.append(OTHER_STEPS.format(statistics.median(others) * 1000))
         loaded = load_note(self._cpu[0], self._cpu[1] if len(self._cpu) > 1 else sample())
         if loaded:
             notes.append(loaded)
