@@ -32,8 +32,9 @@ class MapNotParallel(Rule):
     pipelines are left alone, and so is a step that a later `cache()` (or `snapshot()`) runs in the first
     epoch only. From TensorFlow 2.7 on, tf.data runs a `map` whose function is stateless in parallel by itself
     (`map_parallelization`, on by default): there a `map` is reported only when its function visibly draws
-    random numbers, runs Python (`py_function`, `numpy_function`) or calls a random Keras layer, or when the
-    module turns that optimization off; a function the module does not show is not reported.
+    random numbers, runs Python (`py_function`, `numpy_function`), prints (`tf.print`) or calls a random Keras
+    layer, or when the module turns that optimization off; a function the module does not show is not
+    reported.
 
     ## Why it is bad
     Without `num_parallel_calls` the transformation runs on one core, one element at a time. Decoding and

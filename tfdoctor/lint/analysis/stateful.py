@@ -20,7 +20,7 @@ from tfdoctor.lint.semantic.collector import Scope
 PARALLELISES_STATELESS_MAPS = (2, 7)  # `map_parallelization` on by default (TF 2.7 OptimizationOptions docs)
 _STATEFUL = re.compile(
     r"^(tensorflow\.(random\.(?!stateless_)\w+|image\.random_\w+|py_function|numpy_function|py_func|"
-    r"compat\.v1\.py_func|compat\.v1\.random\.\w+|random_\w+|Variable)|"
+    r"compat\.v1\.py_func|compat\.v1\.random\.\w+|random_\w+|Variable|print)|"
     r"keras\.layers\.Random\w+|numpy\.random\.\w+)$")
 _KNOWN = ("tensorflow.", "keras.", "numpy.", "math.")
 _MAX_DEPTH = 3
