@@ -35,6 +35,8 @@ from tfdoctor.lint.version_evidence import KERAS, TENSORFLOW, decide, scan
      [("experimental_distribute_datasets_from_function", 1)]),
     ("lstm.reset_states()\nfor m in metrics:\n    m.reset_states()\n", []),  # RNN layers keep it in Keras 3
     ("model.reset_states()\ntrain_accuracy.reset_states()\n", [("metric.reset_states()", 2)]),
+    ("import time\nstart = time.clock()\n", [("time.clock()", 2)]),  # Python <= 3.7: never Keras 3
+    ("import sys, time\nnow = time.clock() if sys.version_info < (3, 8) else time.perf_counter()\n", []),
 ])
 def test_scan_finds_the_first_use_of_each_api_outside_comments_and_docstrings(source, expected):
     assert [(s.api.name, s.line) for s in scan(source.encode(), "t.py")] == expected
@@ -119,7 +121,7 @@ def test_show_target_lists_the_evidence(tmp_path):
 
 MESSAGES = {
     "keras2_under_tf217": "train.py:20:16: TFD104 the loss of replica function `replica_step` is a default-reduction "
-                          "Keras loss; `Adam` is almost scale-invariant, but its sum on replicas grows with N "
+                          "Keras loss, so its summed gradients are N times too large "
                           "(Keras 2 assumed: `get_scaled_loss` at scaling.py:5)",
     "keras3_project": "train.py:18:5: TFD304 `optimizer` is first built inside the distributed step `replica_step`; "
                       "build it in `strategy.scope()` (Keras 3 assumed: `keras.ops` at layers.py:4)",

@@ -90,6 +90,8 @@ APIS: tuple[Api, ...] = (
     # A metric's `reset_states()` (Keras 3 kept it on RNN layers only): told by the receiver's name.
     Api("metric.reset_states()", literal=b"reset_states", pattern=rb"\b\w*(?i:metric|loss|acc|auc|mean|meter|precision|"
         rb"recall)\w*\.reset_states\s*\(\s*\)", **_KERAS2),
+    # Python 3.8 removed `time.clock()`; Keras 3 needs Python 3.9, and TensorFlow 2.11 was the last for 3.7.
+    Api("time.clock()", KERAS, None, (2, 11), "2", b"clock", rb"\btime\.clock\s*\(", skip_if=b"version_info"),
     # Keras 3 only.
     Api("keras.ops", literal=(b"keras.ops", b"keras import"),
         pattern=rb"\bkeras\.ops\b|" + _IMPORT + rb"keras[ \t]+import[^\n]*\bops\b", **_KERAS3),

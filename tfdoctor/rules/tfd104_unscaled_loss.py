@@ -4,12 +4,14 @@ from typing import Iterator
 
 from tfdoctor.lint.dataflow import (
     Loss,
+    Optimizer,
     applied_optimizer,
     applies_gradients,
     differentiated_losses,
     in_test_code,
     runs_of,
     runs_once,
+    summed_over_replicas,
 )
 from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
@@ -32,7 +34,9 @@ class UnscaledLoss(Rule):
     wrapper such as `LossScaleOptimizer`, or the optimizer given to `compile`, also as a string): an error
     for SGD, momentum or an optimizer the code does not show; a warning for an adaptive optimizer (Adam,
     RMSprop, Adagrad, AdamW, LAMB, ...) whose gradients are clipped (`clipnorm`, `clipvalue`,
-    `global_clipnorm`, `tf.clip_by_global_norm`); info for an adaptive one without clipping. Test code (a
+    `global_clipnorm`, `tf.clip_by_global_norm`); for an adaptive one without clipping, whose steps do not
+    change, an info only when an unscaled sum is then summed over the replicas (`strategy.reduce(SUM, ...)`),
+    and nothing otherwise (a per-replica mean summed so is TFD108's). Test code (a
     `test*` function of a test module, a `TestCase` method) and a gradient computed by one `strategy.run`
     outside any loop and never applied (a check of a value) are not training, and are not reported.
 
@@ -49,8 +53,9 @@ class UnscaledLoss(Rule):
     That is the step of SGD and momentum. Adam, RMSprop, Adagrad and the other adaptive optimizers divide
     each step by a running measure of the gradients' size, so a constant factor on the loss hardly changes
     their steps. There the harm is elsewhere: gradient clipping compares N times larger gradients with the
-    same threshold (clipping far more, or always), and the loss summed over the replicas (a reported
-    training loss) grows with the GPU count.
+    same threshold (clipping far more, or always). Without clipping nothing changes but a loss summed over
+    the replicas for a report: an unscaled sum grows with the global batch, and so with the GPU count at the
+    same per-replica batch (for a per-replica mean, TFD108 reports the sum where it is made).
 
     ## Example
     ```python
@@ -97,8 +102,8 @@ class UnscaledLoss(Rule):
                           "gradients are N times too large"),
         "clipped": ("the loss of replica function `{replica}` is {what}, so with N GPUs the gradients clipped by "
                     "{clipping} are N times larger"),
-        "adaptive": ("the loss of replica function `{replica}` is {what}; `{optimizer}` is almost scale-invariant, but its "
-                     "sum on replicas grows with N"),
+        "adaptive": ("the loss of replica function `{replica}` is an unscaled sum; `{optimizer}` hardly minds, but the sum "
+                     "it reports grows with N"),
     }
     triggers = ("gradient", "minimize")
     INVALID = (
@@ -165,14 +170,30 @@ class Trainer:
     def step(self, x, y):
         self.strategy.run(self.replica_step, args=(x, y))
 """,
-        # an adaptive optimizer chosen by a string in compile, applied by a Keras train_step override
+        # an unscaled sum under Adam (no clipping), summed over the replicas for the report
+        """import tensorflow as tf
+optimizer = tf.keras.optimizers.Adam(1e-3)
+def replica(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.square(model(x) - y))  # TFD104
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+@tf.function
+def step(x, y):
+    per_replica = strategy.run(replica, args=(x, y))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+""",
+    )
+    VALID = (
+        # an adaptive optimizer without clipping (chosen by a string in compile, applied by a Keras train_step
+        # override): its steps do not change with the loss's scale
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
 class Net(tf.keras.Model):
     def train_step(self, data):
         x, y = data
         with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(tf.square(self(x) - y))  # TFD104
+            loss = tf.reduce_sum(tf.square(self(x) - y))
         grads = tape.gradient(loss, self.trainable_variables)
         self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
         return {"loss": loss}
@@ -180,8 +201,6 @@ with strategy.scope():
     net = Net()
     net.compile(optimizer="adam")
 """,
-    )
-    VALID = (
         # Keras >= 3.8 scales a default-reduction loss by the replica count itself
         """# tfdoctor: target-keras=3.8
 import tensorflow as tf
@@ -269,13 +288,17 @@ print(strategy.run(replica, args=(x,)))
                 continue
             if not _trains(facts, call.scope):
                 continue
+            optimizer = applied_optimizer(facts, call.scope)
+            if (optimizer is not None and optimizer.family == "adaptive" and not optimizer.clipping
+                    and (loss.kind != "sum" or not summed_over_replicas(facts, call.scope))):
+                continue  # its steps do not follow the loss's scale, and no reported sum grows with N
             assumed = context.targets.assumed("keras") if loss.kind == "keras-default" else None
-            yield self._report(facts, call, loss, assumed)
+            yield self._report(call, loss, optimizer, assumed)
 
-    def _report(self, facts: ModuleFacts, call: CallFact, loss: Loss, assumed: str | None) -> Violation:
+    def _report(self, call: CallFact, loss: Loss, optimizer: Optimizer | None, assumed: str | None) -> Violation:
         """Worded by what the optimizer the step applies makes of the scale: SGD or one the code does not show
-        takes N times larger steps; an adaptive one hardly changes, but clipping sees N times larger gradients."""
-        optimizer = applied_optimizer(facts, call.scope)
+        takes N times larger steps; an adaptive one clips N times larger gradients, or else only reports a sum
+        that grows with N."""
         template, severity = loss.kind, None
         if optimizer is not None and optimizer.family == "adaptive":
             template, severity = ("clipped", Severity.WARNING) if optimizer.clipping else ("adaptive", Severity.INFO)

@@ -4,10 +4,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import definitions, in_test_code, loss_kind
+from tfdoctor.lint.dataflow import definitions, in_test_code, loss_kind, reduce_op
 from tfdoctor.lint.facts import END_OF_SCOPE, CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg, dotted, literal_str
+from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
 
 
@@ -140,7 +140,7 @@ def step(x):
         for call in facts.method_calls("reduce"):
             if not facts.is_strategy(call.receiver) or in_test_code(facts, call.scope):
                 continue  # a test asserts what a reduce returns; it trains nothing
-            op = _reduce_op(call_arg(call.node, 0, "reduce_op"))
+            op = reduce_op(call_arg(call.node, 0, "reduce_op"))
             kinds = _returned_loss_kinds(facts, call_arg(call.node, 1, "value"), call)
             if not kinds or op is None:
                 continue
@@ -148,11 +148,6 @@ def step(x):
                 yield self.report(call, "mean")
             elif op == "SUM" and kinds == {"mean"}:
                 yield self.report(call, "sum")
-
-
-def _reduce_op(node: cst.BaseExpression | None) -> str | None:
-    text = literal_str(node) or (dotted(node) or "").split(".")[-1]
-    return text.upper() if text and text.upper() in ("MEAN", "SUM") else None
 
 
 def _returned_loss_kinds(facts: ModuleFacts, value: cst.BaseExpression | None, call: CallFact) -> set[str]:

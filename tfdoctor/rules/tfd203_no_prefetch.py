@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import fed_elsewhere, training_chains
+from tfdoctor.lint.dataflow import fed_elsewhere, slices_of_memory, training_chains
 from tfdoctor.lint.facts import DATASET_METHODS, END_OF_SCOPE, DatasetOp, ModuleFacts, Scope
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import call_arg
@@ -15,10 +15,6 @@ from tfdoctor.lint.spelling import autotune, autotune_text
 # `ds.take(steps)`). A pipeline without prefetch is reported at the step before them, where it goes.
 _TRAILING_OK = frozenset({"with_options", "take", "skip", "repeat"})
 _PREFETCHES = frozenset({"prefetch_to_device", "copy_to_device"})  # given to `apply`, they prefetch too
-# Sources already in memory, and the steps that make an element cost real work: without one of those a batch
-# is a slice and a copy, and overlapping it with the step saves next to nothing
-_IN_MEMORY = frozenset({f"tensorflow.data.Dataset.{name}" for name in ("from_tensor_slices", "from_tensors", "range")})
-_ELEMENT_WORK = frozenset({"map", "interleave", "flat_map", "parallel_interleave", "apply", "filter"})
 INJECTS_PREFETCH = (2, 12)  # from this TF on, `inject_prefetch` defaults to on (2.10 had it off, 2.12's docs on)
 # Options that stop the injection: `inject_prefetch` itself, or autotuning, which it works with
 _INJECTION_SWITCHES = ("experimental_optimization.inject_prefetch", "autotune.enabled",
@@ -142,6 +138,14 @@ with strategy.scope():
     model = build_model()
 model.fit(tf.data.Dataset.from_tensor_slices(arr).batch(64))
 """,
+        # also when the scope is entered through a name that holds it
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+scope = strategy.scope()
+with scope:
+    model = build_model()
+    model.fit(tf.data.TFRecordDataset(files).map(parse).batch(64))
+""",
         # prefetch then options
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(arr).batch(8).prefetch(1).with_options(opts)
@@ -185,7 +189,7 @@ for images, labels in ds.take(steps):
                 continue
             if not methods and not chain.source.startswith("tensorflow.data."):
                 continue  # Keras' dataset utilities prefetch; what tfds returns is not shown here
-            if _slices_of_memory(chain.source, steps):
+            if slices_of_memory(chain.source, steps):
                 continue
             end = steps[len(methods) - 1] if methods else None  # the last step that is not a trailing one
             last = end.call if end is not None else chain.source_call
@@ -206,7 +210,7 @@ for images, labels in ds.take(steps):
             return  # asking the importers costs their analysis: only for a loader that returns such a pipeline
         for feed in fed_elsewhere(facts):  # a loader's pipeline, trained on undistributed in another module
             if (feed.use.distributed or not feed.ends_here or not feed.steps or _prefetched(feed.steps)
-                    or _slices_of_memory(feed.source, feed.steps)):
+                    or slices_of_memory(feed.source, feed.steps)):
                 continue
             last = feed.ops[-1].call
             if id(last) in seen:
@@ -238,11 +242,6 @@ def _returns_unprefetched(facts: ModuleFacts, scope: Scope, seen: set[int]) -> b
         if steps and steps[-1].scope is scope and id(steps[-1].call) not in seen and not _prefetched(steps):
             return True
     return False
-
-
-def _slices_of_memory(source: str, steps: tuple[DatasetOp, ...]) -> bool:
-    """A pipeline over arrays already in memory whose elements no step computes: its batches cost a copy."""
-    return source in _IN_MEMORY and not any(op.method in _ELEMENT_WORK for op in steps)
 
 
 def _step(op: DatasetOp) -> str:

@@ -9,6 +9,7 @@ from tfdoctor.lint.dataflow import (
     counters_read,
     gated_by_step_modulo,
     gated_if,
+    horovod_module,
     loop_ifs,
     returns_host_values,
     runs_many_steps,
@@ -39,7 +40,9 @@ class HostSyncInLoop(Rule):
     or by a function that returns such a test) runs every N steps and is not flagged; nor are the results of
     `train_on_batch`, which are already on the host, nor reads in a loop whose iteration may run many steps
     (it calls a `tf.function` that loops over steps itself, or the `train_function` of a model compiled with
-    `steps_per_execution`).
+    `steps_per_execution`). A step written inline in the loop (`tape.gradient(loss, ...)` in its body) counts
+    only in a module that distributes training (a strategy or Horovod): a single-device eager step spends far
+    more on dispatching its operations one by one than on the wait.
 
     ## Why it is bad
     Reading a tensor's value makes the host wait until the device has finished the step. The input
@@ -177,6 +180,14 @@ for x in dist:
 """,
     )
     VALID = (
+        # one device, every operation dispatched eagerly: the wait is small beside the dispatch
+        """import tensorflow as tf
+for x, y in dataset:
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    print("loss", loss.numpy())
+""",
         """import tensorflow as tf
 @tf.function
 def train_step(x):
@@ -359,14 +370,15 @@ for x, y in batches:
     def _step_outputs(facts: ModuleFacts, loop: LoopFact) -> set[str]:
         """Names assigned from a training step call in the loop body (not from one whose results are
         already on the host, such as `train_on_batch`), and the losses a step written inline in the loop
-        differentiates (`tape.gradient(loss_value, ...)`)."""
+        differentiates (`tape.gradient(loss_value, ...)`) in a module that distributes training (single-device
+        eager steps pay far more in dispatch than in the wait)."""
         outputs: set[str] = set()
         step_calls = {id(c.node) for c in loop.calls
                       if calls_training_step(facts, c) and not returns_host_values(facts, c)}
         for assign in facts.assigns:
             if assign.loops and assign.loops[-1] is loop and isinstance(assign.value, cst.Call) and id(assign.value) in step_calls:
                 outputs.update(assign.targets)
-        for call in loop.calls:
+        for call in loop.calls if _distributed(facts) else ():
             if call.loops and call.loops[-1] is loop and call.attr == "gradient" and call.node.args:
                 name = dotted(call.node.args[0].value)
                 if name is not None:
@@ -391,6 +403,11 @@ for x, y in batches:
         if call.func in _CONVERTERS:
             return any(reads(names, out) for names in call.arg_names for out in outputs)
         return False
+
+
+def _distributed(facts: ModuleFacts) -> bool:
+    """Whether the module distributes training: it makes or runs on a strategy, or is Horovod code."""
+    return bool(facts.strategy_constructions or facts.run_calls) or horovod_module(facts)
 
 
 def _host_value(value: cst.BaseExpression | None) -> bool:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import multi_worker_mirrored, training_chains
+from tfdoctor.lint.dataflow import multi_worker_mirrored, slices_of_memory, training_chains
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
@@ -20,21 +20,23 @@ class AutoShardNonFileSource(Rule):
     `strategy.experimental_distribute_dataset` with the default `AutoShardPolicy.AUTO`. A pipeline that
     shards, sets options (`with_options`) or interleaves (a file reader may follow) is left alone; options
     set but given only to another dataset do not count. `distribute_datasets_from_function` is never
-    auto-sharded.
+    auto-sharded. Nor is a pipeline that only slices, shuffles and batches arrays already in memory (no `map`,
+    `interleave` or `filter`): every worker holds the arrays anyway, and going through N times their slices
+    costs next to nothing beside a step.
 
     When sharding is turned off instead (`AutoShardPolicy.OFF`), TFD502 reports it and this rule is silent.
 
     ## Why it is bad
     `AUTO` looks for file readers to shard by file. An in-memory source has none, so tf.data falls back to
     DATA sharding: every worker produces every element, then keeps each N-th one. Each worker does N times
-    the input work (and a Python `from_generator` runs in full on every host); the log only says "falling
-    back to DATA".
+    the input work: every `map` runs on every element on every worker (and a Python `from_generator` runs in
+    full on every host); the log only says "falling back to DATA".
 
     ## Example
     ```python
     import tensorflow as tf
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(60000).batch(64)  # TFD501
+    ds = tf.data.Dataset.from_tensor_slices(paths).map(load_image).batch(64)  # TFD501
     dist = strategy.experimental_distribute_dataset(ds)
     ```
 
@@ -47,9 +49,9 @@ class AutoShardNonFileSource(Rule):
     import tensorflow as tf
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     def dataset_fn(context):
-        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = tf.data.Dataset.from_tensor_slices(paths)
         ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
-        return ds.shuffle(60000).batch(context.get_per_replica_batch_size(64))
+        return ds.map(load_image).batch(context.get_per_replica_batch_size(64))
     dist = strategy.distribute_datasets_from_function(dataset_fn)
     ```
     """
@@ -79,7 +81,7 @@ def main():
         # options made, but given to a dataset that never reaches training
         """import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
-ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)  # TFD501
+ds = tf.data.Dataset.from_tensor_slices((x, y)).map(augment).batch(64)  # TFD501
 model.fit(ds)
 options = tf.data.Options()
 options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
@@ -101,6 +103,12 @@ strategy = tf.distribute.MultiWorkerMirroredStrategy()
 ds = tf.data.Dataset.from_tensor_slices(files).interleave(tf.data.TFRecordDataset).batch(64)
 model.fit(ds)
 """,
+        # arrays in memory, only shuffled and batched: each worker's extra work is slicing them
+        """import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+ds = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(60000).batch(64)
+model.fit(ds)
+""",
         # one host: MirroredStrategy does not shard across workers
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -116,7 +124,8 @@ model.fit(ds)
         for chain, use in training_chains(facts):
             source = chain.source.split(".")[-1]
             if (use.via not in ("fit", "distribute") or source not in _IN_MEMORY_SOURCES
-                    or _LEAVES_IT_OPEN.intersection(chain.methods()) or id(chain.source_call) in seen):
+                    or _LEAVES_IT_OPEN.intersection(chain.methods()) or slices_of_memory(chain.source, chain.ops)
+                    or id(chain.source_call) in seen):
                 continue
             seen.add(id(chain.source_call))
             node, evidence = chain.place(chain.source_call, None)  # in another module: at the call that brings it in

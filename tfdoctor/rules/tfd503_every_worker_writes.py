@@ -35,7 +35,9 @@ class EveryWorkerWrites(Rule):
     Writing to one path on storage every worker sees (`gs://`, `s3://`, `hdfs://`) lets the workers
     overwrite each other's files at the same time: a corrupt or half-written checkpoint, or a race on the
     model directory that fails the job. A relative or local path is one file per host, which clashes only
-    where workers share a host or a mounted disk, and the message says so.
+    where workers share a host or a mounted disk (several workers per machine, or a network home folder): the
+    message says so, and the finding is a warning, not an error, since workers on separate hosts write
+    separate files.
 
     The fix keeps every worker saving (with Keras 2 a save can read sync-on-read variables, such as metrics
     and batch-norm statistics, through collective operations that every worker must join; see TFD513): the
@@ -184,5 +186,6 @@ model.fit(ds, callbacks=callbacks)
                     or runs_on_one_worker(facts, call) or path_from_outside(facts, call)):
                 continue
             chosen = kind == "callback" and not keras3_file_name(call)
-            template = kind if on_shared_storage(facts, call) else f"{kind}-host"
-            yield self.report(call, template, assumed=context.targets.assumed("keras") if chosen else None)
+            shared = on_shared_storage(facts, call)
+            yield self.report(call, kind if shared else f"{kind}-host", severity=None if shared else Severity.WARNING,
+                              assumed=context.targets.assumed("keras") if chosen else None)

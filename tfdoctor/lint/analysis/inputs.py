@@ -310,6 +310,17 @@ DATASET_ONLY_METHODS = frozenset({"batch", "padded_batch", "ragged_batch", "shuf
                                   "flat_map", "unbatch", "rebatch", "shard", "with_options", "parallel_interleave"})
 
 
+# Sources already in memory, and the steps that make an element cost real work: without one of those an element
+# is a slice and a copy.
+_IN_MEMORY = frozenset({f"tensorflow.data.Dataset.{name}" for name in ("from_tensor_slices", "from_tensors", "range")})
+_ELEMENT_WORK = frozenset({"map", "interleave", "flat_map", "parallel_interleave", "apply", "filter"})
+
+
+def slices_of_memory(source: str, steps: tuple[DatasetOp, ...]) -> bool:
+    """A pipeline over arrays already in memory whose elements no step computes: its batches cost a copy."""
+    return source in _IN_MEMORY and not any(op.method in _ELEMENT_WORK for op in steps)
+
+
 def training_chains(facts: ModuleFacts) -> list[tuple[DatasetChain, TrainingInput]]:
     """`tf.data` pipelines that feed training (evaluation and prediction pipelines are not among them), also
     those on a source the code does not show (`def setup(self, dataset): ... dataset.shuffle(n).batch(b)`),

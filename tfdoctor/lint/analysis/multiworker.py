@@ -327,13 +327,14 @@ def _multi_worker_scope(facts: ModuleFacts, block: WithFact) -> bool:
     """Whether a `with strategy.scope():` block is the scope of a `MultiWorkerMirroredStrategy` (also
     `tf.distribute.experimental`'s): every value the strategy may hold is one made by that constructor."""
     def check() -> bool:
-        for item in block.items:
-            if not (isinstance(item, cst.Call) and isinstance(item.func, cst.Attribute)
-                    and item.func.attr.value == "scope"):
+        for entered in block.items:
+            item = facts.strategy_scope_call(entered, block.scope)
+            if item is None or not isinstance(item.func, cst.Attribute):
                 continue
             fact = facts.call_fact(item)
             strategy = item.func.value
-            origins = facts.values_of(strategy, block.scope, fact.order if fact is not None else END_OF_SCOPE)
+            where, order = (fact.scope, fact.order) if fact is not None else (block.scope, END_OF_SCOPE)
+            origins = facts.values_of(strategy, where, order)
             if origins and all(o.kind == "value" and isinstance(o.expr, cst.Call)
                                and o.model.resolve(o.expr.func) in _MULTI_WORKER_MIRRORED_ONLY for o in origins):
                 return True

@@ -11,7 +11,7 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
-from tfdoctor.lint.names import call_arg, dotted
+from tfdoctor.lint.names import call_arg, dotted, literal_str
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, IfFact, LoopFact, Scope
 
 TRAINING_ATTRS = frozenset({"apply_gradients", "minimize", "train_on_batch"})
@@ -200,6 +200,29 @@ def runs_of(facts: ModuleFacts, replica: Scope) -> list[CallFact]:
     """The `strategy.run` calls of this module that run a replica function."""
     return [run for run in facts.run_calls
             if any(s is replica for s in facts.callables_of(facts.replica_fn_expr(run), run.scope))]
+
+
+def reduce_op(node: cst.BaseExpression | None) -> str | None:
+    """"MEAN" or "SUM" for the first argument of `strategy.reduce` (`tf.distribute.ReduceOp.SUM`, "sum")."""
+    text = literal_str(node) or (dotted(node) or "").split(".")[-1]
+    return text.upper() if text and text.upper() in ("MEAN", "SUM") else None
+
+
+def summed_over_replicas(facts: ModuleFacts, replica: Scope) -> bool:
+    """Whether the code sums what a replica function returns over the replicas: `strategy.reduce(SUM, r)` of
+    a whole `r = strategy.run(replica, ...)` result (or of the run itself)."""
+    runs = {id(run.node) for run in runs_of(facts, replica)}
+    for call in facts.method_calls("reduce"):
+        if not runs or not facts.is_strategy(call.receiver) or reduce_op(call_arg(call.node, 0, "reduce_op")) != "SUM":
+            continue
+        value = call_arg(call.node, 1, "value")
+        name = dotted(value)
+        if name is not None:
+            found = facts.definitions(name, call.scope, call.order)
+            value = found[-1].value if found and not found[-1].path_of(name) else None
+        if isinstance(value, cst.Call) and id(value) in runs:
+            return True
+    return False
 
 
 def applies_gradients(facts: ModuleFacts, replica: Scope) -> bool:

@@ -366,16 +366,20 @@ class ModuleFacts(SemanticModel):
     @cached_property
     def scope_blocks(self) -> list[WithFact]:
         """`with strategy.scope():` blocks."""
-        return [
-            w for w in self.withs
-            if any(
-                isinstance(item, cst.Call)
-                and isinstance(item.func, cst.Attribute)
-                and item.func.attr.value == "scope"
-                and self.is_strategy(item.func.value)
-                for item in w.items
-            )
-        ]
+        return [w for w in self.withs if any(self.strategy_scope_call(item, w.scope) is not None for item in w.items)]
+
+    def strategy_scope_call(self, item: cst.BaseExpression, scope: Scope) -> cst.Call | None:
+        """The `strategy.scope()` call a `with` item enters: the item itself, or the call a name holds
+        (`scope = strategy.scope()` ... `with scope:`) when every assignment of the name is one."""
+        if isinstance(item, cst.Name):
+            assigned = self.definitions(item.value, scope)
+            calls = [self.strategy_scope_call(a.value, a.scope) for a in assigned
+                     if not isinstance(a.value, cst.Name)]
+            return calls[0] if assigned and len(calls) == len(assigned) and None not in calls else None
+        if (isinstance(item, cst.Call) and isinstance(item.func, cst.Attribute) and item.func.attr.value == "scope"
+                and self.is_strategy(item.func.value)):
+            return item
+        return None
 
     @cached_property
     def scoped_functions(self) -> list[Scope]:
