@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tfdoctor.profile.machine_load import load_note, others_cores, sample
+from tfdoctor.profile.machine_load import JOB_ROOT_ENV, load_note, others_cores, sample
 
 pytestmark = pytest.mark.skipif(sample() is None, reason="no /proc on this system")
 
 ORPHAN = ("import subprocess, sys\n"
           "print(subprocess.Popen([sys.executable, '-c', sys.argv[1]], stdout=subprocess.DEVNULL,"
           " stderr=subprocess.DEVNULL).pid)\n")
+MEASURE = ("import time\nfrom tfdoctor.profile.machine_load import others_cores, sample\n"
+           "start = sample()\ntime.sleep(2.0)\nprint(others_cores(start, sample()))\n")
 BURN = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end:\n    pass\n"
 
 
@@ -53,6 +55,22 @@ def test_a_child_of_the_measured_process_counts_as_its_own_work():
         child.wait()
     assert burned > 0.2  # it ran, however busy the machine is
     assert end.own - start.own >= burned - 0.05  # all of it counted as the measured tree's, none as load
+
+
+def test_a_local_jobs_other_worker_is_the_jobs_own_work_not_load():
+    # a local job's workers are siblings: the one measuring names the job's root, whose tree holds the other
+    sibling = subprocess.Popen([sys.executable, "-c", BURN])
+    try:
+        time.sleep(0.5)
+        outside = subprocess.run([sys.executable, "-c", MEASURE], capture_output=True, text=True, check=True,
+                                 env={k: v for k, v in os.environ.items() if k != JOB_ROOT_ENV})
+        in_job = subprocess.run([sys.executable, "-c", MEASURE], capture_output=True, text=True, check=True,
+                                env={**os.environ, JOB_ROOT_ENV: str(os.getpid())})
+    finally:
+        sibling.kill()
+        sibling.wait()
+    assert float(outside.stdout) > 0.8
+    assert float(in_job.stdout) < 0.3
 
 
 def _cpu_seconds(pid: int) -> float:

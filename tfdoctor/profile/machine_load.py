@@ -2,8 +2,9 @@
 nothing is known and nothing is said). A profiled step that shares its cores with someone else's work runs
 slower by an amount that changes from run to run, so the report says when it happened.
 
-The measured process counts with its descendants (Keras process workers, a local cluster's other workers
-started by it), read from `/proc/<pid>/stat`, so that only the rest of the machine is called load."""
+The measured process counts with its descendants (Keras process workers), read from `/proc/<pid>/stat`, so
+that only the rest of the machine is called load. A local job's workers count the whole job: the process that
+started them names itself in JOB_ROOT_ENV, and the tree is taken from there."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
+JOB_ROOT_ENV = "TFDOCTOR_JOB_ROOT_PID"  # set for a local job's workers: the pid of the process that started them
 LOADED_CORES = 0.5  # other processes using half a core or more, on average, make the times unsteady
 
 
@@ -26,7 +28,8 @@ class CpuSample:
 
 
 def sample(pid: int | None = None) -> CpuSample | None:
-    """Now's counters for the process `pid` (this one by default) and its descendants; None without `/proc`."""
+    """Now's counters for the process `pid` (by default the local job's root, or else this one) and its
+    descendants; None without `/proc`."""
     try:
         fields = (PROC / "stat").read_text().split("\n", 1)[0].split()[1:]
     except OSError:
@@ -34,7 +37,8 @@ def sample(pid: int | None = None) -> CpuSample | None:
     ticks = os.sysconf("SC_CLK_TCK")
     values = [int(value) for value in fields]
     busy = sum(values) - values[3] - (values[4] if len(values) > 4 else 0)  # all but idle and iowait
-    return CpuSample(busy / ticks, _tree_seconds(pid or os.getpid(), ticks), time.monotonic())
+    root = pid or int(os.environ.get(JOB_ROOT_ENV) or 0) or os.getpid()
+    return CpuSample(busy / ticks, _tree_seconds(root, ticks), time.monotonic())
 
 
 def others_cores(start: CpuSample, end: CpuSample) -> float:

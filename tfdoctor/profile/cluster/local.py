@@ -4,6 +4,7 @@ each with its own TF_CONFIG on free loopback ports, and leaves their parts in DI
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Callable
 
 from tfdoctor.profile.cluster.parts import SUFFIX
 from tfdoctor.profile.cluster.tf_config import free_ports, local_cluster
+from tfdoctor.profile.machine_load import JOB_ROOT_ENV
 from tfdoctor.profile.protocol import Event
 from tfdoctor.profile.runner import Child, ProfileError, follow
 
@@ -31,7 +33,8 @@ def run_local_job(workers: int, wrapper_args: list[str], folder: Path, timeout_s
             for config in configs:
                 children.append(Child([sys.executable, "-m", "tfdoctor", "profile", "--from-tf-config",
                                        "--output-dir", str(folder), *wrapper_args],
-                                      env={"TF_CONFIG": config.to_json()}, name=config.task.name))
+                                      env={"TF_CONFIG": config.to_json(), JOB_ROOT_ENV: str(os.getpid())},
+                                      name=config.task.name))
             follow(children, time.monotonic() + timeout_s, lambda child, event: on_event(child.name, event),
                    fail_fast=True)
             return
