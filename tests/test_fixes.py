@@ -13,13 +13,18 @@ from tests.conftest import FIXTURES, ROOT, run_cli
 from tfdoctor.config import Settings
 from tfdoctor.lint.engine import lint_source
 from tfdoctor.lint.fixes import FixError, write_atomically
+from tfdoctor.lint.versions import Target
 from tfdoctor.lint.source_fixes import fix_source
 
 PAIRS = sorted(FIXTURES.glob("fixes/*.in.py"))
 
 
+# Before TF 2.12 nothing injects a prefetch, so TFD203 reports a pipeline without one and its fix appends it
+SETTINGS = Settings(root=ROOT, explicit_tensorflow=Target((2, 11), "test"))
+
+
 def _fix(path: Path, source: bytes):
-    return fix_source(source, str(path), Settings(root=ROOT), path, unsafe=".unsafe." in path.name)
+    return fix_source(source, str(path), SETTINGS.for_file(path, source), path, unsafe=".unsafe." in path.name)
 
 
 @pytest.mark.parametrize("before", PAIRS, ids=lambda p: p.name)
@@ -30,9 +35,9 @@ def test_fix_fixture_pairs(before):
     assert result.text.decode() == after.read_text()
     cst.parse_module(result.text)  # the result parses
     assert _fix(before, result.text).text == result.text  # a second --fix changes nothing
-    settings = Settings(root=ROOT)
-    remaining = Counter(f.code for f in lint_source(result.text, str(after), settings, after))
-    original = Counter(f.code for f in lint_source(before.read_bytes(), str(before), settings, before))
+    fixed_settings = SETTINGS.for_file(after, result.text)
+    remaining = Counter(f.code for f in lint_source(result.text, str(after), fixed_settings, after))
+    original = Counter(f.code for f in lint_source(before.read_bytes(), str(before), SETTINGS.for_file(before), before))
     fixed = Counter(f.code for f in result.fixed)
     assert not remaining - original  # no new findings
     assert all(remaining[code] <= original[code] - count for code, count in fixed.items())  # fixed ones gone
@@ -44,7 +49,7 @@ def test_fix_writes_changed_files_only_and_reports(tmp_path):
     untouched = tmp_path / "good.py"
     untouched.write_text("import tensorflow as tf\nx = tf.constant(1)\n")
     os.utime(untouched, (1_000_000, 1_000_000))
-    result = run_cli("lint", "--fix", "--no-cache", "--format", "concise", str(tmp_path))
+    result = run_cli("lint", "--fix", "--no-cache", "--format", "concise", "--target-tensorflow", "2.11", str(tmp_path))
     assert "fixed " in result.stderr and "TFD202 add num_parallel_calls=AUTOTUNE" in result.stderr
     assert untouched.stat().st_mtime == 1_000_000
     for pair in PAIRS:
@@ -73,7 +78,7 @@ def test_fix_keeps_encoding_and_mode(tmp_path):
             "ds = tf.data.Dataset.range(8).map(tf.random.shuffle).batch(2)\nmodel.fit(ds)\n")
     target.write_bytes(text.encode("latin-1"))
     target.chmod(0o640)
-    assert run_cli("lint", "--fix", "--no-cache", str(target)).returncode in (0, 1)
+    assert run_cli("lint", "--fix", "--no-cache", "--target-tensorflow", "2.11", str(target)).returncode in (0, 1)
     fixed = target.read_bytes().decode("latin-1")
     assert "café" in fixed and "num_parallel_calls=tf.data.AUTOTUNE" in fixed and ".prefetch(tf.data.AUTOTUNE)" in fixed
     assert (target.stat().st_mode & 0o777) == 0o640

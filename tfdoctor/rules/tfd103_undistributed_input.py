@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import PLAIN_TENSOR, value_provenance
+from tfdoctor.lint.dataflow import PLAIN_TENSOR, in_test_code, value_provenance
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
@@ -14,7 +14,8 @@ class UndistributedInput(Rule):
     Finds `strategy.run` given batches that provably did not come from a distributed dataset or iterator:
     numpy arrays, plain tensors, items of a Python iterator class or generator, or items of a
     `tf.data.Dataset` that was never passed to `strategy.experimental_distribute_dataset`. It follows the
-    batch through the function that calls `strategy.run` to the loop that feeds it.
+    batch through the function that calls `strategy.run` to the loop that feeds it. Test code (a `test*`
+    function of a test module, a `TestCase` method) gives every replica one tensor on purpose, and is left alone.
 
     ## Why it is bad
     A value that is not a per-replica value is given whole to every replica: each of the N replicas
@@ -112,6 +113,14 @@ show(generator, sample, True)
 """,
     )
     VALID = (
+        # a test gives every replica the same tensor, then checks what each returns
+        """import tensorflow as tf
+class UpdateTest(tf.test.TestCase):
+    def test_gradients_match(self):
+        strategy = tf.distribute.MirroredStrategy()
+        grads = strategy.run(step, args=(tf.constant([[1.0, 1.0]]),))
+        self.assertAllClose(grads.values[0], expected)
+""",
         # distribute_datasets_from_function with an iterator
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -163,6 +172,8 @@ for sample in dist:
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for run in facts.run_calls:
+            if in_test_code(facts, run.scope):
+                continue  # a test hands every replica the same tensor on purpose, to check what comes back
             origins = [value_provenance(facts, arg, run.scope, run.order)
                        for arg in facts.replica_args(run, starred=True)]
             distributed = any(o is not None and o.kind == "distributed" for o in origins)

@@ -37,16 +37,17 @@ class NoPrefetch(Rule):
     memory (`from_tensor_slices`, `from_tensors`, `range`, with no `map`, `interleave` or `filter`) is not
     reported: a batch of it costs a copy, and overlapping that with the step saves next to nothing.
 
+    From TensorFlow 2.12 on, with autotuning on (the default), TensorFlow injects an autotuned prefetch after
+    a pipeline that ends in a synchronous step (`tf.data.Options().experimental_optimization.inject_prefetch`),
+    so the rule reports only code that targets an older TensorFlow or turns the injection or autotuning off.
+
     ## Why it is bad
-    Before TensorFlow 2.12, without `prefetch` the pipeline produces the next batch only when the step asks
-    for it: input and compute take turns instead of overlapping, and every step pays for both; the finding is
-    a warning there, and where the module turns autotuning or the injection off. From 2.12 on, with
-    autotuning on (the default), TensorFlow injects a prefetch after a pipeline that ends in a synchronous
-    step (`tf.data.Options().experimental_optimization.inject_prefetch`), so the two overlap through a buffer
-    the code neither shows nor sizes, and lose it when someone turns autotuning off; the finding is an info.
+    Without `prefetch` the pipeline produces the next batch only when the step asks for it: input and compute
+    take turns instead of overlapping, and every step pays for both.
 
     ## Example
     ```python
+    # tfdoctor: target-tensorflow=2.11
     import tensorflow as tf
     ds = tf.data.TFRecordDataset(files).map(parse).shuffle(1000).batch(64)  # TFD203
     model.fit(ds, epochs=5)
@@ -66,16 +67,13 @@ class NoPrefetch(Rule):
     name = "no-prefetch"
     severity = Severity.WARNING
     summary = "A training pipeline does not end in `prefetch` (before TF 2.12, input and compute do not overlap)."
-    MESSAGES = {
-        "default": ("this training pipeline does not end in `prefetch`, so input and compute do not overlap; "
-                    "append `.prefetch({autotune})`"),
-        "injected": ("this training pipeline relies on the prefetch TensorFlow injects, which it cannot size; "
-                     "append `.prefetch({autotune})`"),
-    }
+    MESSAGES = {"default": ("this training pipeline does not end in `prefetch`, so input and compute do not overlap; "
+                            "append `.prefetch({autotune})`")}
     triggers = ("data",)
     INVALID = (
         # built across assignments, consumed by a training loop
-        """import tensorflow as tf
+        """# tfdoctor: target-tensorflow=2.11
+import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).map(parse)
 ds = ds.batch(10)  # TFD203
 @tf.function
@@ -85,12 +83,14 @@ for x in ds:
     step(x)
 """,
         # prefetch placed before batch does not count as ending in prefetch
-        """import tensorflow as tf
+        """# tfdoctor: target-tensorflow=2.11
+import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(paths).map(load_image).prefetch(4).batch(8)  # TFD203
 model.fit(ds)
 """,
         # reported where the prefetch goes, not at the loop's take()
-        """import tensorflow as tf
+        """# tfdoctor: target-tensorflow=2.11
+import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).map(parse).repeat().shuffle(10000).batch(128)  # TFD203
 @tf.function
 def step(images, labels):
@@ -99,8 +99,16 @@ for images, labels in ds.take(steps):
     step(images, labels)
 """,
         # a map after the prefetch that runs one element at a time: the step waits for it
-        """import tensorflow as tf
+        """# tfdoctor: target-tensorflow=2.11
+import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).batch(64).prefetch(2).map(augment)  # TFD203
+model.fit(ds, epochs=5)
+""",
+        # the module turns autotuning off, so nothing injects a prefetch
+        """import tensorflow as tf
+options = tf.data.Options()
+options.autotune.enabled = False
+ds = tf.data.TFRecordDataset(files).map(parse).batch(64).with_options(options)  # TFD203
 model.fit(ds, epochs=5)
 """,
         # before TF 2.12 nothing injects a prefetch: input and compute take turns
@@ -111,6 +119,12 @@ model.fit(ds, epochs=5)
 """,
     )
     VALID = (
+        # from TF 2.12, TensorFlow appends an autotuned prefetch itself
+        """# tfdoctor: target-tensorflow=2.15
+import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).map(parse).shuffle(1000).batch(64)
+model.fit(ds, epochs=5)
+""",
         # a parallel map after the prefetch computes batches ahead itself
         """import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).batch(64).prefetch(2).map(augment, num_parallel_calls=tf.data.AUTOTUNE)
@@ -174,9 +188,9 @@ for images, labels in ds.take(steps):
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        if _injects_prefetch(facts, context):
+            return  # TensorFlow appends an autotuned prefetch itself
         value = autotune(facts, context.targets)
-        injected = _injects_prefetch(facts, context)
-        template, severity = ("injected", Severity.INFO) if injected else ("default", None)
         seen: set[int] = set()
         for chain, use in training_chains(facts):
             if use.distributed:  # the distributed iterator prefetches to the devices itself
@@ -203,8 +217,8 @@ for images, labels in ds.take(steps):
                 prefetched = _append_prefetch(last, value)
                 fix = Fix(last, prefetched, "append .prefetch(AUTOTUNE)")
             call = facts.call_fact(last if not evidence else node)
-            yield self.report(node, template, statement=call.statement if call else None, fix=fix, evidence=evidence,
-                              severity=severity, assumed=self.assumed(context, "tensorflow", facts, node),
+            yield self.report(node, statement=call.statement if call else None, fix=fix, evidence=evidence,
+                              assumed=self.assumed(context, "tensorflow", facts, node),
                               autotune=autotune_text(value, context.targets))
         if not any(_returns_unprefetched(facts, scope, seen) for scope in facts.scopes):
             return  # asking the importers costs their analysis: only for a loader that returns such a pipeline
@@ -218,8 +232,8 @@ for images, labels in ds.take(steps):
             seen.add(id(last))
             call = facts.call_fact(last)  # no fix: one that rests on another file is never applied
             node = last.func.attr  # type: ignore[attr-defined]
-            yield self.report(node, template, statement=call.statement if call else None, evidence=(feed.evidence,),
-                              severity=severity, assumed=self.assumed(context, "tensorflow", facts, node),
+            yield self.report(node, statement=call.statement if call else None, evidence=(feed.evidence,),
+                              assumed=self.assumed(context, "tensorflow", facts, node),
                               autotune=autotune_text(value, context.targets))
 
 

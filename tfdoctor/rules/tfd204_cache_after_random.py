@@ -22,7 +22,8 @@ class CacheAfterRandom(Rule):
     `tf.random.*` or a Keras `Random*` layer, also in a helper the mapped function calls), `prefetch` or
     `repeat` in a `tf.data` pipeline. A `shuffle` before a cache that a later `shuffle` reads (a shuffle of
     the file names, then `if cache: ds = ds.cache()` and `ds.shuffle(n)`) is not frozen: the records are
-    shuffled again every epoch. A step under `if not cache:` never runs before a cache under `if cache:`.
+    shuffled again every epoch. Nor is `shuffle(..., reshuffle_each_iteration=False)`, whose order is the
+    same every epoch anyway. A step under `if not cache:` never runs before a cache under `if cache:`.
 
     ## Why it is bad
     `cache()` stores what it receives during the first epoch and replays it afterwards. After `shuffle` or
@@ -86,6 +87,11 @@ model.fit(ds.prefetch(2).cache(), epochs=3)  # TFD204
 """,
     )
     VALID = (
+        # a shuffle that keeps one order for every epoch: the cache keeps it, as asked
+        """import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).map(parse).shuffle(10000, seed=42, reshuffle_each_iteration=False).cache()
+model.fit(ds.batch(64), epochs=5)
+""",
         # the distributed iterator prefetches to the devices after the cache
         """import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=8).prefetch(2).cache()
@@ -141,7 +147,7 @@ ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
             seen.add(id(cache.call))
             index = next(i for i, op in enumerate(chain.ops) if op.call is cache.call)
             random_steps = [op for op in chain.ops[:index] if self._is_random(facts, op, chain)
-                            and not (op.method == "shuffle" and id(cache.call) in reshuffled)
+                            and not (op.method == "shuffle" and (id(cache.call) in reshuffled or _fixed_order(op)))
                             and not facts.exclusive_branches(op.call, cache.call)]
             if not random_steps:
                 continue
@@ -222,3 +228,8 @@ def _overlap_lost(facts: ModuleFacts, cache: cst.Call) -> bool:
             lost = True
     return lost
 
+
+def _fixed_order(shuffle: DatasetOp) -> bool:
+    """`shuffle(n, reshuffle_each_iteration=False)`: one order for every epoch, which a cache keeps as it is."""
+    given = call_arg(shuffle.call, 2, "reshuffle_each_iteration")
+    return isinstance(given, cst.Name) and given.value == "False"

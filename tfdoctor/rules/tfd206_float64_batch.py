@@ -94,6 +94,17 @@ model.fit_generator(batches_or_none(train_lines, 8), steps_per_epoch=10)
 """,
     )
     VALID = (
+        # allocated as float64, converted before it is returned
+        """import numpy as np
+import tensorflow as tf
+class Batches(tf.keras.utils.Sequence):
+    def __getitem__(self, index):
+        images = np.zeros((32, 224, 224, 3))
+        for i, path in enumerate(self.paths[index * 32:(index + 1) * 32]):
+            images[i] = load(path)
+        images = images.astype(np.float32)
+        return images, self.labels[index]
+""",
         # a unit test's dummy generator: nothing is trained for real
         """import numpy as np
 import tensorflow as tf
@@ -140,6 +151,8 @@ for b in Batches():
             outputs = [r.names for r in (*producer.returns, *producer.yields)]
             for assign in producer.assigns:
                 node = self._float64(facts, assign, outputs)
+                if node is not None and _converted_later(producer, assign):
+                    continue  # `batch = batch.astype(np.float32)` before it is returned
                 if node is not None and id(node) not in seen:
                     seen.add(id(node))
                     yield self.report(node, statement=assign.statement, producer=producer.qualname)
@@ -178,6 +191,19 @@ for b in Batches():
                 and (facts.resolve(value.left.func) or "").startswith("cv2.")):
             return value
         return None
+
+
+def _converted_later(producer: Scope, allocated: AssignFact) -> bool:
+    """Whether every name an allocation is assigned to is later converted to another dtype in the same function
+    (`batch = batch.astype(np.float32)`)."""
+    def converts(assign: AssignFact, name: str) -> bool:
+        value = assign.value
+        return (assign.order > allocated.order and assign.targets == (name,) and isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute) and value.func.attr.value == "astype"
+                and dotted(value.func.value) == name and bool(value.args)
+                and "float64" not in (dotted(value.args[0].value) or "float64"))
+    return bool(allocated.targets) and all(any(converts(a, name) for a in producer.assigns)
+                                           for name in allocated.targets)
 
 
 def _inline_allocations(facts: ModuleFacts, value: cst.BaseExpression | None) -> Iterator[cst.Call]:

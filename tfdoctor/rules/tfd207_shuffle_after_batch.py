@@ -4,9 +4,12 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.facts import DatasetOp, ModuleFacts
+from tfdoctor.lint.facts import CallFact, DatasetOp, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.names import call_arg, literal_int
 from tfdoctor.lint.rule import Context, Rule
+
+_FEW = 16  # `shuffle(n).take(k)` of at most this many batches draws a sample; it trains on nothing
 
 _BATCHING = frozenset({"dense_to_ragged_batch", "dense_to_sparse_batch", "padded_batch_and_drop_remainder",
                        "batch_and_drop_remainder", "map_and_batch"})
@@ -16,7 +19,8 @@ class ShuffleAfterBatch(Rule):
     """
     ## What it does
     Finds `.batch(...)` (or `padded_batch`, `ragged_batch`, `apply(dense_to_ragged_batch(...))`) followed by
-    `.shuffle(...)` in a `tf.data` pipeline, with no `unbatch` between, whatever the pipeline's source.
+    `.shuffle(...)` in a `tf.data` pipeline, with no `unbatch` between, whatever the pipeline's source. A
+    shuffle followed by `take(k)` of a few batches (k <= 16: one batch drawn at random to look at) is left alone.
 
     ## Why it is bad
     Shuffling after batching shuffles whole batches: the same examples always train together, and the
@@ -53,6 +57,10 @@ def make():
 """,
     )
     VALID = (
+        # one batch drawn at random to look at: not a training pipeline
+        """import tensorflow as tf
+images, labels = next(iter(test_batches.shuffle(32).take(1)))
+""",
         """import tensorflow as tf
 ds = tf.data.Dataset.range(1000).shuffle(1000).batch(10)
 """,
@@ -64,7 +72,7 @@ ds = tf.data.Dataset.range(1000).batch(10).unbatch().shuffle(1000).batch(10)
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for call in facts.method_calls("shuffle"):
             chain = facts.dataset_chain(call.node, call.scope, call.order + 1, any_source=True)
-            if chain is None:
+            if chain is None or _picks_a_few(facts, call):
                 continue
             batched = False
             for op in chain.ops:
@@ -74,6 +82,16 @@ ds = tf.data.Dataset.range(1000).batch(10).unbatch().shuffle(1000).batch(10)
                     batched = False
                 elif op.method == "shuffle" and op.call is call.node and batched:
                     yield self.report(call.node.func.attr, statement=call.statement)
+
+
+def _picks_a_few(facts: ModuleFacts, shuffle: CallFact) -> bool:
+    """`batches.shuffle(n).take(1)`: a few batches drawn at random (to look at, or to build a model), not a
+    training pipeline."""
+    for take in facts.method_calls("take"):
+        if isinstance(take.node.func, cst.Attribute) and take.node.func.value is shuffle.node:
+            count = literal_int(call_arg(take.node, 0, "count"))
+            return count is not None and count <= _FEW
+    return False
 
 
 def _batches(facts: ModuleFacts, op: DatasetOp) -> bool:

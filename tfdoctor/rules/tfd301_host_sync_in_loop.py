@@ -40,9 +40,9 @@ class HostSyncInLoop(Rule):
     or by a function that returns such a test) runs every N steps and is not flagged; nor are the results of
     `train_on_batch`, which are already on the host, nor reads in a loop whose iteration may run many steps
     (it calls a `tf.function` that loops over steps itself, or the `train_function` of a model compiled with
-    `steps_per_execution`). A step written inline in the loop (`tape.gradient(loss, ...)` in its body) counts
-    only in a module that distributes training (a strategy or Horovod): a single-device eager step spends far
-    more on dispatching its operations one by one than on the wait.
+    `steps_per_execution`). A step that runs eagerly (written inline in the loop, or a function that is not a
+    `tf.function`) counts only in a module that distributes training (a strategy or Horovod): a single-device
+    eager step spends far more on dispatching its operations one by one than on the wait.
 
     ## Why it is bad
     Reading a tensor's value makes the host wait until the device has finished the step. The input
@@ -180,6 +180,17 @@ for x in dist:
 """,
     )
     VALID = (
+        # one device, a step function that is not a tf.function: eager dispatch dwarfs the wait
+        """import tensorflow as tf
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+for x, y in dataset:
+    loss = train_step(x, y)
+    print("loss", float(loss))
+""",
         # one device, every operation dispatched eagerly: the wait is small beside the dispatch
         """import tensorflow as tf
 for x, y in dataset:
@@ -370,15 +381,17 @@ for x, y in batches:
     def _step_outputs(facts: ModuleFacts, loop: LoopFact) -> set[str]:
         """Names assigned from a training step call in the loop body (not from one whose results are
         already on the host, such as `train_on_batch`), and the losses a step written inline in the loop
-        differentiates (`tape.gradient(loss_value, ...)`) in a module that distributes training (single-device
-        eager steps pay far more in dispatch than in the wait)."""
+        differentiates (`tape.gradient(loss_value, ...)`). Outside a module that distributes training, only
+        steps that run a graph count (a single-device eager step pays far more in dispatch than in the wait)."""
         outputs: set[str] = set()
+        distributed = _distributed(facts)
         step_calls = {id(c.node) for c in loop.calls
-                      if calls_training_step(facts, c) and not returns_host_values(facts, c)}
+                      if calls_training_step(facts, c) and not returns_host_values(facts, c)
+                      and (distributed or _in_graph(facts, c))}
         for assign in facts.assigns:
             if assign.loops and assign.loops[-1] is loop and isinstance(assign.value, cst.Call) and id(assign.value) in step_calls:
                 outputs.update(assign.targets)
-        for call in loop.calls if _distributed(facts) else ():
+        for call in loop.calls if distributed else ():
             if call.loops and call.loops[-1] is loop and call.attr == "gradient" and call.node.args:
                 name = dotted(call.node.args[0].value)
                 if name is not None:
@@ -408,6 +421,12 @@ for x, y in batches:
 def _distributed(facts: ModuleFacts) -> bool:
     """Whether the module distributes training: it makes or runs on a strategy, or is Horovod code."""
     return bool(facts.strategy_constructions or facts.run_calls) or horovod_module(facts)
+
+
+def _in_graph(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a step call runs a graph: its function is a `tf.function`, or one the code does not show."""
+    callee = facts.callee(call)
+    return callee is None or facts.runs_in_graph(callee)
 
 
 def _host_value(value: cst.BaseExpression | None) -> bool:
