@@ -4,6 +4,7 @@ version projects in fixtures/projects (tests/test_fixtures.py checks all their f
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,22 @@ def test_profiling_a_script_takes_version_evidence_from_the_files_it_runs_only(t
     [finding] = lint_findings(project / "train.py")
     assert (finding.code, finding.path, finding.line) == ("TFD304", "train.py", 19)
     assert finding.message.endswith("(Keras 3 assumed: `keras.ops` at layers.py:1)")
+
+
+def _notebook(cells: list[tuple[str, list[dict]]]) -> str:
+    return json.dumps({"nbformat": 4, "nbformat_minor": 2, "metadata": {}, "cells": [
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "source": source, "outputs": outputs}
+        for source, outputs in cells]})
+
+
+def test_a_notebook_that_shows_the_keras_it_ran_under_is_judged_by_it(tmp_path):
+    shown = ("import keras\nkeras.__version__", [{"output_type": "execute_result", "execution_count": 1,
+                                                   "metadata": {}, "data": {"text/plain": ["'2.0.8'"]}}])
+    fit = ("model.fit_generator(batches, steps_per_epoch=100, epochs=30)", [])
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "book.ipynb").write_text(_notebook([shown, fit]))
+    (tmp_path / "unrun.ipynb").write_text(_notebook([(shown[0], []), fit]))
+    result = run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD401", ".", cwd=tmp_path)
+    # standalone Keras 2.0.8, where fit_generator is the way to train on a generator: only the unrun one is told
+    assert [line.split(": TFD401")[0] for line in result.stdout.splitlines() if "TFD401" in line] == [
+        "unrun.ipynb:cell 2:1:1"]

@@ -4,7 +4,8 @@ A project that calls `get_scaled_loss` was written for Keras 2, one that imports
 whatever TensorFlow happens to be installed where tfdoctor runs. `scan` finds the first use of each API in
 a file's bytes: a text scan (each API is first looked for as a literal, and its pattern runs only on files
 holding it) that costs about 1% of parsing the same files. Uses in comments and docstrings are skipped, and
-so are files that check the version they run under. `decide` turns the sightings into one range per
+so are files that check the version they run under. A notebook whose saved output shows the version it ran
+under (a cell ending in `keras.__version__` that printed '2.0.8') gives that version. `decide` turns the sightings into one range per
 package, citing the sighting it rests on; sightings that contradict each other decide nothing.
 """
 
@@ -15,9 +16,9 @@ import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
-from tfdoctor.lint.notebooks import NotebookError, read_notebook
+from tfdoctor.lint.notebooks import Notebook, NotebookError, read_notebook
 from tfdoctor.lint.project_root import project_root
 from tfdoctor.lint.versions import Target
 
@@ -310,12 +311,48 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
 
 
 def _notebook_scan(source: bytes, here: str) -> tuple[Sighting, ...]:
-    """The sightings in a notebook's code cells (not in its outputs), placed by cell and line."""
+    """The sightings in a notebook's code cells, placed by cell and line, and the versions its outputs show it
+    ran under (a cell that ends in `keras.__version__` and printed '2.0.8')."""
     try:
         notebook = read_notebook(source)
     except NotebookError:
         return ()
-    return tuple(replace(s, cell=notebook.place(s.line)) for s in scan(notebook.python.encode(), here))
+    code = tuple(replace(s, cell=notebook.place(s.line)) for s in scan(notebook.python.encode(), here))
+    return code + tuple(_recorded_versions(notebook, here))
+
+
+# A cell whose last line shows a package's version (`keras.__version__`, `print(tf.__version__)`), and the
+# version in what it printed
+_SHOWN_VERSION = re.compile(r"^\s*(?:print\()?\s*(keras|tf|tensorflow)\.__version__\s*\)?\s*$")
+_PRINTED_VERSION = re.compile(r"\b(\d+)\.(\d+)\.(\d+)\b")
+
+
+def _recorded_versions(notebook: Notebook, here: str) -> Iterator[Sighting]:
+    """The versions a notebook's saved outputs show it ran under: the strongest evidence there is, so each is a
+    range of one version."""
+    for cell in notebook.cells:
+        written = [line for line in cell.lines if line.strip()]
+        shown = _SHOWN_VERSION.match(written[-1]) if written else None
+        outputs = notebook.data["cells"][cell.number - 1].get("outputs")
+        if shown is None or not isinstance(outputs, list):
+            continue
+        printed = "".join(_output_text(output) for output in outputs if isinstance(output, dict))
+        version = _PRINTED_VERSION.search(printed)
+        if version is None:
+            continue
+        number = tuple(int(part) for part in version.groups())
+        package = KERAS if shown.group(1) == "keras" else TENSORFLOW
+        name = f"{shown.group(1)}.__version__ shown as {'.'.join(map(str, number))}"
+        api = Api(name, package, number, number, ".".join(map(str, number)), b"", b"")
+        at = (cell.number, cell.lines.index(written[-1]) + 1)
+        yield Sighting(api, here, len(notebook.places) - notebook.places[::-1].index(at), at)
+
+
+def _output_text(output: dict) -> str:
+    """What one saved output printed: a stream's text, or a result's plain-text form."""
+    data = output.get("data")
+    parts = [output.get("text"), data.get("text/plain") if isinstance(data, dict) else None]
+    return "".join("".join(part) if isinstance(part, list) else str(part) for part in parts if part)
 
 
 @lru_cache(maxsize=64)
