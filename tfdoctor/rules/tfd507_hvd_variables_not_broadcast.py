@@ -27,7 +27,8 @@ class HvdVariablesNotBroadcast(Rule):
     Callbacks that come from an unknown function or a parameter, a list bound one way or another (`if
     has_horovod(): callbacks = [...] else: ...`), or another library's subclass of the callback (TFRA's
     `DEHvdBroadcastGlobalVariablesCallback`) leave it open, and the rule stays silent, as does elastic
-    Horovod (`hvd.elastic` state is synchronised from rank 0).
+    Horovod (`hvd.elastic` state is synchronised from rank 0), and a `fit` given a keyword Keras' `fit` does not
+    take (another library's trainer: `trainer.fit(module=..., train_dataset=...)`).
     A custom loop can also be reported by TFD506 at the same `apply_gradients`: each names its own missing
     piece.
 
@@ -92,6 +93,12 @@ model.fit(ds, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)] if h
 """,
     )
     VALID = (
+        # another library's trainer, whose callbacks are made elsewhere
+        """import horovod.tensorflow.keras as hvd
+hvd.init()
+trainer = ClassifierTrainer(num_epochs=10, callbacks=setup_callbacks())
+trainer.fit(module=classifier, train_dataset=train_iterator, eval_dataset=val_iterator)
+""",
         # a library's subclass of the broadcast callback, in a list bound one way or another
         """import tensorflow as tf
 import horovod.tensorflow.keras as hvd

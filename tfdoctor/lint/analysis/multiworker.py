@@ -711,10 +711,21 @@ def _kept_from_some_workers(facts: ModuleFacts, call: CallFact) -> bool:
 
 
 # -- Keras callbacks -----------------------------------------------------------------------------------------
+# Keyword arguments of Keras' `fit` and `fit_generator` (Keras 2 and 3): a `fit` given another is some other
+# library's (`trainer.fit(module=..., train_dataset=...)`), whose callbacks the module does not show
+_KERAS_FIT_KEYWORDS = frozenset({
+    "x", "y", "batch_size", "epochs", "verbose", "callbacks", "validation_split", "validation_data", "shuffle",
+    "class_weight", "sample_weight", "initial_epoch", "steps_per_epoch", "validation_steps",
+    "validation_batch_size", "validation_freq", "max_queue_size", "workers", "use_multiprocessing", "generator"})
+
+
 def fit_callbacks(facts: ModuleFacts, fit: CallFact) -> list[cst.BaseExpression] | None:
     """The callbacks a `fit` call receives on every worker, when the module shows all of them: list literals,
     `+`, names bound to lists and grown with `append`/`extend`/`insert`/`+=` (an `append` under a test of the
-    rank or the chief is not on every worker). None when any part is unknown."""
+    rank or the chief is not on every worker). None when any part is unknown, or when the call is not Keras'
+    `fit` (a keyword Keras' does not take)."""
+    if any(a.keyword is not None and a.keyword.value not in _KERAS_FIT_KEYWORDS for a in fit.node.args):
+        return None
     return call_list(facts, fit, "callbacks", None, 5)
 
 
