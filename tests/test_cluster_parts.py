@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tfdoctor.profile.cluster.job import find_straggler, worker_breakdown, worker_breakdowns
+from tfdoctor.profile.cluster.job import find_straggler, worker_breakdown
 from tfdoctor.profile.cluster.job_report import job_report
 from tfdoctor.profile.cluster.parts import PART_VERSION, PartError, WorkerPart, read_parts, write_part
 from tfdoctor.profile.protocol import PhaseTimes
@@ -122,33 +122,6 @@ def test_the_worker_with_slow_input_is_the_straggler_and_the_other_waits_in_sync
 def test_balanced_workers_have_no_straggler():
     twin = _part("worker-1", _series(step_call=130, waited=1, on_device=50, looped=45, gradients=20, reduced=30, seed=3))
     assert find_straggler([worker_breakdown(WAITS_FOR_IT), worker_breakdown(twin)]) is None
-
-
-def test_what_every_script_workers_call_spends_beyond_its_replay_is_its_own_input_not_sync():
-    # Keras fit takes its batch inside the step call: 40 ms on both workers, beyond a 50 ms replay, that no
-    # hooked next() sees. Neither waits for the other, so it is input on both, not a wait in the all-reduce.
-    parts = [replace(_part(f"worker-{index}", _series(step_call=90, waited=0.5, on_device=50, looped=45, gradients=20,
-                                                       reduced=30, seed=index)), own_call_input=True)
-             for index in (0, 1)]
-    workers, own = worker_breakdowns(parts)
-    assert own == pytest.approx(0.040, rel=0.1)
-    for worker in workers:
-        assert worker.breakdown.input == pytest.approx(0.0405, rel=0.1)
-        assert worker.waiting < 0.003 and worker.breakdown.sync < 0.013
-    document = job_report(parts).to_json()
-    assert document["verdict"]["primary"] == "input-bound"
-    assert any("counted as input, not sync" in note for note in document["notes"])
-    # the reference workload's input is all in next(): the same excess stays a wait (sync)
-    reference, _ = worker_breakdowns([replace(part, own_call_input=False) for part in parts])
-    assert all(worker.waiting == pytest.approx(0.040, rel=0.1) for worker in reference)
-
-
-def test_a_straggler_in_a_script_job_is_still_named_when_the_others_wait_for_it():
-    parts = [replace(part, own_call_input=True) for part in (WAITS_FOR_IT, SLOW_INPUT)]
-    workers, own = worker_breakdowns(parts)
-    assert own < 0.003
-    straggler = find_straggler(workers)
-    assert straggler is not None and (straggler.task, straggler.part) == ("worker-1", "input")
 
 
 def test_job_report_rows_straggler_and_verdict_of_the_pacing_worker():

@@ -72,7 +72,7 @@ class Breakdown:
 
 def breakdown(full: list[float], on_device: list[float], looped: list[float], gradients: list[float],
               reduced: list[float], paired: bool = False, waits: list[float] | None = None,
-              stored: list[float] | None = None, across_workers: bool = False, own_in_call: float = 0.0) -> Breakdown:
+              stored: list[float] | None = None, across_workers: bool = False) -> Breakdown:
     """input = A - B, host = B - H, sync = R - G, compute = the rest of H (each at least 0).
 
     `paired`: the i-th values of A and B (and of G and R) were timed next to each other. Neighbouring calls
@@ -87,12 +87,11 @@ def breakdown(full: list[float], on_device: list[float], looped: list[float], gr
 
     `across_workers`: one worker of a multi-worker job, whose steps wait in the all-reduce until the slowest
     worker arrives (B runs in step on every worker). Input is then the wait in `next(batches)` (`waits`), and
-    the step call beyond B is waiting for the other workers: counted as sync and kept as `waiting`, less
-    `own_in_call`, the seconds of it that are the worker's own (input fetched inside the call), counted as input.
+    the step call beyond B is waiting for the other workers: counted as sync and kept as `waiting`.
 
     Each part's `intervals` come from the same arithmetic on bootstrap resamples of the rounds: a round's
     A, B and S (and a turn's G and R) stay together, so the spread is that of the paired differences."""
-    point = _parts(full, on_device, looped, gradients, reduced, paired, waits, stored, across_workers, own_in_call)
+    point = _parts(full, on_device, looped, gradients, reduced, paired, waits, stored, across_workers)
     arrays = {"full": full, "on_device": on_device, "looped": looped, "gradients": gradients, "reduced": reduced,
               "waits": waits or [], "stored": stored or []}
     groups = ([("full", "on_device", "waits", "stored"), ("gradients", "reduced"), ("looped",)] if paired else
@@ -107,7 +106,7 @@ def breakdown(full: list[float], on_device: list[float], looped: list[float], gr
             at = [rng.randrange(count) for _ in range(count)]
             drawn.update({name: [arrays[name][i] for i in at] if arrays[name] else [] for name in group})
         again = _parts(drawn["full"], drawn["on_device"], drawn["looped"], drawn["gradients"], drawn["reduced"],
-                       paired, drawn["waits"] or None, drawn["stored"] or None, across_workers, own_in_call)
+                       paired, drawn["waits"] or None, drawn["stored"] or None, across_workers)
         for part, share in again.shares().items():
             seconds[part].append(getattr(again, part))
             shares[part].append(share)
@@ -124,16 +123,14 @@ def _central(values: list[float]) -> tuple[float, float]:
 
 def _parts(full: list[float], on_device: list[float], looped: list[float], gradients: list[float],
            reduced: list[float], paired: bool, waits: list[float] | None, stored: list[float] | None,
-           across_workers: bool = False, own_in_call: float = 0.0) -> Breakdown:
+           across_workers: bool = False) -> Breakdown:
     step = StepTime.of(full)
     a = step.median
     if across_workers:
         assert waits, "a worker of a job is split by its waits in next()"
+        input_s = _clamp(statistics.median(waits), a)
         calls = [f - w for f, w in zip(full, waits, strict=True)]
-        beyond = _difference(calls, on_device, paired)
-        own = _clamp(min(own_in_call, beyond), a)
-        input_s = _clamp(statistics.median(waits) + own, a)
-        waiting = _clamp(beyond - own, a - input_s)
+        waiting = _clamp(_difference(calls, on_device, paired), a - input_s)
         on_device_s = a - input_s - waiting
         h = min(statistics.median(looped), on_device_s)
         all_reduce = _clamp(_difference(reduced, gradients, paired), h)

@@ -5,8 +5,6 @@ In a multi-worker step every worker waits in the gradient all-reduce until the s
 worker's step call, beyond the same step on a batch already on its devices (phase B, run in lockstep by all
 workers), is time spent waiting for the others; it is counted as sync, and kept apart as `waiting`. A
 worker's own work is its step minus that wait: the worker with the most of it is the one the job waits for.
-In a script, the least any worker's call spends beyond its replay is no wait (the last to arrive waits for
-none): it is each worker's own, and counted as input (`worker_breakdowns`).
 """
 
 from __future__ import annotations
@@ -61,30 +59,13 @@ class Straggler:
                 "part_excess_s": self.part_excess_s, "statement": self.statement}
 
 
-def worker_breakdown(part: WorkerPart, own_in_call: float = 0.0) -> WorkerBreakdown:
-    """The worker's breakdown, its wait for the others counted as sync (breakdown.py, `across_workers`), less
-    `own_in_call` seconds of its step call that are its own input."""
+def worker_breakdown(part: WorkerPart) -> WorkerBreakdown:
+    """The worker's breakdown, its wait for the others counted as sync (breakdown.py, `across_workers`)."""
     phases = part.phases
     assert phases is not None, "a failed worker's part has no phases"
     result = replace(breakdown(phases.full, phases.on_device, phases.looped, phases.gradients, phases.reduced,
-                               paired=True, waits=phases.input_wait, across_workers=True, own_in_call=own_in_call),
-                     separated=part.separated)
+                               paired=True, waits=phases.input_wait, across_workers=True), separated=part.separated)
     return WorkerBreakdown(part, result, result.waiting or 0.0)
-
-
-def worker_breakdowns(parts: list[WorkerPart]) -> tuple[list[WorkerBreakdown], float]:
-    """Every worker's breakdown, and the seconds per step of each script step call beyond its replay that no
-    worker spent waiting for another (0 for the reference workload, whose input is all in `next()`).
-
-    The worker that arrives last at the all-reduce waits for none, so what its call takes beyond its replay
-    is its own: input fetched inside the call (Keras `fit` takes its batch inside the train function), or the
-    input pipeline's threads slowing its replicas. The least any worker's call takes beyond its replay is
-    counted so, as input, on every worker, as script mode counts it on one host."""
-    plain = [worker_breakdown(part) for part in parts]
-    if len(parts) < 2 or not all(part.own_call_input and part.separated for part in parts):
-        return plain, 0.0
-    own = min(worker.waiting for worker in plain)
-    return ([worker_breakdown(part, own) for part in parts], own) if own > 0 else (plain, 0.0)
 
 
 def find_straggler(workers: list[WorkerBreakdown]) -> Straggler | None:
@@ -109,4 +90,4 @@ def pacing_worker(workers: list[WorkerBreakdown]) -> WorkerBreakdown:
 
 
 __all__ = ["NO_STRAGGLER", "UNKNOWN_STRAGGLER", "Straggler", "WorkerBreakdown", "find_straggler", "pacing_worker",
-           "worker_breakdown", "worker_breakdowns"]
+           "worker_breakdown"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from tfdoctor.profile.cluster.job import find_straggler, pacing_worker, worker_breakdowns
+from tfdoctor.profile.cluster.job import find_straggler, pacing_worker, worker_breakdown
 from tfdoctor.profile.cluster.parts import PartError, WorkerPart
 from tfdoctor.profile.report import DEVICE_NOTES, Report
 from tfdoctor.profile.suggest import Cause, Seen, suggest
@@ -16,19 +16,13 @@ from tfdoctor.profile.what_if import ranked
 CPU_WORKER_NOTE = ("On CPU, MultiWorkerMirroredStrategy takes one CPU device per worker, so each worker runs one "
                    "replica whatever --gpus says; several replicas per worker need GPUs.")
 
-OWN_IN_CALL_SHARE = 0.02  # of the pacing worker's step: less is noise, and not worth a note
-OWN_IN_CALL_NOTE = ("every worker's step call took at least {:.0f} ms more than its replay on a batch already on the "
-                    "devices; the last worker to reach the all-reduce waits for none, so that much is each worker's own "
-                    "and counted as input, not sync: input fetched inside the call (Keras fit), or the input "
-                    "pipeline's threads slowing the replicas")
-
 
 def job_report(parts: list[WorkerPart]) -> Report:
     """The job's report; PartError when a worker failed (its error, one line)."""
     failed = [part for part in parts if part.error is not None or part.phases is None]
     if failed:
         raise PartError(f"{failed[0].task} failed: {failed[0].error or 'no measurement'}")
-    workers, own_in_call = worker_breakdowns(parts)
+    workers = [worker_breakdown(part) for part in parts]
     pacing = pacing_worker(workers)
     straggler = find_straggler(workers)
     first = pacing.part
@@ -46,8 +40,6 @@ def job_report(parts: list[WorkerPart]) -> Report:
         *([f"All workers ran on one host ({hosts[0]}) and shared its cores: times are not those of a cluster"]
           if len(hosts) == 1 and len(parts) > 1 else []),
         *dict.fromkeys([*first.notes, *(note for part in parts for note in part.notes)]),  # a worker's own too
-        *([OWN_IN_CALL_NOTE.format(own_in_call * 1000)] if own_in_call >= OWN_IN_CALL_SHARE * pacing.breakdown.step.median
-          else []),
         *([CPU_WORKER_NOTE] if first.device_kind == "cpu" else filter(None, [DEVICE_NOTES.get(first.device_kind)])),
     ]
     result = pacing.breakdown

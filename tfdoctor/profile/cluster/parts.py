@@ -43,7 +43,6 @@ class WorkerPart:
     trace_logdir: str | None = None  # where this task's TensorFlow profiler trace went, when it was written
     input_kind: str = ""      # a script's input, as its hooks saw it (suggest.Seen)
     precision: str = ""       # a script's mixed Keras dtype policy
-    own_call_input: bool = False  # a script's step: what every worker's call spends beyond its replay is input
 
     @property
     def index(self) -> int:

@@ -105,5 +105,5 @@ def measure_script_task(cluster: ClusterConfig, options: ScriptOptions,
                                 "per_replica_batch": result.global_batch // replicas if replicas else None},
                       trace_logdir=traced.get("logdir") if traced else None,
                       causes=[[f.code, f.path, f.line] for f in findings], separated=bool(result.replay_steps),
-                      input_kind=result.input_kind, precision=result.precision, own_call_input=True,
+                      input_kind=result.input_kind, precision=result.precision,
                       what_if=[event for event in child.events if isinstance(event, protocol.WhatIf)])
