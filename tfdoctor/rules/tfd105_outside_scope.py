@@ -109,6 +109,19 @@ with strategy.scope():
 """,
     )
     VALID = (
+        # the scope entered through a helper named for it (TensorFlow's official models)
+        """import tensorflow as tf
+from official.utils import distribution_utils
+strategy = tf.distribute.MirroredStrategy()
+with distribution_utils.get_strategy_scope(strategy):
+    model = build_model()
+    metric = tf.keras.metrics.Mean()
+@tf.function
+def step(x):
+    def replica(x):
+        metric.update_state(model(x))
+    strategy.run(replica, args=(x,))
+""",
         # an override that the base class (another module) calls, perhaps inside the scope
         """import tensorflow as tf
 import training

@@ -17,7 +17,8 @@ class EagerDistributedStep(Rule):
     or wrapped as `self.step = tf.function(self.step)`) is not flagged: each replica then runs a graph.
     Nor is code that does not train: test code (a `test*` function of a test module, a `TestCase` method),
     or one `strategy.run` outside any loop whose replica function applies no gradients (a look at one
-    forward value or gradient).
+    forward value or gradient), or one before or after its function's own loop whose function applies none
+    as far as the code shows (`strategy.run(hook.profiling_end)` once training is done).
 
     ## Why it is bad
     Outside a `tf.function`, every step dispatches each replica's operations one by one from Python, in
@@ -89,6 +90,13 @@ for b in dist_ds:
 """,
     )
     VALID = (
+        # once after the training loop, to stop a profiler: not a step
+        """import tensorflow as tf
+def train(strategy, dataset, hook):
+    for batch in dataset:
+        train_step(batch)
+    strategy.run(hook.profiling_end)
+""",
         # one forward pass through the replicas, to look at its output
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -166,6 +174,10 @@ class Trainer:
 
 def _one_look(facts: ModuleFacts, run: CallFact) -> bool:
     """One `strategy.run`, outside any loop, of replica functions the code shows, none of which applies
-    gradients."""
+    gradients; or one before or after the loop of its own function (`strategy.run(hook.profiling_end)` once
+    the training loop is done), of a function that applies no gradients as far as the code shows."""
     replicas = facts.callables_of(facts.replica_fn_expr(run), run.scope, before=run.order)
-    return runs_once(facts, run) and bool(replicas) and not any(applies_gradients(facts, r) for r in replicas)
+    if any(applies_gradients(facts, r) for r in replicas):
+        return False
+    beside_loop = not run.loops and any(loop.scope is run.scope for loop in facts.loops)
+    return beside_loop or (runs_once(facts, run) and bool(replicas))

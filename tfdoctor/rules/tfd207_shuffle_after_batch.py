@@ -57,6 +57,10 @@ def make():
 """,
     )
     VALID = (
+        # batches of one are single examples: shuffling them shuffles examples
+        """import tensorflow as tf
+ds = dataset.unbatch().batch(1).shuffle(10000).repeat()
+""",
         # one batch drawn at random to look at: not a training pipeline
         """import tensorflow as tf
 images, labels = next(iter(test_batches.shuffle(32).take(1)))
@@ -77,7 +81,7 @@ ds = tf.data.Dataset.range(1000).batch(10).unbatch().shuffle(1000).batch(10)
             batched = False
             for op in chain.ops:
                 if op.method in ("batch", "padded_batch", "ragged_batch") or _batches(facts, op):
-                    batched = True
+                    batched = literal_int(call_arg(op.call, 0, "batch_size")) != 1  # batches of one are examples
                 elif op.method == "unbatch":
                     batched = False
                 elif op.method == "shuffle" and op.call is call.node and batched:

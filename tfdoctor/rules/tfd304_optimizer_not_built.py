@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from tfdoctor.lint.dataflow import in_test_code
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import dotted
@@ -13,7 +14,7 @@ class OptimizerNotBuilt(Rule):
     ## What it does
     Keras 3 only: finds an optimizer whose `apply_gradients` runs in a distributed `tf.function` step
     (`strategy.run` inside a `tf.function`) with no `optimizer.build(model.trainable_variables)` anywhere
-    in the module.
+    in the module. Test code (a `test*` function of a test module, a `TestCase` method) is left alone.
 
     ## Why it is bad
     A Keras 3 optimizer creates its slot variables on first use. Inside a traced, distributed step that
@@ -86,6 +87,22 @@ step = tf.function(lambda x: strategy.run(lambda v: opt.apply_gradients(grads(v)
 """,
     )
     VALID = (
+        # a unit test that runs one distributed step to check the model
+        """import keras
+import tensorflow as tf
+class ModelTest(tf.test.TestCase):
+    def test_one_step(self):
+        strategy = tf.distribute.MirroredStrategy()
+        optimizer = keras.optimizers.Adam()
+        @tf.function
+        def step(x):
+            def replica(x):
+                with tf.GradientTape() as tape:
+                    loss = model(x)
+                optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            strategy.run(replica, args=(x,))
+        step(x)
+""",
         """# tfdoctor: target-keras=2.15
 import tensorflow as tf
 opt = tf.keras.optimizers.Adam()
@@ -112,8 +129,8 @@ def step(x):
         built = {dotted(c.receiver) for c in facts.method_calls("build")}
         seen: set[int] = set()
         for run in facts.run_calls:
-            if not facts.runs_in_graph(run.scope):
-                continue
+            if not facts.runs_in_graph(run.scope) or in_test_code(facts, run.scope):
+                continue  # eager, or a unit test's one distributed call
             for replica in facts.transitive_callees(facts.callables_of(facts.replica_fn_expr(run), run.scope)):
                 if replica.owner is not facts or replica.name == "train_step":
                     continue  # Keras' own `train_step` applies the compiled optimizer, which `fit` builds first

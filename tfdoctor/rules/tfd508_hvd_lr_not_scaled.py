@@ -3,14 +3,18 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+import libcst as cst
+
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.dataflow import (
     horovod_init, horovod_scope, mentions_worker_count, optimizer_learning_rate, unknown_value,
 )
+from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
 
 _WARMUP = re.compile(r"warm_?up", re.IGNORECASE)
+_BATCH = re.compile(r"batch", re.IGNORECASE)
 
 
 class HvdLrNotScaled(Rule):
@@ -21,7 +25,9 @@ class HvdLrNotScaled(Rule):
     the module has no warm-up (`hvd.callbacks.LearningRateWarmupCallback`, or any schedule named warm-up).
     A learning rate given as a function's parameter is followed to the calls of that function in the module;
     one that comes from elsewhere, or is made by a function or schedule class of the project (which may scale
-    or warm it up), is left alone.
+    or warm it up), is left alone. So is a module that divides a batch size by the process count, or checks
+    that it divides evenly (`global_batch_size // hvd.size()`, `if batch_size % hvd.size():`): its global
+    batch does not grow with the processes.
 
     ## Why it is bad
     With W processes each step averages W batches, so the effective batch is W times larger. The learning
@@ -80,6 +86,13 @@ model = build_and_compile_model(max_lr=max_lr, filters=32)
 """,
     )
     VALID = (
+        # a fixed global batch split across the processes: the learning rate stays
+        """import horovod.tensorflow as hvd
+import tensorflow as tf
+hvd.init()
+batch_size = global_batch_size // hvd.size()
+optimizer = tf.keras.optimizers.SGD(0.01)
+""",
         # scaled through a variable
         """import tensorflow as tf
 import horovod.tensorflow.keras as hvd
@@ -120,10 +133,37 @@ opt = make_optimizer(lr=0.001 * hvd.size())
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        if not horovod_init(facts) or any(_WARMUP.search(line) for line in facts.source_lines):
+        if (not horovod_init(facts) or any(_WARMUP.search(line) for line in facts.source_lines)
+                or _splits_global_batch(facts)):
             return
         for call in facts.calls:
             rate = optimizer_learning_rate(facts, call)
             if rate is None or not horovod_scope(facts, call.scope) or mentions_worker_count(facts, rate, call.scope) or unknown_value(facts, rate, call.scope):
                 continue
             yield self.report(call)
+
+
+class _Divisions(cst.CSTVisitor):
+    """`batch // hvd.size()`, `batch / world_size`, `batch % hvd_size`: a batch size divided by (or checked to
+    divide evenly into) something."""
+
+    def __init__(self) -> None:
+        self.found: list[cst.BinaryOperation] = []
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, (cst.Divide, cst.FloorDivide, cst.Modulo)) and _BATCH.search(
+                dotted(node.left) or ""):
+            self.found.append(node)
+
+
+def _splits_global_batch(facts: ModuleFacts) -> bool:
+    """Whether the module divides a batch size by the process count (`global_batch // hvd.size()`, or checks
+    that it divides evenly): the global batch stays the same whatever the count, so the learning rate must
+    not grow with it."""
+    tested = ((fact.node.test, fact.scope) for fact in facts.if_facts)
+    for expr, scope in (*((assign.value, assign.scope) for assign in facts.assigns), *tested):
+        divisions = _Divisions()
+        expr.visit(divisions)
+        if any(mentions_worker_count(facts, node.right, scope) for node in divisions.found):
+            return True
+    return False

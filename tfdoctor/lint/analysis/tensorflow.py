@@ -40,6 +40,7 @@ DISTRIBUTE_DATASET_METHODS = frozenset(
 _STRATEGY_CTOR = re.compile(r"^tensorflow\.distribute\.(experimental\.)?\w*Strategy$")
 _STRATEGY_GETTERS = frozenset({"tensorflow.distribute.get_strategy"})
 _STRATEGY_WORD = re.compile(r"(^|_)strategy$", re.IGNORECASE)
+_SCOPE_HELPER = re.compile(r"(^|[._])strategy_scope$", re.IGNORECASE)  # `get_strategy_scope(strategy)`
 # Sources outside `tf.data` that give a `tf.data.Dataset` (Keras utilities batch it themselves, 32 by default).
 _KERAS_SOURCES = re.compile(
     r"^keras\.(utils|preprocessing|preprocessing\.image|preprocessing\.text)\."
@@ -369,8 +370,9 @@ class ModuleFacts(SemanticModel):
         return [w for w in self.withs if any(self.strategy_scope_call(item, w.scope) is not None for item in w.items)]
 
     def strategy_scope_call(self, item: cst.BaseExpression, scope: Scope) -> cst.Call | None:
-        """The `strategy.scope()` call a `with` item enters: the item itself, or the call a name holds
-        (`scope = strategy.scope()` ... `with scope:`) when every assignment of the name is one."""
+        """The `strategy.scope()` call a `with` item enters: the item itself, a helper named for it
+        (`get_strategy_scope(strategy)`), or the call a name holds (`scope = strategy.scope()` ... `with scope:`)
+        when every assignment of the name is one."""
         if isinstance(item, cst.Name):
             assigned = self.definitions(item.value, scope)
             calls = [self.strategy_scope_call(a.value, a.scope) for a in assigned
@@ -379,6 +381,8 @@ class ModuleFacts(SemanticModel):
         if (isinstance(item, cst.Call) and isinstance(item.func, cst.Attribute) and item.func.attr.value == "scope"
                 and self.is_strategy(item.func.value)):
             return item
+        if isinstance(item, cst.Call) and _SCOPE_HELPER.search(dotted(item.func) or ""):
+            return item  # a helper that enters it (the official models' `get_strategy_scope(strategy)`)
         return None
 
     @cached_property
