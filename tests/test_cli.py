@@ -174,3 +174,28 @@ def test_tabs_and_spaces_that_python_accepts_are_linted_at_the_original_columns(
     assert result.stdout.splitlines() == [
         f"{tmp_path / 'tabs.py'}:6:15: TFD101 `multi_gpu_model` copies the model onto each GPU by hand; use "
         "`tf.distribute.MirroredStrategy`"]
+
+
+SLOW_AND_REMOVED = """import tensorflow as tf
+from tensorflow.keras.utils import multi_gpu_model
+def gen():
+    for path in paths:
+        yield load(path)
+ds = tf.data.Dataset.from_generator(gen, output_signature=SIG).batch(64)
+dist = strategy.experimental_distribute_dataset(ds)
+parallel = multi_gpu_model(model, gpus=2)
+"""
+
+
+def test_test_code_gets_only_the_rules_that_break_a_test_too(tmp_path):
+    project = tmp_path / "tests" / "project"  # a `tests` folder above the project root does not count
+    (project / "tests").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[tool.tfdoctor]\n")
+    for name in ("train.py", "test_input.py", "input_test.py", "tests/helpers.py"):
+        (project / name).write_text(SLOW_AND_REMOVED)
+    report = json.loads(run_cli("lint", "--format", "json", str(project)).stdout)
+    codes: dict[str, list[str]] = {}
+    for finding in report["findings"]:
+        codes.setdefault(finding["path"].split("project/", 1)[1], []).append(finding["code"])
+    assert codes == {"train.py": ["TFD201", "TFD106", "TFD101"], "test_input.py": ["TFD101"],
+                     "input_test.py": ["TFD101"], "tests/helpers.py": ["TFD101"]}

@@ -164,7 +164,7 @@ async def test_diagnostics_follow_an_edit_and_clear_after_the_fix(client: Langua
 
 @on_one_server
 async def test_fix_all_and_noqa_actions_apply_and_parse(client: LanguageClient, tmp_path):
-    text = TRAIN.replace("ds = ds.map(parse)\n", "ds = ds.map(parse)\nds = ds.map(augment)\n")
+    text = TRAIN.replace("ds = ds.map(parse)\n", "ds = ds.map(parse)\nds = ds.map(tf.io.decode_jpeg)\n")
     uri = _open(client, tmp_path / "both.py", text)
     found = await _eventually(client, uri, lambda found: _codes(found) == ["TFD101", "TFD202", "TFD202"])
     removed = next(d for d in found if d.code == "TFD101")
@@ -178,7 +178,7 @@ async def test_fix_all_and_noqa_actions_apply_and_parse(client: LanguageClient, 
     _change(client, uri, 2, fixed)
     await _eventually(client, uri, lambda found: not found)
     assert "ds = ds.map(parse, num_parallel_calls=tf.data.experimental.AUTOTUNE)\n" in fixed
-    assert "ds = ds.map(augment, num_parallel_calls=tf.data.experimental.AUTOTUNE)\n" in fixed
+    assert "ds = ds.map(tf.io.decode_jpeg, num_parallel_calls=tf.data.experimental.AUTOTUNE)\n" in fixed
 
 
 @on_one_server

@@ -14,6 +14,9 @@ def render_page(rule: Rule) -> str:
         "",
         f"**Severity:** {rule.severity.value}",
         "",
+        "**Test code** (`test_*.py`, `*_test.py`, a `tests/` folder): "
+        + ("checked too." if rule.IN_TESTS else "not checked."),
+        "",
         rule.summary,
         "",
     ]

@@ -38,7 +38,9 @@ class Rule:
     `MESSAGES` holds the rule's message templates (`str.format` fields), each one short sentence saying what
     and where; the why is on the rule page. `report` is the one way to turn a template into a `Violation`.
     `OUTRANKS` names the less specific rules that stay silent when this one reports the same construct
-    (`tfdoctor/lint/precedence.py` applies it; the rule pages say it).
+    (`tfdoctor/lint/precedence.py` applies it; the rule pages say it). Test modules (`test_*.py`, a
+    `tests/` folder) are checked only by the rules with `IN_TESTS`: a crash, a removed API or a no-op is a
+    mistake there too, a slow pipeline is not.
     """
 
     code: ClassVar[str]
@@ -50,6 +52,7 @@ class Rule:
     INVALID: ClassVar[tuple[str, ...]] = ()
     MESSAGES: ClassVar[Mapping[str, str]] = {}
     OUTRANKS: ClassVar[tuple[str, ...]] = ()  # codes that stay silent on a construct this rule reports
+    IN_TESTS: ClassVar[bool] = False  # also checks test modules: it reports what breaks a test as well
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         raise NotImplementedError

@@ -34,6 +34,7 @@ class ParseError(Rule):
     code = "TFD000"
     name = "parse-error"
     severity = Severity.ERROR
+    IN_TESTS = True
     summary = "The file cannot be parsed; reported with its position, the other files are still linted."
     INVALID = (
         "import tensorflow as tf\ndef step(x:  # TFD000\n    return x\n",

@@ -5,6 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from tfdoctor.lint.dataflow import keras2_code
 from tfdoctor.lint.facts import AssignFact, CallFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.findings import Severity, Violation
@@ -13,6 +14,7 @@ from tfdoctor.lint.rule import Context, Rule
 _MODEL = re.compile(r"^keras\.(models\.)?(Model|Sequential|load_model)$|^keras\.(saving\.)?load_model$|^keras\.applications\.")
 _OPTIMIZER = re.compile(r"^(keras|tensorflow_addons)\.optimizers\.(legacy\.)?[A-Z]\w*$")
 _METRIC = re.compile(r"^keras\.metrics\.[A-Z]\w*$")
+_OPTIMIZER_KIND = "a Keras optimizer"
 
 
 class OutsideScope(Rule):
@@ -25,7 +27,11 @@ class OutsideScope(Rule):
     used in a replica function. Code in a function that is called from inside the scope counts as inside,
     also a function or class that only the project's other modules call, each time inside the scope. A
     factory that returns what it creates and that the module never calls, and a class that asks for the
-    current strategy (`tf.distribute.get_strategy()`), are left to their callers elsewhere.
+    current strategy (`tf.distribute.get_strategy()`), are left to their callers elsewhere. Under Keras 2 an
+    optimizer made outside the scope is left alone too: Keras 2 creates its slots where it is first used,
+    under the strategy (tf_keras 2.21 trains so, compiled in the scope or applied in `strategy.run`, with
+    mirrored slots); Keras 3 stops with "Mixing different tf.distribute.Strategy objects", so there the
+    message says which Keras it assumed.
 
     ## Why it is bad
     Variables created outside the scope are ordinary single-device variables, not mirrored ones. Depending
@@ -109,6 +115,16 @@ with strategy.scope():
 """,
     )
     VALID = (
+        # Keras 2: an optimizer made outside the scope gets its slots where it is first used, under the strategy
+        """# tfdoctor: target-keras=2.15
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+optimizer = tf.keras.optimizers.Adam(1e-3)
+with strategy.scope():
+    model = build_model()
+    model.compile(optimizer=optimizer, loss="mse")
+model.fit(dataset, epochs=3)
+""",
         # the scope entered through a helper named for it (TensorFlow's official models)
         """import tensorflow as tf
 from official.utils import distribution_utils
@@ -206,9 +222,13 @@ with strategy.scope():
             if (self._reassigned_in_scope(facts, var, assign) or self._made_by_a_factory(facts, assign, var)
                     or _called_in_scope_elsewhere(facts, assign.scope)):
                 continue
+            if kind == _OPTIMIZER_KIND and keras2_code(facts, context.targets.keras):
+                continue  # Keras 2 creates an optimizer's slots where it is first used, under the strategy
             use = self._strategy_use(facts, var, assign, replicas)
-            if use is not None:
-                yield self.report(assign.value, statement=assign.statement, var=var, kind=kind, use=use)
+            if use is None:
+                continue
+            assumed = self.assumed(context, "keras", facts, assign.value) if kind == _OPTIMIZER_KIND else None
+            yield self.report(assign.value, statement=assign.statement, var=var, kind=kind, use=use, assumed=assumed)
 
     @staticmethod
     def _created(facts: ModuleFacts, assign: AssignFact) -> str | None:
@@ -307,7 +327,7 @@ def _kind(facts: ModuleFacts, value: cst.CSTNode) -> str | None:
     if _MODEL.search(name):
         return "a Keras model"
     if _OPTIMIZER.search(name):
-        return "a Keras optimizer"
+        return _OPTIMIZER_KIND
     if _METRIC.search(name):
         return "a Keras metric"
     return None

@@ -1,16 +1,18 @@
 from __future__ import annotations
 
+import itertools
 from typing import Iterator
 
 import libcst as cst
 
 from tfdoctor.lint.dataflow import (
     PARALLELISES_STATELESS_MAPS,
+    costly_map,
     fed_elsewhere,
     map_function_stateful,
     training_chains,
 )
-from tfdoctor.lint.facts import DatasetOp, ModuleFacts, runs_once
+from tfdoctor.lint.facts import DatasetChain, DatasetOp, ModuleFacts, runs_once
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import call_arg
 from tfdoctor.lint.rule import Context, Rule
@@ -18,6 +20,9 @@ from tfdoctor.lint.spelling import autotune, autotune_text, with_keyword
 
 
 _PARALLEL_CALLS_AT = {"map": 1, "interleave": 3}  # num_parallel_calls' position
+# Sources whose elements are serialized records or file names: the first map over them parses or reads.
+_RECORD_SOURCES = ("TFRecordDataset", "TextLineDataset", "FixedLengthRecordDataset", "list_files", "CsvDataset")
+_READS = ("interleave", "flat_map")
 # Options that stop TensorFlow from parallelising stateless maps itself
 _PARALLELISATION_SWITCHES = ("experimental_optimization.map_parallelization",
                              "experimental_optimization.apply_default_optimizations")
@@ -30,7 +35,11 @@ class MapNotParallel(Rule):
     training (`model.fit`, a distributed dataset, or a loop that runs a training step), in this module or
     in one that imports it and trains on the pipeline (a loader's `return ds`). Evaluation and prediction
     pipelines are left alone, and so is a step that a later `cache()` (or `snapshot()`) runs in the first
-    epoch only. From TensorFlow 2.7 on, tf.data runs a `map` whose function is stateless in parallel by itself
+    epoch only. A `map` is reported only when it visibly does work worth more than one core: it is the first
+    map over serialized records or file names (`TFRecordDataset`, `TextLineDataset`, `list_files`, after an
+    `interleave`), or its function reads, decodes, parses or resizes, runs Python, processes strings or audio,
+    or calls a random Keras augmentation layer; slicing, casting, one-hot or a single flip is not. From
+    TensorFlow 2.7 on, tf.data runs a `map` whose function is stateless in parallel by itself
     (`map_parallelization`, on by default): there a `map` is reported only when its function visibly draws
     random numbers, runs Python (`py_function`, `numpy_function`), prints (`tf.print`) or calls a random Keras
     layer, or when the module turns that optimization off; a function the module does not show is not
@@ -114,7 +123,7 @@ def train(model, files_ds):
         # the decoding is cached, the augmentation after the cache runs every epoch
         """import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).map(parse).cache()
-ds = ds.map(lambda image: tf.image.random_crop(image, (224, 224, 3))).batch(32)  # TFD202
+ds = ds.map(lambda image: tf.image.resize(tf.image.random_crop(image, (200, 200, 3)), (224, 224))).batch(32)  # TFD202
 model.fit(ds, epochs=20)
 """,
         # a random augmentation layer made once and called in the map
@@ -126,6 +135,13 @@ model.fit(ds, epochs=5)
 """,
     )
     VALID = (
+        # cheap work: a slice, a one-hot, a single flip of decoded images
+        """# tfdoctor: target-tensorflow=2.6
+import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices((windows, labels))
+ds = ds.map(lambda w, y: (w[:, :-1], tf.one_hot(y, 10))).map(lambda w, y: (tf.image.flip_left_right(w), y))
+model.fit(ds.batch(32).prefetch(2), epochs=5)
+""",
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(paths).map(load, num_parallel_calls=tf.data.AUTOTUNE).batch(4)
 model.fit(ds)
@@ -168,7 +184,7 @@ def train(model, features, labels):
             for op in chain.ops:
                 if not self._serial(op.call) or runs_once(op, chain.ops):
                     continue
-                if parallelised and not _stays_serial(facts, op):
+                if (parallelised and not _stays_serial(facts, op)) or not _costly(facts, op, chain):
                     continue
                 if id(op.call) in seen:
                     continue
@@ -184,7 +200,7 @@ def train(model, features, labels):
         for feed in fed_elsewhere(facts):  # a loader's pipeline, trained on in another module
             for op in feed.ops:
                 if (self._serial(op.call) and id(op.call) not in seen and not runs_once(op, feed.steps or feed.ops)
-                        and not (parallelised and not _stays_serial(facts, op))):
+                        and not (parallelised and not _stays_serial(facts, op)) and _costly(facts, op)):
                     seen.add(id(op.call))
                     call = facts.call_fact(op.call)
                     yield self.report(op.call.func.attr, statement=call.statement if call else None,
@@ -208,6 +224,20 @@ def _parallelises_stateless_maps(facts: ModuleFacts, context: Context) -> bool:
         return False
     return not any(isinstance(a.value, cst.Name) and a.value.value == "False" and t.endswith(_PARALLELISATION_SWITCHES)
                    for a in facts.assigns for t in a.targets)
+
+
+def _costly(facts: ModuleFacts, op: DatasetOp, chain: DatasetChain | None = None) -> bool:
+    """An `interleave` (it reads), the first `map` over serialized records or file names (it parses or
+    reads them), or a `map` whose function visibly reads, decodes, parses, resizes, runs Python or augments
+    with a random layer: parallelising a slice or a cast gains nothing worth a finding."""
+    if op.method != "map":
+        return True
+    if chain is not None:
+        before = list(itertools.takewhile(lambda earlier: earlier.call is not op.call, chain.ops))
+        if not any(earlier.method == "map" for earlier in before) and (
+                chain.source.endswith(_RECORD_SOURCES) or any(earlier.method in _READS for earlier in before)):
+            return True
+    return costly_map(facts, op)
 
 
 def _stays_serial(facts: ModuleFacts, op: DatasetOp) -> bool:

@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import fed_elsewhere, slices_of_memory, training_chains
+from tfdoctor.lint.dataflow import costly_map, fed_elsewhere, slices_of_memory, training_chains
 from tfdoctor.lint.facts import DATASET_METHODS, END_OF_SCOPE, DatasetOp, ModuleFacts, Scope
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import call_arg
@@ -32,7 +32,8 @@ class NoPrefetch(Rule):
     `image_dataset_from_directory` dataset (Keras' utilities end in `prefetch`). Steps after a `prefetch`
     that only count, skip or repeat batches (`ds.prefetch(1)`, then `ds.take(steps)` in the loop) keep it
     working, and so do parallel `map`s after it (`prefetch(n).map(f, num_parallel_calls=AUTOTUNE)`: a
-    parallel map computes elements ahead into its own buffer); a pipeline without one is reported at its last
+    parallel map computes elements ahead into its own buffer) and serial ones that visibly do only cheap work
+    (a slice, a cast; see TFD202 for what counts as costly), or whose function the module does not show; a pipeline without one is reported at its last
     step before them, where `prefetch` goes. A pipeline that only slices, shuffles and batches arrays already in
     memory (`from_tensor_slices`, `from_tensors`, `range`, with no `map`, `interleave` or `filter`) is not
     reported: a batch of it costs a copy, and overlapping that with the step saves next to nothing.
@@ -101,6 +102,8 @@ for images, labels in ds.take(steps):
         # a map after the prefetch that runs one element at a time: the step waits for it
         """# tfdoctor: target-tensorflow=2.11
 import tensorflow as tf
+def augment(images):
+    return tf.image.resize(tf.image.random_crop(images, (64, 200, 200, 3)), (224, 224))
 ds = tf.data.TFRecordDataset(files).batch(64).prefetch(2).map(augment)  # TFD203
 model.fit(ds, epochs=5)
 """,
@@ -199,7 +202,7 @@ for images, labels in ds.take(steps):
             methods = [_step(op) for op in steps]
             while methods and methods[-1] in _TRAILING_OK:
                 methods.pop()
-            if methods and (methods[-1] == "prefetch" or _parallel_maps_after_prefetch(steps[:len(methods)])):
+            if methods and (methods[-1] == "prefetch" or _maps_keep_prefetch(facts, steps[:len(methods)])):
                 continue
             if not methods and not chain.source.startswith("tensorflow.data."):
                 continue  # Keras' dataset utilities prefetch; what tfds returns is not shown here
@@ -223,7 +226,7 @@ for images, labels in ds.take(steps):
         if not any(_returns_unprefetched(facts, scope, seen) for scope in facts.scopes):
             return  # asking the importers costs their analysis: only for a loader that returns such a pipeline
         for feed in fed_elsewhere(facts):  # a loader's pipeline, trained on undistributed in another module
-            if (feed.use.distributed or not feed.ends_here or not feed.steps or _prefetched(feed.steps)
+            if (feed.use.distributed or not feed.ends_here or not feed.steps or _prefetched(facts, feed.steps)
                     or slices_of_memory(feed.source, feed.steps)):
                 continue
             last = feed.ops[-1].call
@@ -253,7 +256,7 @@ def _returns_unprefetched(facts: ModuleFacts, scope: Scope, seen: set[int]) -> b
     for returned in scope.returns:
         chain = facts.dataset_chain(returned.value, scope, END_OF_SCOPE, any_source=True)
         steps = chain.own_ops if chain is not None else ()
-        if steps and steps[-1].scope is scope and id(steps[-1].call) not in seen and not _prefetched(steps):
+        if steps and steps[-1].scope is scope and id(steps[-1].call) not in seen and not _prefetched(facts, steps):
             return True
     return False
 
@@ -264,23 +267,24 @@ def _step(op: DatasetOp) -> str:
     return "prefetch" if applied is not None and applied[0] in _PREFETCHES else op.method
 
 
-def _prefetched(steps: tuple[DatasetOp, ...]) -> bool:
+def _prefetched(facts: ModuleFacts, steps: tuple[DatasetOp, ...]) -> bool:
     """Whether a pipeline ends in `prefetch`, after only steps that keep it (`with_options`), or in parallel
-    `map`s after a `prefetch`."""
+    or cheap `map`s after a `prefetch`."""
     kept = [_step(op) for op in steps]
     while kept and kept[-1] in _TRAILING_OK:
         kept.pop()
-    return bool(kept) and (kept[-1] == "prefetch" or _parallel_maps_after_prefetch(steps[:len(kept)]))
+    return bool(kept) and (kept[-1] == "prefetch" or _maps_keep_prefetch(facts, steps[:len(kept)]))
 
 
-def _parallel_maps_after_prefetch(steps: tuple[DatasetOp, ...]) -> bool:
+def _maps_keep_prefetch(facts: ModuleFacts, steps: tuple[DatasetOp, ...]) -> bool:
     """`...prefetch(n).map(f, num_parallel_calls=...)`: a parallel `map` computes elements ahead into its own
-    buffer, so the pipeline still overlaps with the step."""
+    buffer, so the pipeline still overlaps with the step; a serial one that only slices or casts
+    (`map(lambda x: x[:, :n])`) costs next to nothing to wait for."""
     methods = [_step(op) for op in steps]
     if "prefetch" not in methods:
         return False
     after = steps[len(methods) - methods[::-1].index("prefetch"):]
-    return bool(after) and all(op.method == "map" and _parallel(op.call) for op in after)
+    return bool(after) and all(op.method == "map" and (_parallel(op.call) or not costly_map(facts, op)) for op in after)
 
 
 def _parallel(call: cst.Call) -> bool:

@@ -46,6 +46,7 @@ class DatasetResultDiscarded(Rule):
     code = "TFD208"
     name = "dataset-result-discarded"
     severity = Severity.ERROR
+    IN_TESTS = True
     summary = "A `tf.data` transformation whose result is discarded does nothing (datasets are immutable)."
     MESSAGES = {"default": "the dataset `{method}` returns is discarded, so `{receiver}` stays unchanged; "
                            "assign the result"}

@@ -11,6 +11,7 @@ from tfdoctor.lint.dataflow import (
     gated_if,
     horovod_module,
     loop_ifs,
+    paced_by_python,
     returns_host_values,
     runs_many_steps,
     step_counter,
@@ -40,7 +41,9 @@ class HostSyncInLoop(Rule):
     or by a function that returns such a test) runs every N steps and is not flagged; nor are the results of
     `train_on_batch`, which are already on the host, nor reads in a loop whose iteration may run many steps
     (it calls a `tf.function` that loops over steps itself, or the `train_function` of a model compiled with
-    `steps_per_execution`). A step that runs eagerly (written inline in the loop, or a function that is not a
+    `steps_per_execution`), nor reads in a loop over a dataset fed by a Python generator
+    (`Dataset.from_generator`, also through `experimental_distribute_dataset` and another module's call): the
+    generator sets that loop's pace, and TFD201 is the finding there. A step that runs eagerly (written inline in the loop, or a function that is not a
     `tf.function`) counts only in a module that distributes training (a strategy or Horovod): a single-device
     eager step spends far more on dispatching its operations one by one than on the wait.
 
@@ -292,8 +295,8 @@ for x, y in batches:
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         flagged: set[int] = set()
         for loop in training_loops(facts):
-            if runs_many_steps(facts, loop):
-                continue  # its reads wait once per many steps
+            if runs_many_steps(facts, loop) or paced_by_python(facts, loop):
+                continue  # its reads wait once per many steps, or while the Python generator makes the next batch
             outputs = self._step_outputs(facts, loop)
             read = False  # the first read of a step output waits for the step; the ones after it do not
             for call in loop.calls:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import in_test_code
+from tfdoctor.lint.dataflow import in_test_code, keras2_code
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import dotted
@@ -123,9 +123,8 @@ def step(x):
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        keras = context.targets.keras
-        if keras.below(3):
-            return
+        if keras2_code(facts, context.targets.keras):
+            return  # Keras 2 creates slots in the first apply_gradients, in the replica context
         built = {dotted(c.receiver) for c in facts.method_calls("build")}
         seen: set[int] = set()
         for run in facts.run_calls:

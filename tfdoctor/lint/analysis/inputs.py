@@ -23,7 +23,7 @@ from tfdoctor.lint.analysis.steps import training_loops
 from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, DatasetOp, ModuleFacts
 from tfdoctor.lint.findings import Evidence
 from tfdoctor.lint.names import call_arg, dotted, literal_int
-from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, Scope
+from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, LoopFact, Scope
 from tfdoctor.lint.semantic.model import Origin, SemanticModel, Step
 
 _MAX_DEPTH = 8
@@ -302,6 +302,36 @@ def _unwrap(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: 
             continue
         return expr
     return expr
+
+
+def paced_by_python(facts: ModuleFacts, loop: LoopFact) -> bool:
+    """Whether every dataset a training loop can iterate is fed by a Python generator
+    (`Dataset.from_generator`), followed through `enumerate`, `distribute` and the callers in other modules:
+    the generator, not the step, then sets the loop's pace."""
+    if loop.iter_expr is None:
+        return False
+    return _from_generator(facts, _unwrap(facts, loop.iter_expr, loop.scope, loop.order), loop.scope, loop.order, 0)
+
+
+def _from_generator(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: int, depth: int) -> bool:
+    if depth > _MAX_DEPTH:
+        return False
+    origins = [o for o in facts.values_of(expr, scope, before, depth=depth) if o.kind == "value"]
+    if not origins:
+        return False
+    for origin in origins:
+        owner: ModuleFacts = origin.scope.owner  # type: ignore[assignment]
+        value = origin.expr
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                and value.func.attr.value in DISTRIBUTE_DATASET_METHODS:
+            given = call_arg(value, 0, "dataset")
+            if given is None or not _from_generator(owner, given, origin.scope, origin.order, depth + 1):
+                return False
+            continue
+        chain = owner.dataset_chain(value, origin.scope, origin.order) if isinstance(value, cst.BaseExpression) else None
+        if chain is None or not chain.source.endswith(".from_generator"):
+            return False
+    return True
 
 
 # Methods of tf.data's Dataset that numpy arrays, pandas objects and Spark frames do not have: on a source the

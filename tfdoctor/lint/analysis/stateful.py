@@ -1,4 +1,5 @@
-"""Whether a `Dataset.map` function is stateful, as far as the code shows.
+"""What a `Dataset.map` function does, as far as the code shows: whether it is stateful, and whether it is
+costly enough that running it on one core matters.
 
 From TensorFlow 2.7 on, tf.data's default `map_parallelization` runs a map whose function is stateless in
 parallel even without `num_parallel_calls` (measured on TF 2.21: a stateless map ran 1.9x faster by default
@@ -13,8 +14,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.analysis.tensorflow import ModuleFacts
-from tfdoctor.lint.names import dotted
+from tfdoctor.lint.analysis.tensorflow import DatasetOp, ModuleFacts
+from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.semantic.collector import Scope
 
 PARALLELISES_STATELESS_MAPS = (2, 7)  # `map_parallelization` on by default (TF 2.7 OptimizationOptions docs)
@@ -23,6 +24,14 @@ _STATEFUL = re.compile(
     r"compat\.v1\.py_func|compat\.v1\.random\.\w+|random_\w+|Variable|print)|"
     r"keras\.layers\.Random\w+|numpy\.random\.\w+)$")
 _KNOWN = ("tensorflow.", "keras.", "numpy.", "math.")
+# Work worth spreading over cores: reading, decoding, parsing, resizing, signal and string processing, Python.
+# Slicing, casting, one-hot or a single flip of a decoded tensor is not (a blind review called a map that did
+# only that "negligible next to the training step").
+_COSTLY = re.compile(
+    r"^(tensorflow\.(io\.(read_file|decode_\w+|parse_\w+|gfile\.\w+)|image\.(decode_\w+|resize\w*|crop_and_resize|"
+    r"extract_\w+)|py_function|numpy_function|py_func|compat\.v1\.py_func|audio\.\w+|signal\.\w+|strings\.\w+|"
+    r"compat\.v1\.(parse_\w+|decode_\w+|image\.\w+))|tensorflow_io\.\w+|tensorflow_addons\.image\.\w+|"
+    r"keras\.layers\.Random\w+)")
 _MAX_DEPTH = 3
 
 
@@ -63,13 +72,53 @@ def map_function_stateful(facts: ModuleFacts, function: cst.BaseExpression | Non
     return verdict
 
 
+def map_function_costly(facts: ModuleFacts, function: cst.BaseExpression | None, scope: Scope,
+                        depth: int = 0) -> bool:
+    """Whether the mapped function visibly does costly work (`_COSTLY`, or a random augmentation layer),
+    itself or in a function of this module that it calls. A function the module does not show is not."""
+    if function is None or depth > _MAX_DEPTH:
+        return False
+    resolved = facts.resolve(function)
+    if resolved is not None:
+        return bool(_COSTLY.match(resolved))
+    bodies = facts.callables_of(function, scope)
+    if len(bodies) != 1:
+        return False
+    for call in (call for inner in _with_nested(bodies[0]) for call in inner.calls):
+        named = facts.resolve(call.node.func)
+        if named is not None:
+            if _COSTLY.match(named):
+                return True
+        elif _random_layer(facts, call.node.func) or map_function_costly(facts, call.node.func, call.scope, depth + 1):
+            return True
+    return False
+
+
+def costly_map(facts: ModuleFacts, op: DatasetOp) -> bool:
+    """Whether a pipeline's `map` step visibly does costly work, judged in the module that holds the call (a
+    loader's, when the pipeline comes from one)."""
+    home = op.scope.owner if op.scope is not None else facts
+    fact = home.call_fact(op.call)
+    return fact is not None and map_function_costly(home, call_arg(op.call, 0, "map_func"), fact.scope)
+
+
 def _random_layer(facts: ModuleFacts, func: cst.BaseExpression) -> bool:
     """A name or attribute the module assigns only from a random augmentation layer's constructor
-    (`rand_augment = keras_cv.layers.RandAugment(...)`, `self.flip = layers.RandomFlip()`)."""
+    (`rand_augment = keras_cv.layers.RandAugment(...)`, `self.flip = layers.RandomFlip()`), or from a
+    `Sequential` of such layers (`augment = keras.Sequential([layers.RandomFlip(), layers.RandomRotation(0.1)])`)."""
     name = dotted(func)
     made = [a.value for a in facts.assigns if name is not None and name in a.targets]
-    return bool(made) and all(isinstance(value, cst.Call) and (dotted(value.func) or "").rpartition(".")[2]
-                              .startswith(("Random", "RandAugment")) for value in made)
+    return bool(made) and all(_makes_random_layer(value) for value in made)
+
+
+def _makes_random_layer(value: cst.BaseExpression) -> bool:
+    if not isinstance(value, cst.Call):
+        return False
+    made = (dotted(value.func) or "").rpartition(".")[2]
+    if made.startswith(("Random", "RandAugment")):
+        return True
+    layers = value.args[0].value if made == "Sequential" and value.args else None
+    return isinstance(layers, cst.List) and any(_makes_random_layer(element.value) for element in layers.elements)
 
 
 def _with_nested(scope: Scope) -> Iterator[Scope]:
