@@ -29,11 +29,6 @@ DEFAULT_EXCLUDES = (
 )
 
 
-# Test code: where a slow or odd input pipeline is the point of the test, not a cost to anyone.
-TEST_FOLDERS = frozenset({"test", "tests", "testing", "unittests", "integration_tests"})
-TEST_FILES = ("test_*.py", "*_test.py", "*_tests.py", "conftest.py")
-
-
 class ConfigError(Exception):
     """A configuration problem, reported on one line."""
 
@@ -91,17 +86,6 @@ class Settings:
             or fnmatch.fnmatch(relative, pattern.rstrip("/") + "/*")
             for pattern in self.exclude
         )
-
-    def is_test_module(self, path: Path) -> bool:
-        """Whether a file is test code: named `test_*.py`, `*_test.py` or `conftest.py`, or in a `tests`
-        (`test`, `testing`) folder below the project root. Folders above the root do not count."""
-        if any(fnmatch.fnmatch(path.name, pattern) for pattern in TEST_FILES):
-            return True
-        try:
-            folders = path.parent.relative_to(self.root).parts  # no resolve(): it is called for every file
-        except ValueError:
-            return False
-        return any(folder.lower() in TEST_FOLDERS for folder in folders)
 
     def _relative(self, path: Path) -> str:
         try:
