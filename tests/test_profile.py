@@ -95,6 +95,31 @@ def test_every_part_carries_an_interval_from_its_rounds():
     assert set(result.intervals) == {"input", "sync", "host", "compute"}
 
 
+def test_a_part_that_drifts_during_the_window_is_called_unstable_and_its_interval_holds_both_halves():
+    from rich.console import Console
+    from tfdoctor.profile.report import render
+
+    waits = [1, 2, 3, 2, 1, 2, 3, 2, 1, 2] + [24, 25, 26, 25, 24, 25, 26, 25, 24, 25]  # ms, the step on device 75
+    full, on_device = [(75 + w) * MS for w in waits], [75 * MS] * len(waits)
+    result = breakdown(full, on_device, [0.075], [0.05] * len(full), [0.05] * len(full), paired=True)
+    first, second = result.drift["input"]
+    assert "sync" not in result.drift and first < 0.05 and second > 0.20
+    low, high = result.share_interval("input")
+    assert low <= first and high >= second
+    assert judge(result).borderline  # the widened interval straddles the 20% cut-off
+    report = Report(mode="script", requested=2, device_kind="cpu", device_names=[], workload={"name": "x"},
+                    breakdown=result, verdict=judge(result), suggestions=suggest(result, [], 2))
+    assert report.to_json()["unstable"]["input"] == {"first_half": first, "second_half": second}
+    console = Console(record=True, width=300)
+    render(report, console)
+    assert f"unstable: input was {first:.0%} of the step in the first half of the window and {second:.0%}" \
+        in console.export_text()
+    steady = _rounds([8, 9, 10, 11, 12] * 4)
+    assert not steady.drift and "unstable" not in Report(
+        mode="script", requested=2, device_kind="cpu", device_names=[], workload={"name": "x"}, breakdown=steady,
+        verdict=judge(steady), suggestions=[]).to_json()
+
+
 def test_a_share_whose_interval_straddles_the_cut_off_is_called_borderline():
     result = _rounds([14, 17, 19, 21, 22, 23, 26, 28] * 3)  # input about 21.5%, the cut-off at 20%
     verdict = judge(result)

@@ -10,6 +10,10 @@ from typing import Any
 PARTS = ("input", "sync", "host", "compute")
 RESAMPLES = 400  # bootstrap resamples of the rounds
 COVERAGE = 0.90  # each part's interval holds 90% of the resampled values
+# A part whose shares in the window's first and second half differ by more than this is unstable: another run
+# may well look like either half, which resampling rounds that are not alike does not show.
+DRIFT = 0.05
+MIN_HALF = 4  # rounds in each half before the halves are compared
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class Breakdown:
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)        # part -> (low, high) s
     share_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # part -> (low, high) share
     separated: bool = True
+    drift: dict[str, tuple[float, float]] = field(default_factory=dict)  # part -> (first half, second half) share
 
     def seconds(self) -> dict[str, float]:
         return {part: getattr(self, part) for part in PARTS}
@@ -110,8 +115,38 @@ def breakdown(full: list[float], on_device: list[float], looped: list[float], gr
         for part, share in again.shares().items():
             seconds[part].append(getattr(again, part))
             shares[part].append(share)
-    return replace(point, intervals={part: _central(values) for part, values in seconds.items()},
-                   share_intervals={part: _central(values) for part, values in shares.items()})
+    measured = replace(point, intervals={part: _central(values) for part, values in seconds.items()},
+                       share_intervals={part: _central(values) for part, values in shares.items()})
+    return _with_drift(measured, arrays, groups, paired, across_workers)
+
+
+def _with_drift(measured: Breakdown, arrays: dict[str, list[float]], groups: list[tuple[str, ...]], paired: bool,
+                across_workers: bool) -> Breakdown:
+    """The breakdown with each part that drifted between the window's two halves named in `drift`, and its
+    intervals widened to hold both halves' values: rounds that are not alike make the bootstrap too narrow,
+    and the next run may well look like either half."""
+    if len(arrays["full"]) < 2 * MIN_HALF:
+        return measured
+    halves = []
+    for half in (0, 1):
+        taken: dict[str, list[float]] = {}
+        for group in groups:
+            count = len(arrays[group[0]])
+            cut = slice(0, count // 2) if half == 0 else slice(count // 2, count)
+            taken.update({name: arrays[name][cut] if count >= 2 else arrays[name] for name in group})
+        halves.append(_parts(taken["full"], taken["on_device"], taken["looped"], taken["gradients"],
+                             taken["reduced"], paired, taken["waits"] or None, taken["stored"] or None, across_workers))
+    drift, intervals, share_intervals = {}, dict(measured.intervals), dict(measured.share_intervals)
+    for part in PARTS:
+        first, second = (half.shares()[part] for half in halves)
+        if abs(first - second) <= DRIFT:
+            continue
+        low, high = share_intervals[part]
+        drift[part] = (first, second)
+        share_intervals[part] = (min(low, first, second), max(high, first, second))
+        values = [getattr(half, part) for half in halves]
+        intervals[part] = (min(intervals[part][0], *values), max(intervals[part][1], *values))
+    return replace(measured, drift=drift, intervals=intervals, share_intervals=share_intervals)
 
 
 def _central(values: list[float]) -> tuple[float, float]:

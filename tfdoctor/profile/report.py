@@ -76,6 +76,9 @@ class Report:
         }
         if result and result.contention is not None:
             out["pipeline_contention_s"] = result.contention
+        if result and result.drift:
+            out["unstable"] = {part: {"first_half": first, "second_half": second}
+                               for part, (first, second) in result.drift.items() if part in result.measured()}
         if self.one_replica_examples_per_s:
             out["throughput"]["one_replica_examples_per_s"] = self.one_replica_examples_per_s
             out["throughput"]["scaling_efficiency"] = self.efficiency()
@@ -132,6 +135,11 @@ def render(report: Report, console: Console) -> None:
         table.add_row("step (median)", f"{result.step.median * 1000:.1f}", "",
                       f"p10 {result.step.p10 * 1000:.0f} / p90 {result.step.p90 * 1000:.0f} ms")
         console.print(table)
+        for part, (first, second) in result.drift.items():
+            if part in result.measured():
+                console.print(f"unstable: {part} was {first:.0%} of the step in the first half of the window and "
+                              f"{second:.0%} in the second: its rounds are not alike (noise, or a change of speed during "
+                              "the run), so another run may give either; its interval holds both", highlight=False)
         if result.contention:
             console.print(f"of compute, {result.contention * 1000:.1f} ms is the step running slower than on "
                           "batches made earlier, while the input pipeline works on the same host cores (not "
