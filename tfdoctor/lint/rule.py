@@ -39,8 +39,8 @@ class Rule:
     and where; the why is on the rule page. `report` is the one way to turn a template into a `Violation`.
     `OUTRANKS` names the less specific rules that stay silent when this one reports the same construct
     (`tfdoctor/lint/precedence.py` applies it; the rule pages say it). Test modules (`test_*.py`, a
-    `tests/` folder) are checked only by the rules with `IN_TESTS`: a crash, a removed API or a no-op is a
-    mistake there too, a slow pipeline is not.
+    `tests/` folder) are checked only by the rules with `IN_TESTS`: a no-op that the test would not notice is
+    a mistake there too; a slow pipeline or an old API is usually the point, and a crash shows itself.
     """
 
     code: ClassVar[str]
@@ -52,7 +52,7 @@ class Rule:
     INVALID: ClassVar[tuple[str, ...]] = ()
     MESSAGES: ClassVar[Mapping[str, str]] = {}
     OUTRANKS: ClassVar[tuple[str, ...]] = ()  # codes that stay silent on a construct this rule reports
-    IN_TESTS: ClassVar[bool] = False  # also checks test modules: it reports what breaks a test as well
+    IN_TESTS: ClassVar[bool] = False  # also checks test modules: it finds what a test would not notice
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         raise NotImplementedError

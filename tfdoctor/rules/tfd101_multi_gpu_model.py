@@ -38,7 +38,6 @@ class MultiGpuModel(Rule):
     code = "TFD101"
     name = "multi-gpu-model"
     severity = Severity.ERROR
-    IN_TESTS = True
     summary = "`keras.utils.multi_gpu_model` (removed in TF 2.4; GPU 0 holds the weights and runs out of memory)."
     MESSAGES = {"default": ("`multi_gpu_model` copies the model onto each GPU by hand; use "
                             "`tf.distribute.MirroredStrategy`")}

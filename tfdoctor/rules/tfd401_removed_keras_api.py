@@ -46,7 +46,6 @@ class RemovedKerasApi(Rule):
     code = "TFD401"
     name = "removed-keras-api"
     severity = Severity.WARNING
-    IN_TESTS = True
     summary = "`fit_generator` & co., or `workers=`/`use_multiprocessing=` on `fit` (removed in Keras 3)."
     MESSAGES = {
         "method": "`{method}` is removed in Keras 3; use `{replacement}`",

@@ -43,7 +43,6 @@ class RemovedLossScaleApi(Rule):
     code = "TFD403"
     name = "removed-loss-scale-api"
     severity = Severity.ERROR
-    IN_TESTS = True
     summary = "Keras 3: `get_scaled_loss`/`get_unscaled_gradients` were removed (use `scale_loss`)."
     MESSAGES = {"default": "`{method}` is removed in Keras 3; {replacement}"}
     triggers = ("get_scaled_loss", "get_unscaled_gradients")

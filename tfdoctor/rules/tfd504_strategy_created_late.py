@@ -53,7 +53,6 @@ class StrategyCreatedLate(Rule):
     code = "TFD504"
     name = "strategy-created-late"
     severity = Severity.ERROR
-    IN_TESTS = True
     summary = "`MultiWorkerMirroredStrategy` is created after TensorFlow work started the runtime."
     MESSAGES = {"default": "`MultiWorkerMirroredStrategy` is created after `{first}` started the TensorFlow runtime; "
                            "create it first"}

@@ -81,7 +81,6 @@ class Keras3FitMultiWorker(Rule):
     code = "TFD518"
     name = "keras3-fit-multi-worker"
     severity = Severity.ERROR
-    IN_TESTS = True
     summary = "Keras 3: `fit`/`evaluate` of a model built under `MultiWorkerMirroredStrategy` crashes (keras#20585)."
     MESSAGES = {"default": "`{call}` fails under Keras 3 for a model built in the `MultiWorkerMirroredStrategy` scope "
                            "at {line}"}
