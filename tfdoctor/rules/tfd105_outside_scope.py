@@ -15,6 +15,8 @@ _MODEL = re.compile(r"^keras\.(models\.)?(Model|Sequential|load_model)$|^keras\.
 _OPTIMIZER = re.compile(r"^(keras|tensorflow_addons)\.optimizers\.(legacy\.)?[A-Z]\w*$")
 _METRIC = re.compile(r"^keras\.metrics\.[A-Z]\w*$")
 _OPTIMIZER_KIND = "a Keras optimizer"
+_METRIC_KIND = "a Keras metric"
+_KERAS2_FINE = (_OPTIMIZER_KIND, _METRIC_KIND)  # made outside the scope, Keras 2 trains and counts right
 
 
 class OutsideScope(Rule):
@@ -28,10 +30,11 @@ class OutsideScope(Rule):
     also a function or class that only the project's other modules call, each time inside the scope. A
     factory that returns what it creates and that the module never calls, and a class that asks for the
     current strategy (`tf.distribute.get_strategy()`), are left to their callers elsewhere. Under Keras 2 an
-    optimizer made outside the scope is left alone too: Keras 2 creates its slots where it is first used,
-    under the strategy (tf_keras 2.21 trains so, compiled in the scope or applied in `strategy.run`, with
-    mirrored slots); Keras 3 stops with "Mixing different tf.distribute.Strategy objects", so there the
-    message says which Keras it assumed.
+    optimizer or a metric made outside the scope is left alone too: Keras 2 creates an optimizer's slots where
+    it is first used, under the strategy (tf_keras 2.21 trains so, compiled in the scope or applied in
+    `strategy.run`, with mirrored slots), and a metric updated in `strategy.run` counts every replica's
+    examples; Keras 3 stops with "Mixing different tf.distribute.Strategy objects", so there the message says
+    which Keras it assumed.
 
     ## Why it is bad
     Variables created outside the scope are ordinary single-device variables, not mirrored ones. Depending
@@ -222,12 +225,12 @@ with strategy.scope():
             if (self._reassigned_in_scope(facts, var, assign) or self._made_by_a_factory(facts, assign, var)
                     or _called_in_scope_elsewhere(facts, assign.scope)):
                 continue
-            if kind == _OPTIMIZER_KIND and keras2_code(facts, context.targets.keras):
-                continue  # Keras 2 creates an optimizer's slots where it is first used, under the strategy
+            if kind in _KERAS2_FINE and keras2_code(facts, context.targets.keras):
+                continue  # Keras 2 makes an optimizer's slots where it is first used; its metrics sum right
             use = self._strategy_use(facts, var, assign, replicas)
             if use is None:
                 continue
-            assumed = self.assumed(context, "keras", facts, assign.value) if kind == _OPTIMIZER_KIND else None
+            assumed = self.assumed(context, "keras", facts, assign.value) if kind in _KERAS2_FINE else None
             yield self.report(assign.value, statement=assign.statement, var=var, kind=kind, use=use, assumed=assumed)
 
     @staticmethod
@@ -329,7 +332,7 @@ def _kind(facts: ModuleFacts, value: cst.CSTNode) -> str | None:
     if _OPTIMIZER.search(name):
         return _OPTIMIZER_KIND
     if _METRIC.search(name):
-        return "a Keras metric"
+        return _METRIC_KIND
     return None
 
 

@@ -27,8 +27,9 @@ class UnscaledGlobalBatch(Rule):
     `strategy.experimental_distribute_dataset`, or `model.fit` on a model built in `strategy.scope()`, here
     or in a module that imports this one and trains on the pipeline)
     where `B` is not derived from `strategy.num_replicas_in_sync` (or `get_per_replica_batch_size`). It
-    stays silent when the code derives a per-replica size from `B`, which shows a deliberate fixed global
-    batch, and when every strategy the file makes is a multi-worker one (`MultiWorkerMirroredStrategy`,
+    stays silent when the code derives a per-replica size from `B`, gives it as `global_batch_size=`, or
+    divides by it (a loss summed over the replicas `/ config.batch_size`), which shows a deliberate fixed
+    global batch, and when every strategy the file makes is a multi-worker one (`MultiWorkerMirroredStrategy`,
     `ParameterServerStrategy`): there the batch given to `fit` is conventionally the global batch of the
     whole cluster, and how many replicas the cluster has is not in the code.
 
@@ -108,6 +109,14 @@ class Trainer:
 """,
     )
     VALID = (
+        # the loss is divided by the batch size: the code treats it as the global batch
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+ds = strategy.experimental_distribute_dataset(train.batch(config.batch_size))
+def step_fn(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(loss_fn(y, model(x))) * (1.0 / config.batch_size)
+""",
         # per-replica size from the input context
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -224,6 +233,8 @@ def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope,
     if any(reads(names, name) for c in facts.calls for arg, names in zip(c.node.args, c.arg_names)
            if arg.keyword is not None and arg.keyword.value == "global_batch_size"):
         return False  # the code itself treats it as the global batch
+    if any(dotted(d.right) == name for d in m.findall(facts.module, m.BinaryOperation(operator=m.Divide()))):
+        return False  # a loss summed over the replicas and divided by it: the global batch, by design
     # A per-replica size derived from it shows the global batch is deliberate; a global one made by
     # multiplying it (`GLOBAL = BATCH * strategy.num_replicas_in_sync`) shows it is the per-replica size.
     return not any(

@@ -34,6 +34,8 @@ _VARIABLE_STORE = frozenset({"tensorflow.Variable", "tensorflow.get_variable", "
                              "tensorflow.truncated_normal_initializer"})
 _NOT_BUILDING = _MOVING | _VARIABLE_STORE
 HELPER_DEPTH = 2  # project helpers looked into for what a device block builds
+_PER_DEVICE_UPDATES = frozenset({"apply_gradients", "get_gradients_to_apply", "append_apply_gradients_ops"})
+_DEVICE_STATE = ("MaxBytesInUse", "BytesInUse", "BytesLimit")
 _SCOPE_SUFFIXES = ("name_scope", "variable_scope")  # a library's own scopes (tensorpack's cached_name_scope)
 
 
@@ -46,7 +48,9 @@ class ManualTowerReplication(Rule):
     `tf.train.replica_device_setter`) and builds something under it: the TF1 "tower" pattern of one model
     copy per GPU with gradients averaged by hand. A block that only assigns, casts or sums values per device
     (syncing variables, reducing gradients), or only creates variables and their initial values (a store of
-    tensors per device, to all-reduce or to keep results in), builds nothing.
+    tensors per device, to all-reduce or to keep results in), builds nothing; nor does one that walks the
+    towers' gradients (`for d, grads in zip(devices, tower_grads)`), applies them, or reads a device's memory
+    use.
 
     ## Why it is bad
     Hand-written towers copy variables and gradients through the host, average them with Python-built ops,
@@ -127,6 +131,19 @@ for index, (device, split) in enumerate(zip(DEVICES, splits)):
 """,
     )
     VALID = (
+        # per device: splitting the summed gradients back, applying them, reading memory use
+        """import tensorflow.compat.v1 as tf
+from tensorflow.contrib.memory_stats import MaxBytesInUse
+for d, s, grad_list in zip(devices, summed, tower_grads):
+    with tf.device(d):
+        parts = split_back(s, grad_list)
+for i, device in enumerate(devices):
+    with tf.device(device):
+        train_ops.append(opt.apply_gradients(scale(tower_grads[i])))
+for dev in devices:
+    with tf.device(dev):
+        peaks.append(MaxBytesInUse())
+""",
         # a loop over device names zipped with something else: the device is not what the loop takes from the list
         """import tensorflow as tf
 for name, device in zip(gpus, placements):
@@ -191,7 +208,7 @@ for gpu in tf.config.list_physical_devices("GPU"):
                 builds = [c for c in block.calls if _builds(facts, c)]
                 per_gpu = ((_mentions_gpu(facts, spec, device.scope) and any(reads(names, v) for v in loop_vars))
                            or _picked_from_devices(facts, spec, device, loop_vars))
-                if per_gpu and builds:
+                if per_gpu and builds and not _handles_gradients(facts, device, block.calls):
                     yield self.report(device)
 
 
@@ -208,6 +225,17 @@ def _builds(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:
     if not helpers:
         return True
     return any(_builds(facts, inner, depth + 1) for helper in helpers for inner in helper.calls)
+
+
+def _handles_gradients(facts: ModuleFacts, device: CallFact, calls: list[CallFact]) -> bool:
+    """A per-device block that works on gradients the towers made, or reads a device's state: its loop walks
+    gradient lists (`for d, grads in zip(devices, tower_grads)`), or it applies gradients or reads memory use.
+    It builds no model copy (the towers, when there are any, are built elsewhere)."""
+    loop = device.loops[-1] if device.loops else None
+    if loop is not None and any("grad" in target.lower() for target in loop.targets):
+        return True
+    return any(call.attr in _PER_DEVICE_UPDATES or (facts.resolve(call.func) or "").endswith(_DEVICE_STATE)
+               for call in calls)
 
 
 def _picked_from_devices(facts: ModuleFacts, spec: cst.BaseExpression | None, device: CallFact,

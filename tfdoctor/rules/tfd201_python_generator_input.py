@@ -29,7 +29,9 @@ class PythonGeneratorInput(Rule):
     generator function) whose batches reach a training step: `model.fit`, a distributed dataset, or a loop
     that runs a training step (a `from_generator` pipeline also when a module importing this one trains on
     it). In TF1 code, a loop that runs a training op with `session.run(..., feed_dict=...)` and feeds it the
-    batches it iterates over, or that a `next(...)`/`next_batch(...)` call in the loop returns.
+    batches it iterates over, or that a `next(...)`/`next_batch(...)` call in the loop returns; not batches that
+    are slices of arrays already in memory (`mnist.train.next_batch(n)` of the tutorials' `read_data_sets`, a
+    generator that only yields `x[i:i + n]`), whose feed costs a copy.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -168,18 +170,22 @@ images = tf.keras.preprocessing.image.ImageDataGenerator(rescale=1 / 255.0)
 train_gen = images.flow_from_directory("train", target_size=(224, 224), batch_size=32)
 model.fit(train_gen, epochs=20)  # TFD201
 """,
-        # TF1: an op named `train`, made by a hand-written optimizer, fed the batches of a Python generator
+    )
+    VALID = (
+        # TF1: feed_dict batches that are slices of arrays in memory (a copy each, nothing made in Python)
         """import tensorflow as tf
 def iter_data(xs, ys, n_batch):
     for i in range(0, len(xs), n_batch):
         yield xs[i:i + n_batch], ys[i:i + n_batch]
 train = adam(params, tf.gradients(loss, params), lr)
 for epoch in range(10):
-    for xmb, ymb in iter_data(trX, trY, n_batch=64):  # TFD201
+    for xmb, ymb in iter_data(trX, trY, n_batch=64):
         cost, _ = sess.run([loss, train], {X: xmb, Y: ymb})
+mnist = input_data.read_data_sets("MNIST_data")
+while True:
+    bx, by = mnist.train.next_batch(100)
+    sess.run(train, feed_dict={X: bx, Y: by})
 """,
-    )
-    VALID = (
         # a unit test's dummy generator: nothing is trained for real
         """import numpy as np
 import tensorflow as tf

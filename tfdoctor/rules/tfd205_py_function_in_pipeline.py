@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from tfdoctor.lint.dataflow import cached_later, evaluation_step
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg
@@ -16,6 +17,9 @@ class PyFunctionInPipeline(Rule):
     Finds `tf.py_function`, `tf.numpy_function` (or TF1's `tf.py_func`) in a function given to
     `Dataset.map`, `flat_map`, `interleave` or `filter`. It reports the first one of each such function: a
     second (`lambda t: (tf.py_func(decode_image, ...), tf.py_func(decode_mask, ...))`) is the same smell.
+    Evaluation and inference pipelines are left alone (a dataset named for validation, test or inference,
+    `ds_val = ds_val.map(...)`, or the branch where `mode == "eval"`, or the `else` of `if mode != "infer":`),
+    and so is Python that a later `cache()` runs in the first epoch only.
 
     ## Why it is bad
     The wrapped Python runs under the GIL, so `num_parallel_calls` cannot parallelise it, and the pipeline
@@ -61,6 +65,15 @@ ds = tf.data.TFRecordDataset(files).map(
 """,
     )
     VALID = (
+        # the validation pipeline; and tokenising in Python before a cache, in the first epoch only
+        """import tensorflow as tf
+ds_val = ds_val.map(lambda x: tf.py_function(read_volume, [x], tf.float32))
+if mode != "infer":
+    ds = files.map(parse_record, num_parallel_calls=8)
+else:
+    ds = files.map(lambda p: tf.py_function(featurise_for_inference, [p], tf.float32))
+lines = tf.data.TextLineDataset(paths).map(lambda line: tf.py_func(to_ids, [line], tf.int32)).cache()
+""",
         """import tensorflow as tf
 features = tf.numpy_function(expensive_stats, [table], tf.float64)
 """,
@@ -74,6 +87,8 @@ ds = tf.data.Dataset.list_files(pattern).map(tf.io.read_file).map(tf.io.decode_p
         for call in facts.method_calls("map", "flat_map", "interleave", "filter"):
             if call.discarded:
                 continue  # a discarded `ds.map(f)` never runs `f` (TFD208)
+            if evaluation_step(facts, call) or cached_later(facts, call):
+                continue  # not the training pipeline, or Python that runs in the first epoch only
             for fn in facts.callables_of(call_arg(call.node, 0, None), call.scope):
                 inner = next((c for c in fn.calls if facts.resolve(c.func) in _PY_FUNCTIONS), None)
                 if inner is not None and id(fn) not in seen:

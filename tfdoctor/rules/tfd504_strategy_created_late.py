@@ -8,12 +8,13 @@ from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.dataflow import calls_any, multi_worker_mirrored
 from tfdoctor.lint.rule import Context, Rule
 
-# Calls that certainly initialise the eager context (listing physical devices or setting memory growth do not).
+# Calls that certainly initialise the eager context (listing physical devices or setting memory growth do not, nor
+# does `device_lib.list_local_devices()`: TF 2.21 leaves the context uninitialised and a MultiWorkerMirroredStrategy
+# made after it works).
 _STARTS_RUNTIME = re.compile(
     r"^tensorflow\.(constant|Variable|zeros|ones|fill|eye|range|convert_to_tensor|random\.(?!set_seed)\w+|"
     r"config\.list_logical_devices|config\.experimental\.list_logical_devices|config\.experimental_list_devices|"
-    r"test\.is_gpu_available|test\.gpu_device_name|data\.Dataset\.\w+|data\.TFRecordDataset|"
-    r"python\.client\.device_lib\.list_local_devices)$"
+    r"test\.is_gpu_available|test\.gpu_device_name|data\.Dataset\.\w+|data\.TFRecordDataset)$"
     r"|^keras\.(Sequential|Model|models\.Sequential|models\.Model|applications\.\w+)$"
     r"|^tensorflow_datasets\.load$"  # it returns `tf.data` datasets
 )
@@ -25,7 +26,8 @@ class StrategyCreatedLate(Rule):
     Finds a `MultiWorkerMirroredStrategy(...)` created after code in the same function (or, for a strategy
     created in a function called from the module, in the module before that call) that starts the TensorFlow
     runtime: creating a tensor, variable, dataset (`tfds.load` too) or Keras model, or listing logical devices
-    (`tf.config.list_logical_devices`, `device_lib.list_local_devices`, `tf.test.is_gpu_available`). Only
+    (`tf.config.list_logical_devices`, `tf.test.is_gpu_available`; `device_lib.list_local_devices` does not
+    start it). Only
     calls that run unconditionally before the strategy count; configuring physical devices does not. TF 1's
     `CollectiveAllReduceStrategy` and programs that disable eager execution run in graph mode and are not
     checked.
@@ -64,8 +66,7 @@ def main():
     strategy = tf.distribute.experimental.MultiWorkerMirroredStrategy()  # TFD504
 """,
         """import tensorflow as tf
-from tensorflow.python.client import device_lib
-print(device_lib.list_local_devices())
+print(tf.config.list_logical_devices("GPU"))
 def make_strategy():
     return tf.distribute.MultiWorkerMirroredStrategy()  # TFD504
 strategy = make_strategy()

@@ -20,9 +20,9 @@ from typing import Iterator, Literal
 import libcst as cst
 
 from tfdoctor.lint.analysis.steps import training_loops
-from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, DatasetOp, ModuleFacts
+from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, DatasetOp, ModuleFacts, runs_once
 from tfdoctor.lint.findings import Evidence
-from tfdoctor.lint.names import call_arg, dotted, literal_int
+from tfdoctor.lint.names import call_arg, dotted, literal_int, literal_str
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, LoopFact, Scope
 from tfdoctor.lint.semantic.model import Origin, SemanticModel, Step
 
@@ -332,6 +332,55 @@ def _from_generator(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, 
         if chain is None or not chain.source.endswith(".from_generator"):
             return False
     return True
+
+
+_EVALUATION = re.compile(r"(^|_)(val|valid|validation|test|eval|evaluation|dev|infer|inference|predict)(_|$)",
+                         re.IGNORECASE)
+_EVALUATION_MODES = frozenset({"infer", "inference", "eval", "evaluate", "evaluation", "predict", "test", "val",
+                               "valid", "validation"})
+
+
+def evaluation_step(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a pipeline step builds an evaluation or inference pipeline: the dataset it is called on or
+    assigned to is named so (`ds_val = ds_val.map(...)`), or it lies where a mode test says so (the `else` of
+    `if mode != "infer":`, the body of `if mode == "eval":`)."""
+    names = [dotted(call.receiver) or "", *(t for a in facts.assigns if a.statement is call.statement for t in a.targets)]
+    if any(_EVALUATION.search(name.rpartition(".")[2]) for name in names if name):
+        return True
+    for fact in facts.if_facts:
+        test = fact.node.test
+        if fact.scope is not call.scope or not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            continue
+        target = test.comparisons[0]
+        mode = literal_str(target.comparator) or literal_str(test.left)
+        if mode is None or mode.lower() not in _EVALUATION_MODES:
+            continue
+        if isinstance(target.operator, cst.Equal) and fact.node in call.ifs:
+            return True
+        if isinstance(target.operator, cst.NotEqual) and fact.node.orelse and _holds(fact.node.orelse, call.statement):
+            return True
+    return False
+
+
+def cached_later(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a pipeline step runs in the first epoch only: a later `cache()` or `snapshot()` of this
+    module's pipelines holds it, with no `repeat()` between."""
+    for cache in facts.method_calls("cache", "snapshot"):
+        chain = facts.dataset_chain(cache.node, cache.scope, cache.order)
+        op = next((op for op in chain.ops if op.call is call.node), None) if chain is not None else None
+        if op is not None and runs_once(op, chain.ops):  # type: ignore[union-attr]
+            return True
+    return False
+
+
+def _holds(part: cst.CSTNode, node: cst.CSTNode) -> bool:
+    stack = [part]
+    while stack:
+        current = stack.pop()
+        if current is node:
+            return True
+        stack.extend(current.children)
+    return False
 
 
 # Methods of tf.data's Dataset that numpy arrays, pandas objects and Spark frames do not have: on a source the

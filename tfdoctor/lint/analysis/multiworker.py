@@ -130,6 +130,9 @@ def horovod_off(facts: ModuleFacts, call: CallFact) -> bool:
     (or the body of `if not args.use_horovod:`), which runs as a single process."""
     for fact in facts.if_facts:
         on = _horovod_switch(facts, fact.node.test)
+        if on is None and fact.node.orelse is not None and _plain_flag(facts, fact.node.test) \
+                and _calls_horovod(facts, fact.node.body) and not _calls_horovod(facts, fact.node.orelse):
+            on = True  # `if mpi:` whose body alone calls Horovod
         if on is True and fact.node.orelse is not None and _in_part(fact.node.orelse, call.statement):
             return True
         if on is False and fact.node in call.ifs and _in_part(fact.node.body, call.statement):
@@ -145,6 +148,17 @@ def _horovod_switch(facts: ModuleFacts, test: cst.BaseExpression) -> bool | None
     if name is None or facts.resolve(name) is not None or GUARD_WORDS.search(name):
         return None
     return (not negated) if _HOROVOD_FLAG.search(name.split(".")[-1]) else None
+
+
+def _plain_flag(facts: ModuleFacts, test: cst.BaseExpression) -> bool:
+    """A test that is a name or attribute of the program's own (`mpi`, `args.distributed`), not a rank test."""
+    name = dotted(test)
+    return name is not None and facts.resolve(name) is None and not GUARD_WORDS.search(name)
+
+
+def _calls_horovod(facts: ModuleFacts, part: cst.CSTNode) -> bool:
+    """Whether a part of an `if` calls Horovod (`hvd.callbacks....`, `hvd.rank()`)."""
+    return any(horovod_member(facts, call.func) is not None and _in_part(part, call.statement) for call in facts.calls)
 
 
 def _in_part(part: cst.CSTNode, statement: cst.CSTNode) -> bool:

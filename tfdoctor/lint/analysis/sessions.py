@@ -42,9 +42,36 @@ def session_feeds(facts: ModuleFacts) -> list[SessionFeed]:
             continue
         names = derived_names(facts, _fed_names(facts, feed, call), call.scope, strings=False)
         source = _batch_source(facts, call, names)
-        if source is not None:
+        if source is not None and not _slices_in_memory(facts, source[0], call.scope, call.order):
             found.append(SessionFeed(*source))
     return found
+
+
+def _slices_in_memory(facts: ModuleFacts, source: cst.BaseExpression, scope: Scope, order: int) -> bool:
+    """Batches that are slices of arrays already in memory, whose feed costs a copy: `mnist.train.next_batch(n)`
+    of the tutorials' `read_data_sets`, or a generator of this module that only yields slices
+    (`yield x[i:i + n], y[i:i + n]`), called directly or through `next(...)`."""
+    if isinstance(source, cst.Call) and dotted(source.func) == "next" and source.args:
+        source = source.args[0].value
+    if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and source.func.attr.value == "next_batch":
+        root = (dotted(source.func.value) or "").split(".")[0]
+        made = [a.value for a in facts.definitions(root, scope, order)] if root else []
+        return bool(made) and all(isinstance(v, cst.Call) and (dotted(v.func) or "").endswith("read_data_sets")
+                                  for v in made)
+    if dotted(source) is not None:
+        made = [a.value for a in facts.definitions(dotted(source), scope, order)]  # type: ignore[arg-type]
+        source = made[0] if len(made) == 1 else source
+    if not isinstance(source, cst.Call):
+        return False
+    generators = facts.callables_of(source.func, scope)
+    return len(generators) == 1 and generators[0].is_generator and bool(generators[0].yields) and all(
+        _slices(y.value) for y in generators[0].yields)
+
+
+def _slices(value: cst.BaseExpression | None) -> bool:
+    if isinstance(value, cst.Tuple):
+        return bool(value.elements) and all(_slices(e.value) for e in value.elements)
+    return isinstance(value, cst.Subscript) and any(isinstance(e.slice, cst.Slice) for e in value.slice)
 
 
 def runs_training_op(facts: ModuleFacts, call: CallFact) -> bool:
