@@ -28,8 +28,8 @@ class UnscaledGlobalBatch(Rule):
     or in a module that imports this one and trains on the pipeline)
     where `B` is not derived from `strategy.num_replicas_in_sync` (or `get_per_replica_batch_size`). It
     stays silent when the code derives a per-replica size from `B`, gives it as `global_batch_size=`, or
-    divides by it (a loss summed over the replicas `/ config.batch_size`), which shows a deliberate fixed
-    global batch, and when every strategy the file makes is a multi-worker one (`MultiWorkerMirroredStrategy`,
+    divides by it (a loss summed over the replicas `/ config.batch_size`, steps `num_examples // batch_size`),
+    which shows a deliberate fixed global batch, and when every strategy the file makes is a multi-worker one (`MultiWorkerMirroredStrategy`,
     `ParameterServerStrategy`): there the batch given to `fit` is conventionally the global batch of the
     whole cluster, and how many replicas the cluster has is not in the code.
 
@@ -109,6 +109,13 @@ class Trainer:
 """,
     )
     VALID = (
+        # steps per epoch counted in batches of it: the global batch
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = build_model()
+model.fit(train.batch(flags.batch_size), steps_per_epoch=num_train_examples // flags.batch_size)
+""",
         # the loss is divided by the batch size: the code treats it as the global batch
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -233,14 +240,20 @@ def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope,
     if any(reads(names, name) for c in facts.calls for arg, names in zip(c.node.args, c.arg_names)
            if arg.keyword is not None and arg.keyword.value == "global_batch_size"):
         return False  # the code itself treats it as the global batch
-    if any(dotted(d.right) == name for d in m.findall(facts.module, m.BinaryOperation(operator=m.Divide()))):
-        return False  # a loss summed over the replicas and divided by it: the global batch, by design
+    if any(_same_value(dotted(d.right), name)
+           for d in m.findall(facts.module, m.BinaryOperation(operator=m.Divide() | m.FloorDivide()))):
+        return False  # a loss summed over the replicas divided by it, or `examples // it` steps: the global batch
     # A per-replica size derived from it shows the global batch is deliberate; a global one made by
     # multiplying it (`GLOBAL = BATCH * strategy.num_replicas_in_sync`) shows it is the per-replica size.
     return not any(
         reads(a.names, name) and mentions_replica_count(facts, a.names, a.scope)
         and not _scales_up(a.value, lambda e: dotted(e) == name) for a in facts.assigns
     )
+
+
+def _same_value(name: str | None, wanted: str) -> bool:
+    """`self.config.batch_size` and `config.batch_size` (stored on the instance) name the same value."""
+    return name is not None and name.removeprefix("self.") == wanted.removeprefix("self.")
 
 
 def _unscaled_config_value(facts: ModuleFacts, size: cst.Subscript, scope: Scope) -> bool:

@@ -36,6 +36,7 @@ _NOT_BUILDING = _MOVING | _VARIABLE_STORE
 HELPER_DEPTH = 2  # project helpers looked into for what a device block builds
 _PER_DEVICE_UPDATES = frozenset({"apply_gradients", "get_gradients_to_apply", "append_apply_gradients_ops"})
 _DEVICE_STATE = ("MaxBytesInUse", "BytesInUse", "BytesLimit")
+_PREDICTING = re.compile(r"predict|evaluat|infer", re.IGNORECASE)
 _SCOPE_SUFFIXES = ("name_scope", "variable_scope")  # a library's own scopes (tensorpack's cached_name_scope)
 
 
@@ -50,7 +51,8 @@ class ManualTowerReplication(Rule):
     (syncing variables, reducing gradients), or only creates variables and their initial values (a store of
     tensors per device, to all-reduce or to keep results in), builds nothing; nor does one that walks the
     towers' gradients (`for d, grads in zip(devices, tower_grads)`), applies them, or reads a device's memory
-    use.
+    use. Towers in a function or class named for prediction or evaluation (`OfflinePredictor`,
+    `FeedForwardEvaluator`) run a model rather than train it, and are left alone.
 
     ## Why it is bad
     Hand-written towers copy variables and gradients through the host, average them with Python-built ops,
@@ -131,6 +133,14 @@ for index, (device, split) in enumerate(zip(DEVICES, splits)):
 """,
     )
     VALID = (
+        # towers of a predictor: they run the model, they do not train it
+        """import tensorflow.compat.v1 as tf
+class DataParallelOfflinePredictor:
+    def __init__(self, num_gpus):
+        for i in range(num_gpus):
+            with tf.device("/gpu:{}".format(i)):
+                self.outputs.append(build_graph(self.inputs[i]))
+""",
         # per device: splitting the summed gradients back, applying them, reading memory use
         """import tensorflow.compat.v1 as tf
 from tensorflow.contrib.memory_stats import MaxBytesInUse
@@ -208,7 +218,8 @@ for gpu in tf.config.list_physical_devices("GPU"):
                 builds = [c for c in block.calls if _builds(facts, c)]
                 per_gpu = ((_mentions_gpu(facts, spec, device.scope) and any(reads(names, v) for v in loop_vars))
                            or _picked_from_devices(facts, spec, device, loop_vars))
-                if per_gpu and builds and not _handles_gradients(facts, device, block.calls):
+                if per_gpu and builds and not _handles_gradients(facts, device, block.calls) \
+                        and not _predicts(device.scope):
                     yield self.report(device)
 
 
@@ -236,6 +247,16 @@ def _handles_gradients(facts: ModuleFacts, device: CallFact, calls: list[CallFac
         return True
     return any(call.attr in _PER_DEVICE_UPDATES or (facts.resolve(call.func) or "").endswith(_DEVICE_STATE)
                for call in calls)
+
+
+def _predicts(scope: Scope | None) -> bool:
+    """Towers built by code named for prediction or evaluation (`DataParallelOfflinePredictor`,
+    `FeedForwardEvaluator`, `def predict_towers`): they run a model, they do not train one."""
+    while scope is not None and scope.is_function:
+        if any(_PREDICTING.search(name) for name in (scope.name, scope.class_name or "")):
+            return True
+        scope = scope.parent
+    return False
 
 
 def _picked_from_devices(facts: ModuleFacts, spec: cst.BaseExpression | None, device: CallFact,
