@@ -43,6 +43,7 @@ class Overrides:
     target_keras: str | None = None
     max_file_bytes: int | None = None
     evidence_files: tuple[Path, ...] | None = None  # the only files whose code shows the versions (profile's run)
+    run_code: bool = False  # the files are a run's own code (profile's run): none of them is test code
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class Settings:
     explicit_keras: Target | None = None
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES  # a larger file is not linted (a warning names it)
     evidence_files: tuple[Path, ...] | None = None  # None: the whole project's code is version evidence
+    run_code: bool = False  # every linted file is code a run executes, wherever it lies (never test code)
 
     def for_file(self, path: Path, source: bytes | None = None) -> Settings:
         """These settings with the targets resolved for one file (`source`: its bytes, when read already)."""
@@ -157,6 +159,8 @@ def load_settings(start: Path, overrides: Overrides = Overrides()) -> Settings:
         settings = replace(settings, max_file_bytes=overrides.max_file_bytes)
     if overrides.evidence_files is not None:
         settings = replace(settings, evidence_files=tuple(p.resolve() for p in overrides.evidence_files))
+    if overrides.run_code:
+        settings = replace(settings, run_code=True)
     explicit: dict[str, Target] = {}
     for key, attribute in (("target-tensorflow", "tensorflow"), ("target-keras", "keras")):
         if key in table:

@@ -46,11 +46,12 @@ def local_modules(script: Path) -> list[Path]:
 def lint_findings(script: Path, package: Path | None = None) -> list[Finding]:
     """Findings in the script and its local modules (or, for a module run with `-m`, in its whole top-level
     package), paths as given relative to the working folder. Only those files show the versions the code was
-    written for: a copy of the script lying beside it (`original.py`) is not part of the run."""
+    written for: a copy of the script lying beside it (`original.py`) is not part of the run. They are the
+    run's own code, so a `tests/` folder around them does not make them test code."""
     paths = [package] if package else local_modules(script)
     targets = [os.path.relpath(p) if not os.path.relpath(p).startswith("..") else str(p) for p in paths]
     run = tuple(file for p in paths for file in ([p] if p.is_file() else sorted(p.rglob("*.py"))))
-    return lint_paths(targets, Overrides(evidence_files=run), cache=False).findings
+    return lint_paths(targets, Overrides(evidence_files=run, run_code=True), cache=False).findings  # it trains
 
 
 def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind: str, names: list[str],
