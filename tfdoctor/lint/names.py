@@ -123,3 +123,18 @@ def call_arg(call: cst.Call, position: int | None, keyword: str | None) -> cst.B
 
 def has_keyword(call: cst.Call, keyword: str) -> bool:
     return any(arg.keyword is not None and arg.keyword.value == keyword for arg in call.args)
+
+
+_STATEMENT_PARTS = (cst.BaseSuite, cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)
+
+
+def in_part(part: cst.CSTNode, statement: cst.CSTNode) -> bool:
+    """Whether a statement lies in a part of an `if` (its body or `else`), looking through statements only."""
+    stack = [part]
+    while stack:
+        node = stack.pop()
+        if node is statement:
+            return True
+        if isinstance(node, _STATEMENT_PARTS):
+            stack.extend(node.children)
+    return False

@@ -22,7 +22,7 @@ import libcst as cst
 from tfdoctor.lint.analysis.steps import training_loops
 from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, DatasetOp, ModuleFacts, runs_once
 from tfdoctor.lint.findings import Evidence
-from tfdoctor.lint.names import call_arg, dotted, literal_int, literal_str
+from tfdoctor.lint.names import call_arg, dotted, in_part, literal_int, literal_str
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, LoopFact, Scope
 from tfdoctor.lint.semantic.model import Origin, SemanticModel, Step
 
@@ -357,7 +357,7 @@ def evaluation_step(facts: ModuleFacts, call: CallFact) -> bool:
             continue
         if isinstance(target.operator, cst.Equal) and fact.node in call.ifs:
             return True
-        if isinstance(target.operator, cst.NotEqual) and fact.node.orelse and _holds(fact.node.orelse, call.statement):
+        if isinstance(target.operator, cst.NotEqual) and fact.node.orelse and in_part(fact.node.orelse, call.statement):
             return True
     return False
 
@@ -370,16 +370,6 @@ def cached_later(facts: ModuleFacts, call: CallFact) -> bool:
         op = next((op for op in chain.ops if op.call is call.node), None) if chain is not None else None
         if op is not None and runs_once(op, chain.ops):  # type: ignore[union-attr]
             return True
-    return False
-
-
-def _holds(part: cst.CSTNode, node: cst.CSTNode) -> bool:
-    stack = [part]
-    while stack:
-        current = stack.pop()
-        if current is node:
-            return True
-        stack.extend(current.children)
     return False
 
 

@@ -19,7 +19,7 @@ import libcst as cst
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, AssignFact, CallFact, Scope, WithFact, reads
 from tfdoctor.lint.semantic.model import Origin, SemanticModel
-from tfdoctor.lint.names import call_arg, dotted, literal_str, string_key
+from tfdoctor.lint.names import call_arg, dotted, in_part, literal_str, string_key
 from tfdoctor.lint.notebooks import cell_place
 from tfdoctor.lint.versions import Target
 
@@ -122,7 +122,6 @@ def horovod_scope(facts: ModuleFacts, scope: Scope) -> bool:
 
 
 _HOROVOD_FLAG = re.compile(r"horovod|hvd", re.IGNORECASE)
-_STATEMENT_PARTS = (cst.BaseSuite, cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)
 
 
 def horovod_off(facts: ModuleFacts, call: CallFact) -> bool:
@@ -133,9 +132,9 @@ def horovod_off(facts: ModuleFacts, call: CallFact) -> bool:
         if on is None and fact.node.orelse is not None and _plain_flag(facts, fact.node.test) \
                 and _calls_horovod(facts, fact.node.body) and not _calls_horovod(facts, fact.node.orelse):
             on = True  # `if mpi:` whose body alone calls Horovod
-        if on is True and fact.node.orelse is not None and _in_part(fact.node.orelse, call.statement):
+        if on is True and fact.node.orelse is not None and in_part(fact.node.orelse, call.statement):
             return True
-        if on is False and fact.node in call.ifs and _in_part(fact.node.body, call.statement):
+        if on is False and fact.node in call.ifs and in_part(fact.node.body, call.statement):
             return True
     return False
 
@@ -158,19 +157,7 @@ def _plain_flag(facts: ModuleFacts, test: cst.BaseExpression) -> bool:
 
 def _calls_horovod(facts: ModuleFacts, part: cst.CSTNode) -> bool:
     """Whether a part of an `if` calls Horovod (`hvd.callbacks....`, `hvd.rank()`)."""
-    return any(horovod_member(facts, call.func) is not None and _in_part(part, call.statement) for call in facts.calls)
-
-
-def _in_part(part: cst.CSTNode, statement: cst.CSTNode) -> bool:
-    """Whether a statement lies in a part of an `if` (its body or `else`), looking through statements only."""
-    stack = [part]
-    while stack:
-        node = stack.pop()
-        if node is statement:
-            return True
-        if isinstance(node, _STATEMENT_PARTS):
-            stack.extend(node.children)
-    return False
+    return any(horovod_member(facts, call.func) is not None and in_part(part, call.statement) for call in facts.calls)
 
 
 def _reached_from(facts: ModuleFacts, scope: Scope, holds: Callable[[Scope], bool], depth: int = 0) -> bool:
@@ -587,7 +574,7 @@ def saves_beside(facts: ModuleFacts, call: CallFact, guard: cst.If) -> bool:
     """Whether the workers that skip `guard` save too: a model or checkpoint write in its `else` (a save on
     every worker beside the `if` leaves the chief with one collective more than the others)."""
     return guard.orelse is not None and any(
-        other is not call and _in_part(guard.orelse, other.statement)
+        other is not call and in_part(guard.orelse, other.statement)
         and write_kind(facts, other) in ("model", "checkpoint") for other in call.scope.calls)
 
 
