@@ -74,8 +74,8 @@ class LintReport:
 
 
 def enabled_rules(settings: Settings, path: Path | None) -> list[Rule]:
-    """The rules that check this file: selected, not ignored for it, and, in test code, only the rules that
-    report what breaks a test too (`Rule.IN_TESTS`)."""
+    """The rules that check this file: selected, not ignored for it, and, in test code that no profiled run
+    executes, only the rules that find what a test would not notice (`Rule.IN_TESTS`)."""
     where = path if settings.per_file_ignores else None  # only per-file ignores need the path (resolving it is slow)
     in_tests = path is not None and not settings.run_code and is_test_module(path)
     return [rule for rule in all_rules()
