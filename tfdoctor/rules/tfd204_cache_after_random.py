@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import DATASET_ONLY_METHODS, training_chains
+from tfdoctor.lint.dataflow import DATASET_ONLY_METHODS, evaluation_step, training_chains
 from tfdoctor.lint.facts import DatasetChain, DatasetOp, ModuleFacts
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import call_arg
@@ -23,7 +23,9 @@ class CacheAfterRandom(Rule):
     `repeat` in a `tf.data` pipeline. A `shuffle` before a cache that a later `shuffle` reads (a shuffle of
     the file names, then `if cache: ds = ds.cache()` and `ds.shuffle(n)`) is not frozen: the records are
     shuffled again every epoch. Nor is `shuffle(..., reshuffle_each_iteration=False)`, whose order is the
-    same every epoch anyway. A step under `if not cache:` never runs before a cache under `if cache:`.
+    same every epoch anyway. A step under `if not cache:` never runs before a cache under `if cache:`. A
+    cache in an evaluation pipeline (under `if validation:`, in the `else` of `if is_training:`, on a dataset
+    named `ds_val`) is left alone: what it freezes does not train.
 
     ## Why it is bad
     `cache()` stores what it receives during the first epoch and replays it afterwards. After `shuffle` or
@@ -87,6 +89,18 @@ model.fit(ds.prefetch(2).cache(), epochs=3)  # TFD204
 """,
     )
     VALID = (
+        # the cache is in the validation branch: augmentation, when it runs, belongs to training
+        """import tensorflow as tf
+def get_dataset(files, augmentation=True, validation=False):
+    ds = tf.data.TFRecordDataset(files).map(parse)
+    if augmentation:
+        ds = ds.map(lambda x, y: (tf.image.random_flip_left_right(x), y))
+    if validation:
+        ds = ds.batch(64).cache()
+    else:
+        ds = ds.repeat().shuffle(2048).batch(64)
+    return ds.prefetch(tf.data.AUTOTUNE)
+""",
         # a shuffle that keeps one order for every epoch: the cache keeps it, as asked
         """import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).map(parse).shuffle(10000, seed=42, reshuffle_each_iteration=False).cache()
@@ -145,6 +159,9 @@ ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
             if cache is None or id(cache.call) in seen:
                 continue
             seen.add(id(cache.call))
+            cached = facts.call_fact(cache.call)
+            if cached is not None and evaluation_step(facts, cached):
+                continue  # an evaluation pipeline: its steps, random or not, are not what trains
             index = next(i for i, op in enumerate(chain.ops) if op.call is cache.call)
             random_steps = [op for op in chain.ops[:index] if self._is_random(facts, op, chain)
                             and not (op.method == "shuffle" and (id(cache.call) in reshuffled or _fixed_order(op)))

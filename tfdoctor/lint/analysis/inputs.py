@@ -336,20 +336,33 @@ def _from_generator(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, 
 
 _EVALUATION = re.compile(r"(^|_)(val|valid|validation|test|eval|evaluation|dev|infer|inference|predict)(_|$)",
                          re.IGNORECASE)
+_TRAINING = re.compile(r"(is_)?train(ing)?", re.IGNORECASE)
 _EVALUATION_MODES = frozenset({"infer", "inference", "eval", "evaluate", "evaluation", "predict", "test", "val",
                                "valid", "validation"})
 
 
 def evaluation_step(facts: ModuleFacts, call: CallFact) -> bool:
     """Whether a pipeline step builds an evaluation or inference pipeline: the dataset it is called on or
-    assigned to is named so (`ds_val = ds_val.map(...)`), or it lies where a mode test says so (the `else` of
-    `if mode != "infer":`, the body of `if mode == "eval":`)."""
+    assigned to is named so (`ds_val = ds_val.map(...)`), or it lies where a test says so (the body of
+    `if validation:` or of `if mode == "eval":`, the `else` of `if is_training:` or of `if mode != "infer":`)."""
     names = [dotted(call.receiver) or "", *(t for a in facts.assigns if a.statement is call.statement for t in a.targets)]
     if any(_EVALUATION.search(name.rpartition(".")[2]) for name in names if name):
         return True
     for fact in facts.if_facts:
         test = fact.node.test
-        if fact.scope is not call.scope or not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        if fact.scope is not call.scope:
+            continue
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        flag = (dotted(test.expression if negated else test) or "").rpartition(".")[2]  # type: ignore[attr-defined]
+        if flag:  # `if validation:` holds an evaluation pipeline, `if is_training: ... else:` one in its else
+            evaluation_part = fact.node.body if _EVALUATION.search(flag) else (
+                fact.node.orelse if _TRAINING.fullmatch(flag) else None)
+            if negated and evaluation_part is not None:
+                evaluation_part = fact.node.orelse if evaluation_part is fact.node.body else fact.node.body
+            if evaluation_part is not None and in_part(evaluation_part, call.statement):
+                return True
+            continue
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
             continue
         target = test.comparisons[0]
         mode = literal_str(target.comparator) or literal_str(test.left)
