@@ -21,6 +21,9 @@ _CANONICAL_PREFIXES: tuple[tuple[str, str], ...] = (
     ("tensorflow.compat.v2.", "tensorflow."),
     ("tensorflow.contrib.distribute.", "tensorflow.distribute."),
     ("tensorflow.python.distribute.", "tensorflow.distribute."),
+    ("tensorflow.python.data.ops.dataset_ops.DatasetV2.", "tensorflow.data.Dataset."),
+    ("tensorflow.python.data.ops.dataset_ops.Dataset.", "tensorflow.data.Dataset."),
+    ("tensorflow.python.data.ops.readers.", "tensorflow.data."),
     ("tf_keras.", "keras."),
     ("keras.src.", "keras."),
     ("keras.api.", "keras."),
@@ -33,6 +36,8 @@ _CANONICAL_EXACT = {
     "tensorflow.keras": "keras",
     "tensorflow.python.keras": "keras",
     "tf_keras": "keras",
+    "tensorflow.python.data.ops.dataset_ops.Dataset": "tensorflow.data.Dataset",
+    "tensorflow.python.data.ops.dataset_ops.DatasetV2": "tensorflow.data.Dataset",
 }
 # Keras classes imported from the private module that defines them, as their public names: an optimizer of
 # Keras 2's `optimizer_v2` is one of `keras.optimizers.legacy`; `keras.src.optimizers.adam.Adam`,

@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import DATASET_ONLY_METHODS, evaluation_step, training_chains
+from tfdoctor.lint.dataflow import DATASET_ONLY_METHODS, evaluation_step, random_data, training_chains
 from tfdoctor.lint.facts import DatasetChain, DatasetOp, ModuleFacts
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import call_arg
@@ -25,7 +25,8 @@ class CacheAfterRandom(Rule):
     shuffled again every epoch. Nor is `shuffle(..., reshuffle_each_iteration=False)`, whose order is the
     same every epoch anyway. A step under `if not cache:` never runs before a cache under `if cache:`. A
     cache in an evaluation pipeline (under `if validation:`, in the `else` of `if is_training:`, on a dataset
-    named `ds_val`) is left alone: what it freezes does not train.
+    named `ds_val`) is left alone: what it freezes does not train; so is one over tensors drawn at random
+    where the pipeline is made (a demo's synthetic data).
 
     ## Why it is bad
     `cache()` stores what it receives during the first epoch and replays it afterwards. After `shuffle` or
@@ -160,8 +161,8 @@ ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
                 continue
             seen.add(id(cache.call))
             cached = facts.call_fact(cache.call)
-            if cached is not None and evaluation_step(facts, cached):
-                continue  # an evaluation pipeline: its steps, random or not, are not what trains
+            if (cached is not None and evaluation_step(facts, cached)) or random_data(facts, chain):
+                continue  # an evaluation pipeline, or random demo data: what it freezes, no one learns from
             index = next(i for i, op in enumerate(chain.ops) if op.call is cache.call)
             random_steps = [op for op in chain.ops[:index] if self._is_random(facts, op, chain)
                             and not (op.method == "shuffle" and (id(cache.call) in reshuffled or _fixed_order(op)))

@@ -4,6 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from tfdoctor.lint.dataflow import random_data
 from tfdoctor.lint.facts import CallFact, DatasetOp, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, literal_int
@@ -20,7 +21,8 @@ class ShuffleAfterBatch(Rule):
     ## What it does
     Finds `.batch(...)` (or `padded_batch`, `ragged_batch`, `apply(dense_to_ragged_batch(...))`) followed by
     `.shuffle(...)` in a `tf.data` pipeline, with no `unbatch` between, whatever the pipeline's source. A
-    shuffle followed by `take(k)` of a few batches (k <= 16: one batch drawn at random to look at) is left alone.
+    shuffle followed by `take(k)` of a few batches (k <= 16: one batch drawn at random to look at) is left alone,
+    and so is a pipeline over tensors drawn at random where it is made (a demo's synthetic data).
 
     ## Why it is bad
     Shuffling after batching shuffles whole batches: the same examples always train together, and the
@@ -57,6 +59,11 @@ def make():
 """,
     )
     VALID = (
+        # synthetic data drawn at random: no order to learn from
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices((tf.random.uniform([64, 32, 32, 3]), tf.random.uniform([64], maxval=10, dtype=tf.int32)))
+ds = ds.batch(8).shuffle(100).cache().repeat()
+""",
         # batches of one are single examples: shuffling them shuffles examples
         """import tensorflow as tf
 ds = dataset.unbatch().batch(1).shuffle(10000).repeat()
@@ -76,8 +83,8 @@ ds = tf.data.Dataset.range(1000).batch(10).unbatch().shuffle(1000).batch(10)
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for call in facts.method_calls("shuffle"):
             chain = facts.dataset_chain(call.node, call.scope, call.order + 1, any_source=True)
-            if chain is None or _picks_a_few(facts, call):
-                continue
+            if chain is None or _picks_a_few(facts, call) or random_data(facts, chain):
+                continue  # a few batches to look at, or random demo data whose order no one learns from
             batched = False
             for op in chain.ops:
                 if op.method in ("batch", "padded_batch", "ragged_batch") or _batches(facts, op):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterator, Literal
 
 import libcst as cst
+import libcst.matchers as m
 
 from tfdoctor.lint.analysis.steps import training_loops
 from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, DatasetOp, ModuleFacts, runs_once
@@ -396,6 +397,22 @@ DATASET_ONLY_METHODS = frozenset({"batch", "padded_batch", "ragged_batch", "shuf
 # is a slice and a copy.
 _IN_MEMORY = frozenset({f"tensorflow.data.Dataset.{name}" for name in ("from_tensor_slices", "from_tensors", "range")})
 _ELEMENT_WORK = frozenset({"map", "interleave", "flat_map", "parallel_interleave", "apply", "filter"})
+
+
+_RANDOM_DATA = re.compile(r"^(tensorflow\.random\.\w+|tensorflow\.random_\w+|numpy\.random\.\w+)$")
+
+
+def random_data(facts: ModuleFacts, chain: DatasetChain) -> bool:
+    """A pipeline over tensors drawn at random where it is made (`from_tensor_slices((tf.random.uniform(...),
+    ...))`): a demo's synthetic data, whose order and augmentation no one learns from."""
+    if chain.source not in _IN_MEMORY:
+        return False
+    owner: ModuleFacts = chain.source_scope.owner if chain.source_scope is not None else facts  # type: ignore[assignment]
+    arguments = [a.value for a in chain.source_call.args]
+    drawn = [c for value in arguments for c in m.findall(value, m.Call())]
+    return bool(drawn) and all(not isinstance(v, (cst.Name, cst.Attribute)) for v in arguments) and all(
+        _RANDOM_DATA.match(owner.resolve(c.func) or "") for c in drawn  # type: ignore[union-attr]
+        if not isinstance(c.func, cst.Name) or c.func.value not in ("list", "tuple", "dict"))
 
 
 def slices_of_memory(source: str, steps: tuple[DatasetOp, ...]) -> bool:
