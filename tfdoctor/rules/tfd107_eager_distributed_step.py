@@ -18,7 +18,8 @@ class EagerDistributedStep(Rule):
     Nor is code that does not train: test code (a `test*` function of a test module, a `TestCase` method),
     or one `strategy.run` outside any loop whose replica function applies no gradients (a look at one
     forward value or gradient), or one before or after its function's own loop whose function applies none
-    as far as the code shows (`strategy.run(hook.profiling_end)` once training is done).
+    as far as the code shows (`strategy.run(hook.profiling_end)` once training is done). Code that builds a
+    TF 1 graph (in `with tf.Graph().as_default():`, or only called from there) runs nothing eagerly either.
 
     ## Why it is bad
     Outside a `tf.function`, every step dispatches each replica's operations one by one from Python, in
@@ -90,6 +91,16 @@ for b in dist_ds:
 """,
     )
     VALID = (
+        # TF 1 graph building: the replicas' ops go into the graph a session runs
+        """import tensorflow.compat.v1 as tf
+def train(strategy, input_fn):
+    with tf.Graph().as_default() as g:
+        features = input_fn()
+        grads = strategy.extended.call_for_each_replica(tower_fn, args=(features,))
+        with tf.train.MonitoredTrainingSession() as sess:
+            while not sess.should_stop():
+                sess.run(train_op)
+""",
         # once after the training loop, to stop a profiler: not a step
         """import tensorflow as tf
 def train(strategy, dataset, hook):
@@ -157,6 +168,8 @@ class Trainer:
             scope = run.scope
             if in_test_code(facts, scope) or _one_look(facts, run):
                 continue  # not training: a test, or one look at what the replicas compute
+            if facts.building_graph(run):
+                continue  # inside `with tf.Graph().as_default():`, it builds a TF 1 graph
             replicas = facts.callables_of(facts.replica_fn_expr(run), scope, before=run.order)
             if replicas and all(facts.runs_in_graph(r) for r in replicas if r.owner is facts) and all(
                     r.owner is facts for r in replicas):

@@ -215,7 +215,8 @@ class ModuleFacts(SemanticModel):
         return made or None
 
     def runs_in_graph(self, scope: Scope) -> bool:
-        """True when a function is a tf.function, nested in one, or only ever called from graph code."""
+        """True when a function is a tf.function, nested in one, or only ever called from graph code (a
+        tf.function, or while a TF 1 graph is built: `with tf.Graph().as_default():`)."""
         return self._graph_scopes.get(id(scope), False)
 
     @cached_property
@@ -231,10 +232,25 @@ class ModuleFacts(SemanticModel):
                 if id(scope) in graph or not scope.is_function:
                     continue
                 callers = self.callers_of(scope)
-                if callers and all(graph.get(id(c.scope)) for c in callers):
+                if callers and all(graph.get(id(c.scope)) or self.building_graph(c) for c in callers):
                     graph[id(scope)] = True
                     changed = True
         return graph
+
+    def building_graph(self, call: CallFact) -> bool:
+        """A call made while a TF 1 graph is being built: in `with tf.Graph().as_default():` (or `with
+        graph.as_default():` of a graph made so)."""
+        for block in call.withs:
+            for item in block.items:
+                if not (isinstance(item, cst.Call) and isinstance(item.func, cst.Attribute)
+                        and item.func.attr.value == "as_default"):
+                    continue
+                made = item.func.value
+                values = [made] if isinstance(made, cst.Call) else [
+                    o.expr for o in self.values_of(made, block.scope) if isinstance(o.expr, cst.Call)]
+                if values and all(self.resolve(v.func) == "tensorflow.Graph" for v in values):  # type: ignore[union-attr]
+                    return True
+        return False
 
     def _nested(self, scope: Scope) -> Iterator[Scope]:
         for child in scope.children:
