@@ -19,6 +19,8 @@ from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
 
 _FLOW = re.compile(r"^flow(_from_\w+)?$")
+# ImageDataGenerator arguments that transform nothing per image (a split, the data format, a rescale is one multiply)
+_NO_WORK = frozenset({"validation_split", "data_format", "dtype", "rescale"})
 
 
 class PythonGeneratorInput(Rule):
@@ -31,7 +33,9 @@ class PythonGeneratorInput(Rule):
     it). In TF1 code, a loop that runs a training op with `session.run(..., feed_dict=...)` and feeds it the
     batches it iterates over, or that a `next(...)`/`next_batch(...)` call in the loop returns; not batches that
     are slices of arrays already in memory (`mnist.train.next_batch(n)` of the tutorials' `read_data_sets`, a
-    generator that only yields `x[i:i + n]`), whose feed costs a copy.
+    generator that only yields `x[i:i + n]`), whose feed costs a copy. Likewise `ImageDataGenerator().flow(x, y)`
+    with no augmentation (only `rescale`, `validation_split`, `data_format`, `dtype`): it slices arrays in
+    memory.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -172,6 +176,11 @@ model.fit(train_gen, epochs=20)  # TFD201
 """,
     )
     VALID = (
+        # an ImageDataGenerator that transforms nothing: `flow` slices arrays in memory, a copy per batch
+        """import tensorflow as tf
+plain = tf.keras.preprocessing.image.ImageDataGenerator(validation_split=0.1)
+model.fit(plain.flow(x_train, y_train, batch_size=64), epochs=2)
+""",
         # TF1: feed_dict batches that are slices of arrays in memory (a copy each, nothing made in Python)
         """import tensorflow as tf
 def iter_data(xs, ys, n_batch):
@@ -310,7 +319,12 @@ for images, labels in batches(files):
             found = definitions(facts, name, scope)
             receiver = found[-1].value if found else receiver
         qualified = facts.resolve(receiver.func) if isinstance(receiver, cst.Call) else None
-        return expr.func.attr.value if qualified and qualified.endswith("ImageDataGenerator") else None
+        if not (qualified and qualified.endswith("ImageDataGenerator")):
+            return None
+        if expr.func.attr.value == "flow" and not any(
+                arg.keyword is None or arg.keyword.value not in _NO_WORK for arg in receiver.args):  # type: ignore[union-attr]
+            return None  # `ImageDataGenerator().flow(x, y)`: batches of arrays in memory, a copy each
+        return expr.func.attr.value
 
 
 def _fit_of(facts: ModuleFacts, expr: cst.BaseExpression, statement: cst.CSTNode) -> CallFact | None:
