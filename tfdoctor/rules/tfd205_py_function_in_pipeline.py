@@ -3,12 +3,37 @@ from __future__ import annotations
 from typing import Iterator
 
 from tfdoctor.lint.dataflow import cached_later, evaluation_step
-from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg
 from tfdoctor.lint.rule import Context, Rule
 
 _PY_FUNCTIONS = frozenset({"tensorflow.py_function", "tensorflow.numpy_function", "tensorflow.py_func"})
+
+
+# Libraries that read formats TensorFlow has no op for (medical volumes, video, HDF5, DICOM, TIFF, rasters): Python
+# that calls them has nothing to be replaced with. Audio is not among them: `tf.audio.decode_wav` and `tf.signal`
+# compute what librosa does.
+_NO_TF_OP = ("nibabel", "decord", "pydicom", "SimpleITK", "h5py", "av.", "cv2.VideoCapture", "scipy.io", "tifffile",
+             "rasterio", "netCDF4", "xarray")
+
+
+def _reads_a_format_tf_cannot(facts: ModuleFacts, py_call: CallFact) -> bool:
+    """Whether the Python function a `py_function` wraps (or one it calls, in this module) reads a format that
+    has no TensorFlow op (`nibabel.load`, `decord.VideoReader`)."""
+    wrapped = call_arg(py_call.node, 0, "func")
+    pending, seen = list(facts.callables_of(wrapped, py_call.scope)), set()
+    while pending:
+        function = pending.pop()
+        if id(function) in seen or len(seen) > 8:
+            continue
+        seen.add(id(function))
+        for call in function.calls:
+            name = facts.resolve(call.func) or ""
+            if name.startswith(_NO_TF_OP):
+                return True
+            pending.extend(facts.callables_of(call.node.func, call.scope))
+    return False
 
 
 class PyFunctionInPipeline(Rule):
@@ -19,7 +44,10 @@ class PyFunctionInPipeline(Rule):
     second (`lambda t: (tf.py_func(decode_image, ...), tf.py_func(decode_mask, ...))`) is the same smell.
     Evaluation and inference pipelines are left alone (a dataset named for validation, test or inference,
     `ds_val = ds_val.map(...)`, or the branch where `mode == "eval"`, or the `else` of `if mode != "infer":`),
-    and so is Python that a later `cache()` runs in the first epoch only.
+    and so is Python that a later `cache()` runs in the first epoch only, and Python that reads a format
+    TensorFlow has no op for (NIfTI through `nibabel`, video through `decord`, HDF5, DICOM, TIFF): there is
+    nothing to replace it with. Audio is not such a format: `tf.audio.decode_wav` and `tf.signal` do what
+    librosa does.
 
     ## Why it is bad
     The wrapped Python runs under the GIL, so `num_parallel_calls` cannot parallelise it, and the pipeline
@@ -74,6 +102,13 @@ else:
     ds = files.map(lambda p: tf.py_function(featurise_for_inference, [p], tf.float32))
 lines = tf.data.TextLineDataset(paths).map(lambda line: tf.py_func(to_ids, [line], tf.int32)).cache()
 """,
+        # a format with no TF op: nothing to replace the Python with
+        """import nibabel as nib
+import tensorflow as tf
+def read_volume(path):
+    return nib.load(path.numpy().decode()).get_fdata()
+ds = tf.data.Dataset.list_files(pattern).map(lambda p: tf.py_function(read_volume, [p], tf.float32))
+""",
         """import tensorflow as tf
 features = tf.numpy_function(expensive_stats, [table], tf.float64)
 """,
@@ -91,6 +126,8 @@ ds = tf.data.Dataset.list_files(pattern).map(tf.io.read_file).map(tf.io.decode_p
                 continue  # not the training pipeline, or Python that runs in the first epoch only
             for fn in facts.callables_of(call_arg(call.node, 0, None), call.scope):
                 inner = next((c for c in fn.calls if facts.resolve(c.func) in _PY_FUNCTIONS), None)
+                if inner is not None and _reads_a_format_tf_cannot(facts, inner):
+                    continue  # no TF op to use instead
                 if inner is not None and id(fn) not in seen:
                     seen.add(id(fn))
                     yield self.report(inner, func=inner.func)
