@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 from tfdoctor.lint.dataflow import applies_gradients, in_test_code, runs_once
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
+
+_EVALUATING = re.compile(r"(^|_)(vali\w*|val|eval\w*|test|predict\w*|infer\w*)(_|$)", re.IGNORECASE)
 
 
 class EagerDistributedStep(Rule):
@@ -15,7 +18,8 @@ class EagerDistributedStep(Rule):
     with nor wrapped by `tf.function` (and not only called from one) that the module calls or that loops
     over steps itself, or module-level code. A replica function that is itself a `tf.function` (decorated,
     or wrapped as `self.step = tf.function(self.step)`) is not flagged: each replica then runs a graph.
-    Nor is code that does not train: test code (a `test*` function of a test module, a `TestCase` method),
+    Nor is code that does not train: test code (a `test*` function of a test module, a `TestCase` method), an
+    evaluation step (a function named for validation or evaluation whose replica functions apply no gradients),
     or one `strategy.run` outside any loop whose replica function applies no gradients (a look at one
     forward value or gradient), or one before or after its function's own loop whose function applies none
     as far as the code shows (`strategy.run(hook.profiling_end)` once training is done). Code that builds a
@@ -91,6 +95,15 @@ for b in dist_ds:
 """,
     )
     VALID = (
+        # a validation step left eager: it applies no gradients
+        """import tensorflow as tf
+def vali_step(batch):
+    return model(batch, training=False)
+def distributed_vali_step(batch):
+    return strategy.run(vali_step, args=(batch,))
+for batch in val_ds:
+    distributed_vali_step(batch)
+""",
         # TF 1 graph building: the replicas' ops go into the graph a session runs
         """import tensorflow.compat.v1 as tf
 def train(strategy, input_fn):
@@ -166,8 +179,8 @@ class Trainer:
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for run in facts.run_calls:
             scope = run.scope
-            if in_test_code(facts, scope) or _one_look(facts, run):
-                continue  # not training: a test, or one look at what the replicas compute
+            if in_test_code(facts, scope) or _one_look(facts, run) or _evaluates(facts, run):
+                continue  # not training: a test, one look at what the replicas compute, or evaluation
             if facts.building_graph(run):
                 continue  # inside `with tf.Graph().as_default():`, it builds a TF 1 graph
             replicas = facts.callables_of(facts.replica_fn_expr(run), scope, before=run.order)
@@ -183,6 +196,15 @@ class Trainer:
                 yield self.report(run, "function", call=run.func or run.attr, function=scope.name)
             else:
                 yield self.report(run, "module", call=run.func or run.attr)
+
+
+def _evaluates(facts: ModuleFacts, run: CallFact) -> bool:
+    """A `strategy.run` in a function named for validation or evaluation (`distributed_vali_step`,
+    `eval_step`), of replica functions the code shows, none of which applies gradients."""
+    if not (run.scope.is_function and _EVALUATING.search(run.scope.name)):
+        return False
+    replicas = facts.callables_of(facts.replica_fn_expr(run), run.scope, before=run.order)
+    return bool(replicas) and not any(applies_gradients(facts, r) for r in replicas)
 
 
 def _one_look(facts: ModuleFacts, run: CallFact) -> bool:
