@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-import re
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import applies_gradients, in_test_code, runs_once
+from tfdoctor.lint.dataflow import applies_gradients, evaluation_name, in_test_code, runs_once
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
-
-_EVALUATING = re.compile(r"(^|_)(vali\w*|val|eval\w*|test|predict\w*|infer\w*)(_|$)", re.IGNORECASE)
 
 
 class EagerDistributedStep(Rule):
@@ -201,7 +198,7 @@ class Trainer:
 def _evaluates(facts: ModuleFacts, run: CallFact) -> bool:
     """A `strategy.run` in a function named for validation or evaluation (`distributed_vali_step`,
     `eval_step`), of replica functions the code shows, none of which applies gradients."""
-    if not (run.scope.is_function and _EVALUATING.search(run.scope.name)):
+    if not (run.scope.is_function and evaluation_name(run.scope.name)):
         return False
     replicas = facts.callables_of(facts.replica_fn_expr(run), run.scope, before=run.order)
     return bool(replicas) and not any(applies_gradients(facts, r) for r in replicas)

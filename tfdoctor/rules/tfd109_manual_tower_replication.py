@@ -5,6 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from tfdoctor.lint.dataflow import evaluation_name
 from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
@@ -36,7 +37,6 @@ _NOT_BUILDING = _MOVING | _VARIABLE_STORE
 HELPER_DEPTH = 2  # project helpers looked into for what a device block builds
 _PER_DEVICE_UPDATES = frozenset({"apply_gradients", "get_gradients_to_apply", "append_apply_gradients_ops"})
 _DEVICE_STATE = ("MaxBytesInUse", "BytesInUse", "BytesLimit")
-_PREDICTING = re.compile(r"predict|evaluat|infer", re.IGNORECASE)
 _SCOPE_SUFFIXES = ("name_scope", "variable_scope")  # a library's own scopes (tensorpack's cached_name_scope)
 
 
@@ -253,7 +253,7 @@ def _predicts(scope: Scope | None) -> bool:
     """Towers built by code named for prediction or evaluation (`DataParallelOfflinePredictor`,
     `FeedForwardEvaluator`, `def predict_towers`): they run a model, they do not train one."""
     while scope is not None and scope.is_function:
-        if any(_PREDICTING.search(name) for name in (scope.name, scope.class_name or "")):
+        if any(evaluation_name(name) and "train" not in name.lower() for name in (scope.name, scope.class_name or "")):
             return True
         scope = scope.parent
     return False

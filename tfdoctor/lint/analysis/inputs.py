@@ -20,7 +20,7 @@ from typing import Iterator, Literal
 import libcst as cst
 import libcst.matchers as m
 
-from tfdoctor.lint.analysis.steps import training_loops
+from tfdoctor.lint.analysis.steps import evaluation_name, training_loops
 from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, DatasetOp, ModuleFacts, runs_once
 from tfdoctor.lint.findings import Evidence
 from tfdoctor.lint.names import call_arg, dotted, in_part, literal_int, literal_str
@@ -347,7 +347,7 @@ def evaluation_step(facts: ModuleFacts, call: CallFact) -> bool:
     assigned to is named so (`ds_val = ds_val.map(...)`), or it lies where a test says so (the body of
     `if validation:` or of `if mode == "eval":`, the `else` of `if is_training:` or of `if mode != "infer":`)."""
     names = [dotted(call.receiver) or "", *(t for a in facts.assigns if a.statement is call.statement for t in a.targets)]
-    if any(_EVALUATION.search(name.rpartition(".")[2]) for name in names if name):
+    if any(evaluation_name(name) for name in names if name):
         return True
     for fact in facts.if_facts:
         test = fact.node.test
@@ -356,7 +356,7 @@ def evaluation_step(facts: ModuleFacts, call: CallFact) -> bool:
         negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
         flag = (dotted(test.expression if negated else test) or "").rpartition(".")[2]  # type: ignore[attr-defined]
         if flag:  # `if validation:` holds an evaluation pipeline, `if is_training: ... else:` one in its else
-            evaluation_part = fact.node.body if _EVALUATION.search(flag) else (
+            evaluation_part = fact.node.body if evaluation_name(flag) else (
                 fact.node.orelse if _TRAINING.fullmatch(flag) else None)
             if negated and evaluation_part is not None:
                 evaluation_part = fact.node.orelse if evaluation_part is fact.node.body else fact.node.body

@@ -169,6 +169,18 @@ def gated_if(fact: IfFact) -> bool:
     return any(_gates(model, outer.test, fact.scope, fact.order, 0) for outer in fact.ifs)
 
 
+_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_EVALUATION_WORDS = frozenset({"val", "vali", "valid", "validate", "validation", "eval", "evaluate", "evaluation",
+                               "evaluator", "test", "dev", "predict", "prediction", "predictor", "infer",
+                               "inference"})
+
+
+def evaluation_name(name: str) -> bool:
+    """Whether a name, in snake_case or CamelCase, names evaluation, validation, testing or prediction
+    (`ds_val`, `distributed_vali_step`, `DataParallelOfflinePredictor`), not training."""
+    return any(word.lower() in _EVALUATION_WORDS for word in _WORDS.findall(name.rpartition(".")[2]))
+
+
 def in_test_code(facts: ModuleFacts, scope: Scope) -> bool:
     """Code of a test: a `test*` function (or one nested in it) of a `test_*.py`/`*_test.py` module, or a
     method of a class derived from a `TestCase` (`tf.test.TestCase`, `unittest.TestCase`)."""
