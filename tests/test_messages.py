@@ -92,6 +92,7 @@ EXPECTED = [
     ('TFD206', 2, 6, 15, '`batches` builds a float64 batch; build it as `np.float32`'),
     ('TFD207', 0, 4, 9, '`shuffle` after `batch` shuffles whole batches; shuffle before batching'),
     ('TFD207', 1, 3, 70, '`shuffle` after `batch` shuffles whole batches; shuffle before batching'),
+    ('TFD207', 2, 2, 84, '`shuffle` after `batch` shuffles whole batches; shuffle before batching'),
     ('TFD209', 0, 13, 15, 'this `run` takes another batch from `iterator.get_next()` on every step, besides the one the training run uses'),
     ('TFD209', 1, 11, 15, 'this `run` takes another batch from `iterator.get_next()` on every step, besides the one the training run uses'),
     ('TFD208', 0, 4, 4, 'the dataset `shuffle` returns is discarded, so `ds` stays unchanged; assign the result'),

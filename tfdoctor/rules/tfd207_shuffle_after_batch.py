@@ -57,6 +57,10 @@ ds = ds.shuffle(50)  # TFD207
 def make():
     return tf.data.TFRecordDataset(files).map(parse).padded_batch(8).shuffle(4)  # TFD207
 """,
+        # a DataFrame's columns: real data, whatever builtins make the tuple
+        """import tensorflow as tf
+train_ds = tf.data.Dataset.from_tensor_slices((dict(dataframe), labels)).batch(32).shuffle(1000)  # TFD207
+""",
     )
     VALID = (
         # synthetic data drawn at random: no order to learn from

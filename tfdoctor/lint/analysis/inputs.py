@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Iterator, Literal
 
 import libcst as cst
-import libcst.matchers as m
 
 from tfdoctor.lint.analysis.steps import evaluation_name, training_loops
 from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, DatasetOp, ModuleFacts, runs_once
@@ -408,11 +407,18 @@ def random_data(facts: ModuleFacts, chain: DatasetChain) -> bool:
     if chain.source not in _IN_MEMORY:
         return False
     owner: ModuleFacts = chain.source_scope.owner if chain.source_scope is not None else facts  # type: ignore[assignment]
-    arguments = [a.value for a in chain.source_call.args]
-    drawn = [c for value in arguments for c in m.findall(value, m.Call())]
-    return bool(drawn) and all(not isinstance(v, (cst.Name, cst.Attribute)) for v in arguments) and all(
-        _RANDOM_DATA.match(owner.resolve(c.func) or "") for c in drawn  # type: ignore[union-attr]
-        if not isinstance(c.func, cst.Name) or c.func.value not in ("list", "tuple", "dict"))
+    given = [a.value for a in chain.source_call.args if a.keyword is None]
+    return bool(given) and all(_drawn(owner, value) for value in given)
+
+
+def _drawn(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
+    """Whether every leaf of a tuple, list or dict of tensors is a random draw (`tf.random.uniform(...)`)."""
+    if isinstance(value, (cst.Tuple, cst.List)):
+        return bool(value.elements) and all(_drawn(facts, e.value) for e in value.elements)
+    if isinstance(value, cst.Dict):
+        return bool(value.elements) and all(isinstance(e, cst.DictElement) and _drawn(facts, e.value)
+                                            for e in value.elements)
+    return isinstance(value, cst.Call) and bool(_RANDOM_DATA.match(facts.resolve(value.func) or ""))
 
 
 def slices_of_memory(source: str, steps: tuple[DatasetOp, ...]) -> bool:
