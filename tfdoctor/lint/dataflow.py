@@ -79,7 +79,7 @@ from tfdoctor.lint.analysis.multiworker import (
 )
 from tfdoctor.lint.analysis.optimizers import Optimizer, applied_optimizer
 from tfdoctor.lint.analysis.sessions import SecondPull, SessionFeed, runs_training_op, second_pulls, session_feeds
-from tfdoctor.lint.analysis.stateful import PARALLELISES_STATELESS_MAPS, costly_map, map_function_stateful
+from tfdoctor.lint.analysis.stateful import PARALLELISES_STATELESS_MAPS, costly_map, map_function_stateful, stateful_map
 from tfdoctor.lint.analysis.steps import (
     TRAINING_ATTRS,
     applies_gradients,
@@ -120,7 +120,7 @@ __all__ = [
     "keras2_imported", "keras3_callback", "keras3_file_name", "keras_loss_reduction", "launches_processes", "line_text",
     "loaded_arrays", "loop_ifs", "loss_kind", "map_function_stateful", "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored",
     "multi_worker_model_scope", "on_shared_storage", "one_loss_of_list", "only_multi_worker", "optimizer_learning_rate",
-    "paced_by_python", "parameter_server", "path_from_outside", "random_data", "returns_host_values", "runs_many_steps", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
+    "paced_by_python", "parameter_server", "path_from_outside", "random_data", "returns_host_values", "stateful_map", "runs_many_steps", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
     "same_start_everywhere", "saved_under_strategy", "saves_beside", "second_pulls", "session_feeds", "step_counter",
     "sync_on_read_state", "tf_config_sets", "training_chains", "training_inputs", "training_loops",
     "training_step_scopes", "trains", "unknown_value", "value_provenance", "worker_guard", "write_kind",

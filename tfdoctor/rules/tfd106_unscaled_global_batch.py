@@ -240,8 +240,7 @@ def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope,
     if any(reads(names, name) for c in facts.calls for arg, names in zip(c.node.args, c.arg_names)
            if arg.keyword is not None and arg.keyword.value == "global_batch_size"):
         return False  # the code itself treats it as the global batch
-    if any(_same_value(dotted(d.right), name)
-           for d in m.findall(facts.module, m.BinaryOperation(operator=m.Divide() | m.FloorDivide()))):
+    if name.removeprefix("self.") in facts.divisors:
         return False  # a loss summed over the replicas divided by it, or `examples // it` steps: the global batch
     # A per-replica size derived from it shows the global batch is deliberate; a global one made by
     # multiplying it (`GLOBAL = BATCH * strategy.num_replicas_in_sync`) shows it is the per-replica size.
@@ -249,11 +248,6 @@ def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope,
         reads(a.names, name) and mentions_replica_count(facts, a.names, a.scope)
         and not _scales_up(a.value, lambda e: dotted(e) == name) for a in facts.assigns
     )
-
-
-def _same_value(name: str | None, wanted: str) -> bool:
-    """`self.config.batch_size` and `config.batch_size` (stored on the instance) name the same value."""
-    return name is not None and name.removeprefix("self.") == wanted.removeprefix("self.")
 
 
 def _unscaled_config_value(facts: ModuleFacts, size: cst.Subscript, scope: Scope) -> bool:

@@ -9,7 +9,7 @@ from tfdoctor.lint.dataflow import (
     PARALLELISES_STATELESS_MAPS,
     costly_map,
     fed_elsewhere,
-    map_function_stateful,
+    stateful_map,
     training_chains,
 )
 from tfdoctor.lint.facts import DatasetChain, DatasetOp, ModuleFacts, runs_once
@@ -243,9 +243,5 @@ def _costly(facts: ModuleFacts, op: DatasetOp, chain: DatasetChain | None = None
 def _stays_serial(facts: ModuleFacts, op: DatasetOp) -> bool:
     """An `interleave`, or a `map` whose function visibly keeps tf.data from parallelising it (the module
     that holds the `map`, which may be a loader's, decides)."""
-    if op.method != "map":
-        return True
-    home = op.scope.owner if op.scope is not None else facts
-    fact = home.call_fact(op.call)
-    return fact is not None and map_function_stateful(home, call_arg(op.call, 0, "map_func"), fact.scope) is True
+    return op.method != "map" or stateful_map(facts, op)
 

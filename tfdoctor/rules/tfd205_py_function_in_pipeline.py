@@ -21,19 +21,9 @@ _NO_TF_OP = ("nibabel", "decord", "pydicom", "SimpleITK", "h5py", "av.", "cv2.Vi
 def _reads_a_format_tf_cannot(facts: ModuleFacts, py_call: CallFact) -> bool:
     """Whether the Python function a `py_function` wraps (or one it calls, in this module) reads a format that
     has no TensorFlow op (`nibabel.load`, `decord.VideoReader`)."""
-    wrapped = call_arg(py_call.node, 0, "func")
-    pending, seen = list(facts.callables_of(wrapped, py_call.scope)), set()
-    while pending:
-        function = pending.pop()
-        if id(function) in seen or len(seen) > 8:
-            continue
-        seen.add(id(function))
-        for call in function.calls:
-            name = facts.resolve(call.func) or ""
-            if name.startswith(_NO_TF_OP):
-                return True
-            pending.extend(facts.callables_of(call.node.func, call.scope))
-    return False
+    wrapped = facts.callables_of(call_arg(py_call.node, 0, "func"), py_call.scope)
+    return any((facts.resolve(call.func) or "").startswith(_NO_TF_OP)
+               for function in facts.transitive_callees(wrapped) for call in function.calls)
 
 
 class PyFunctionInPipeline(Rule):

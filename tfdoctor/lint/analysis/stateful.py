@@ -97,9 +97,21 @@ def map_function_costly(facts: ModuleFacts, function: cst.BaseExpression | None,
 def costly_map(facts: ModuleFacts, op: DatasetOp) -> bool:
     """Whether a pipeline's `map` step visibly does costly work, judged in the module that holds the call (a
     loader's, when the pipeline comes from one)."""
-    home = op.scope.owner if op.scope is not None else facts
+    home, scope = _home(facts, op)
+    return scope is not None and map_function_costly(home, call_arg(op.call, 0, "map_func"), scope)
+
+
+def stateful_map(facts: ModuleFacts, op: DatasetOp) -> bool:
+    """Whether a pipeline's `map` step visibly runs a stateful op, judged in the module that holds the call."""
+    home, scope = _home(facts, op)
+    return scope is not None and map_function_stateful(home, call_arg(op.call, 0, "map_func"), scope) is True
+
+
+def _home(facts: ModuleFacts, op: DatasetOp) -> tuple[ModuleFacts, Scope | None]:
+    """The module that holds a pipeline step's call, and the scope the call is in (None: not found there)."""
+    home: ModuleFacts = op.scope.owner if op.scope is not None else facts  # type: ignore[assignment]
     fact = home.call_fact(op.call)
-    return fact is not None and map_function_costly(home, call_arg(op.call, 0, "map_func"), fact.scope)
+    return home, fact.scope if fact is not None else None
 
 
 def _random_layer(facts: ModuleFacts, func: cst.BaseExpression) -> bool:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 import libcst as cst
+import libcst.matchers as m
 
 from tfdoctor.lint.findings import Evidence
 from tfdoctor.lint.names import call_arg, dotted, string_key
@@ -182,6 +183,13 @@ class ModuleFacts(SemanticModel):
         found = other.function_named(function, other.module_scope)
         return found is not None and any(isinstance(r.value, cst.Call) and other.resolve(r.value.func) ==
                                          "tensorflow.function" for r in found.returns)
+
+    @cached_property
+    def divisors(self) -> frozenset[str]:
+        """The names the module divides by (`x / n`, `x // n`, `self.` left out): walked once, when a rule asks."""
+        found = m.findall(self.module, m.BinaryOperation(operator=m.Divide() | m.FloorDivide()))
+        return frozenset(name.removeprefix("self.") for node in found
+                         if (name := dotted(node.right)) is not None)  # type: ignore[attr-defined]
 
     @cached_property
     def tf_functions(self) -> list[Scope]:
