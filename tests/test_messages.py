@@ -55,18 +55,18 @@ EXPECTED = [
     ('TFD111', 0, 7, 12, '`MirroredStrategy` over logical GPUs of one GPU keeps the default all-reduce, which NCCL cannot do'),
     ('TFD111', 1, 5, 12, '`MirroredStrategy` over logical GPUs of one GPU keeps the default all-reduce, which NCCL cannot do'),
     ('TFD201', 0, 5, 6, 'training is fed by `Dataset.from_generator`, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 1, 7, 11, 'training is fed by the Python `Sequence` class `Loader`, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 1, 8, 21, 'training is fed by the Python `Sequence` class `Loader`, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 2, 7, 11, 'training is fed by `ImageDataGenerator.flow`, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 2, 8, 11, 'training is fed by the Python generator `batches`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 1, 9, 11, 'training is fed by the Python `Sequence` class `Loader`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 1, 10, 21, 'training is fed by the Python `Sequence` class `Loader`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 2, 8, 11, 'training is fed by `ImageDataGenerator.flow`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 2, 9, 11, 'training is fed by the Python generator `batches`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 3, 9, 26, 'training is fed by the Python iterator class `Reader`, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 4, 4, 27, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 4, 7, 18, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 5, 8, 21, 'training is fed by the Python `Sequence` class `Tiles` in 8 worker processes, with every batch copied through pickling; use a `tf.data` pipeline'),
-    ('TFD201', 5, 9, 11, 'training is fed by the Python `Sequence` class `Tiles`, 4 Python threads under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 5, 10, 11, 'training is fed by the Python `Sequence` class `Tiles` in a worker process, with every batch copied through pickling; use a `tf.data` pipeline'),
-    ('TFD201', 5, 11, 11, 'training is fed by the Python `Sequence` class `Tiles` in Python threads or worker processes, as `use_multiprocessing` says; use a `tf.data` pipeline'),
-    ('TFD201', 6, 4, 11, 'training is fed by `ImageDataGenerator.flow_from_directory`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 4, 6, 27, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 4, 9, 18, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 5, 10, 21, 'training is fed by the Python `Sequence` class `Tiles` in 8 worker processes, with every batch copied through pickling; use a `tf.data` pipeline'),
+    ('TFD201', 5, 11, 11, 'training is fed by the Python `Sequence` class `Tiles`, 4 Python threads under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 5, 12, 11, 'training is fed by the Python `Sequence` class `Tiles` in a worker process, with every batch copied through pickling; use a `tf.data` pipeline'),
+    ('TFD201', 5, 13, 11, 'training is fed by the Python `Sequence` class `Tiles` in Python threads or worker processes, as `use_multiprocessing` says; use a `tf.data` pipeline'),
+    ('TFD201', 6, 6, 11, 'training is fed by `ImageDataGenerator.flow_from_directory`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD202', 0, 4, 9, '`map` in a training pipeline runs on one core; add `num_parallel_calls=T.data.AUTOTUNE`'),
     ('TFD202', 1, 4, 18, '`interleave` in a training pipeline runs on one core; add `num_parallel_calls=data.AUTOTUNE`'),
     ('TFD202', 2, 7, 48, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),
@@ -85,8 +85,8 @@ EXPECTED = [
     ('TFD204', 3, 6, 31, '`cache()` after `shuffle` freezes or breaks it; move `cache()` before `shuffle`'),
     ('TFD204', 4, 3, 26, '`prefetch` before `cache()` overlaps input and step in the first epoch only; move it after `cache()`'),
     ('TFD205', 0, 2, 61, '`T.py_function` in a `tf.data` transformation runs Python under the GIL; use TF ops'),
-    ('TFD205', 1, 4, 16, '`tf.py_func` in a `tf.data` transformation runs Python under the GIL; use TF ops'),
-    ('TFD205', 2, 3, 16, '`tf.py_func` in a `tf.data` transformation runs Python under the GIL; use TF ops'),
+    ('TFD205', 1, 6, 16, '`tf.py_func` in a `tf.data` transformation runs Python under the GIL; use TF ops'),
+    ('TFD205', 2, 4, 16, '`tf.py_func` in a `tf.data` transformation runs Python under the GIL; use TF ops'),
     ('TFD206', 0, 7, 13, '`batches` builds a float64 batch; build it as `np.float32`'),
     ('TFD206', 1, 5, 15, '`Loader.__getitem__` builds a float64 batch; build it as `np.float32`'),
     ('TFD206', 2, 6, 15, '`batches` builds a float64 batch; build it as `np.float32`'),
@@ -219,7 +219,7 @@ SEVERITIES = [
 def test_a_python_feed_in_worker_processes_is_info_in_threads_a_warning():
     example = rule_by_code("TFD201").INVALID[5]
     assert [(f.line, f.severity.value) for f in lint_text(example, select=("TFD201",))] == [
-        (8, "info"), (9, "warning"), (10, "info"), (11, "warning")]
+        (10, "info"), (11, "warning"), (12, "info"), (13, "warning")]
 
 
 @pytest.mark.parametrize("code, index, severity", SEVERITIES)

@@ -12,12 +12,15 @@ def batches():
     while True:
         yield x, y
 model.fit_generator(batches(), steps_per_epoch=10)
+strategy = tf.distribute.MirroredStrategy()
 """
 SEQUENCE = """import keras
 class Loader(keras.utils.Sequence):
     def __getitem__(self, index):
         return x, y
 model.fit_generator(Loader(), steps_per_epoch=10)
+with strategy.scope():
+    model = build_model()
 """
 
 

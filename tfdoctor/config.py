@@ -26,6 +26,8 @@ DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist", "node_modules",
     ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs", "*.egg-info", "site-packages", ".tfdoctor_cache",
     ".ipynb_checkpoints",
+    # someone else's code kept in the tree, and code kept only for the record: its owner is not the reader
+    "third_party", "third-party", "vendor", "vendored", "_vendor", "archive", "archived",
 )
 
 
@@ -78,7 +80,7 @@ class Settings:
 
     def is_excluded(self, path: Path) -> bool:
         """Whether a discovered path (file or folder) is skipped by the default or configured excludes."""
-        if any(fnmatch.fnmatch(path.name, pattern) for pattern in DEFAULT_EXCLUDES):
+        if any(fnmatch.fnmatch(path.name.strip(), pattern) for pattern in DEFAULT_EXCLUDES):
             return True
         if path.is_dir() and (path / "pyvenv.cfg").exists():
             return True

@@ -38,6 +38,8 @@ from tfdoctor.lint.analysis.multiworker import (
     GUARD_WORDS,
     broadcasts_otherwise,
     call_list,
+    distributed_program,
+    distributes,
     callback_is,
     calls_any,
     derived_names,

@@ -7,6 +7,8 @@ import libcst as cst
 
 from tfdoctor.lint.dataflow import (
     definitions,
+    distributed_program,
+    distributes,
     fed_elsewhere,
     in_test_code,
     iterable_provenance,
@@ -35,7 +37,10 @@ class PythonGeneratorInput(Rule):
     are slices of arrays already in memory (`mnist.train.next_batch(n)` of the tutorials' `read_data_sets`, a
     generator that only yields `x[i:i + n]`), whose feed costs a copy. Likewise `ImageDataGenerator().flow(x, y)`
     with no augmentation (only `rescale`, `validation_split`, `data_format`, `dtype`): it slices arrays in
-    memory.
+    memory. Only in a program that distributes training: the module, or a project module that imports it,
+    builds a `tf.distribute` strategy or uses one (`scope`, `run`, a distributed dataset), or calls Horovod or
+    `multi_gpu_model`. On one device, whether a Python feed keeps up turns on costs the code does not show;
+    `tfdoctor profile` measures it.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -117,6 +122,8 @@ class Loader(keras.utils.Sequence):
         return 10
     def __getitem__(self, i):
         return load_batch(i)
+with strategy.scope():
+    model = build_model()
 model.fit(Loader(), epochs=3)  # TFD201
 model.fit_generator(Loader(), steps_per_epoch=10)  # TFD201
 """,
@@ -127,6 +134,7 @@ aug = ImageDataGenerator(rotation_range=10)
 def batches():
     while True:
         yield next_batch()
+model = keras.utils.multi_gpu_model(build_model(), gpus=2)
 model.fit(aug.flow(x, y, batch_size=32), epochs=2)  # TFD201
 model.fit(batches(), steps_per_epoch=100)  # TFD201
 """,
@@ -144,10 +152,14 @@ class Trainer:
     @tf.function
     def step(self, batch):
         self.optimizer.apply_gradients(grads(batch))
+with tf.distribute.MirroredStrategy().scope():
+    trainer = Trainer()
 """,
         # TF1: a session runs the train op on batches a Python generator yields, through feed_dict
-        """import tensorflow as tf
-train_op = tf.compat.v1.train.AdamOptimizer().minimize(loss)
+        """import horovod.tensorflow as hvd
+import tensorflow as tf
+hvd.init()
+train_op = hvd.DistributedOptimizer(tf.compat.v1.train.AdamOptimizer()).minimize(loss)
 with tf.compat.v1.Session() as sess:
     for images, labels in batches(files):  # TFD201
         sess.run(train_op, feed_dict={x: images, y: labels})
@@ -162,6 +174,8 @@ class Tiles(keras.utils.Sequence):
         return 100
     def __getitem__(self, i):
         return read_tiles(i)
+with strategy.scope():
+    model = build_model()
 WORKERS = 8
 model.fit_generator(Tiles(), epochs=5, workers=WORKERS, use_multiprocessing=True)  # TFD201
 model.fit(Tiles(), epochs=5, workers=4)  # TFD201
@@ -172,10 +186,18 @@ model.fit(Tiles(), epochs=5, workers=8, use_multiprocessing=args.processes)  # T
         """import tensorflow as tf
 images = tf.keras.preprocessing.image.ImageDataGenerator(rescale=1 / 255.0)
 train_gen = images.flow_from_directory("train", target_size=(224, 224), batch_size=32)
+with tf.distribute.MirroredStrategy().scope():
+    model = build_model()
 model.fit(train_gen, epochs=20)  # TFD201
 """,
     )
     VALID = (
+        # one device: no strategy, Horovod or multi_gpu_model, so no replicas wait for the feed
+        """import tensorflow as tf
+aug = tf.keras.preprocessing.image.ImageDataGenerator(rotation_range=10)
+model = build_model()
+model.fit(aug.flow_from_directory("train", batch_size=32), epochs=20)
+""",
         # an ImageDataGenerator that transforms nothing: `flow` slices arrays in memory, a copy per batch
         """import tensorflow as tf
 plain = tf.keras.preprocessing.image.ImageDataGenerator(validation_split=0.1)
@@ -198,6 +220,8 @@ while True:
         # a unit test's dummy generator: nothing is trained for real
         """import numpy as np
 import tensorflow as tf
+with tf.distribute.MirroredStrategy().scope():
+    model = build_model()
 class KerasTests(tf.test.TestCase):
     def test_fit_does_not_hang(self):
         def generator():
@@ -267,13 +291,16 @@ for images, labels in batches(files):
             if id(node) in seen:
                 continue
             seen.add(id(node))
+            if not distributed_program(facts):
+                return  # one device: whether the feed keeps up turns on costs the code does not show
             template, workers = _workers(facts, fit) if fit is not None else ("default", "")
             yield self.report(node, template, statement=statement, what=what, workers=workers,
                               severity=Severity.INFO if template == "processes" else None)
         if not any(c.attr == "from_generator" and id(c.node) not in seen for c in facts.calls):
             return  # asking the importers costs their analysis: only for a generator source it has not reported
         for feed in fed_elsewhere(facts):  # a loader's `from_generator` pipeline, trained on in another module
-            if feed.source_call is not None and feed.source.endswith(".from_generator") and id(feed.source_call) not in seen:
+            if (feed.source_call is not None and feed.source.endswith(".from_generator") and id(feed.source_call) not in seen
+                    and distributes(feed.use.scope.owner)):  # type: ignore[arg-type]
                 seen.add(id(feed.source_call))
                 call = facts.call_fact(feed.source_call)
                 yield self.report(feed.source_call, statement=call.statement if call else None,

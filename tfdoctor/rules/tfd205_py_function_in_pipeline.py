@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import cached_later, evaluation_step
+from tfdoctor.lint.dataflow import cached_later, distributed_program, evaluation_step
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg
@@ -37,7 +37,9 @@ class PyFunctionInPipeline(Rule):
     and so is Python that a later `cache()` runs in the first epoch only, and Python that reads a format
     TensorFlow has no op for (NIfTI through `nibabel`, video through `decord`, HDF5, DICOM, TIFF): there is
     nothing to replace it with. Audio is not such a format: `tf.audio.decode_wav` and `tf.signal` do what
-    librosa does.
+    librosa does. Only in a program that distributes training (a `tf.distribute` strategy, Horovod or
+    `multi_gpu_model` in the module or a project module that imports it): on one device, whether the Python
+    keeps up turns on costs the code does not show, which `tfdoctor profile` measures.
 
     ## Why it is bad
     The wrapped Python runs under the GIL, so `num_parallel_calls` cannot parallelise it, and the pipeline
@@ -49,6 +51,7 @@ class PyFunctionInPipeline(Rule):
     def load(path):
         return tf.numpy_function(read_with_opencv, [path], tf.uint8)  # TFD205
     ds = tf.data.Dataset.list_files(PATTERN).map(load)
+    dist = strategy.experimental_distribute_dataset(ds.batch(GLOBAL_BATCH))
     ```
 
     ## Use instead
@@ -57,6 +60,7 @@ class PyFunctionInPipeline(Rule):
     def load(path):
         return tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
     ds = tf.data.Dataset.list_files(PATTERN).map(load, num_parallel_calls=tf.data.AUTOTUNE)
+    dist = strategy.experimental_distribute_dataset(ds.batch(GLOBAL_BATCH))
     ```
     """
 
@@ -69,8 +73,11 @@ class PyFunctionInPipeline(Rule):
     INVALID = (
         """import tensorflow as T
 ds = T.data.Dataset.from_tensor_slices(paths).map(lambda p: T.py_function(load, [p], T.float32))  # TFD205
+dist = strategy.experimental_distribute_dataset(ds.batch(64))
 """,
-        """import tensorflow.compat.v1 as tf
+        """import horovod.tensorflow as hvd
+import tensorflow.compat.v1 as tf
+hvd.init()
 class Pipeline:
     def parse(self, line):
         return tf.py_func(self.decode, [line], tf.float32)  # TFD205
@@ -78,13 +85,20 @@ class Pipeline:
         return tf.data.TextLineDataset(self.path).map(self.parse)
 """,
         """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
 ds = tf.data.TFRecordDataset(files).map(
     lambda t: (tf.py_func(decode_image, [t], tf.uint8), tf.py_func(decode_mask, [t], tf.uint8)))  # TFD205
 """,
     )
     VALID = (
+        # one device: no strategy, Horovod or multi_gpu_model
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices(paths).map(lambda p: tf.py_function(load, [p], tf.float32))
+model.fit(ds.batch(32), epochs=5)
+""",
         # the validation pipeline; and tokenising in Python before a cache, in the first epoch only
         """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
 ds_val = ds_val.map(lambda x: tf.py_function(read_volume, [x], tf.float32))
 if mode != "infer":
     ds = files.map(parse_record, num_parallel_calls=8)
@@ -95,11 +109,13 @@ lines = tf.data.TextLineDataset(paths).map(lambda line: tf.py_func(to_ids, [line
         # a format with no TF op: nothing to replace the Python with
         """import nibabel as nib
 import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
 def read_volume(path):
     return nib.load(path.numpy().decode()).get_fdata()
 ds = tf.data.Dataset.list_files(pattern).map(lambda p: tf.py_function(read_volume, [p], tf.float32))
 """,
         """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
 features = tf.numpy_function(expensive_stats, [table], tf.float64)
 """,
         """import tensorflow as tf
@@ -118,6 +134,6 @@ ds = tf.data.Dataset.list_files(pattern).map(tf.io.read_file).map(tf.io.decode_p
                 inner = next((c for c in fn.calls if facts.resolve(c.func) in _PY_FUNCTIONS), None)
                 if inner is not None and _reads_a_format_tf_cannot(facts, inner):
                     continue  # no TF op to use instead
-                if inner is not None and id(fn) not in seen:
+                if inner is not None and id(fn) not in seen and distributed_program(facts):
                     seen.add(id(fn))
                     yield self.report(inner, func=inner.func)

@@ -403,12 +403,27 @@ _RANDOM_DATA = re.compile(r"^(tensorflow\.random\.\w+|tensorflow\.random_\w+|num
 
 def random_data(facts: ModuleFacts, chain: DatasetChain) -> bool:
     """A pipeline over tensors drawn at random where it is made (`from_tensor_slices((tf.random.uniform(...),
-    ...))`): a demo's synthetic data, whose order and augmentation no one learns from."""
+    ...))`), or built in the branch of a fake-data switch (`if use_fake_data:`): a demo's or a benchmark's
+    synthetic data, whose order and augmentation no one learns from."""
+    owner: ModuleFacts = chain.source_scope.owner if chain.source_scope is not None else facts  # type: ignore[assignment]
+    steps = [(owner, chain.source_call), *((op.scope.owner if op.scope is not None else facts, op.call) for op in chain.ops)]
+    if any(_in_fake_data_branch(module, call) for module, call in steps):  # type: ignore[arg-type]
+        return True
     if chain.source not in _IN_MEMORY:
         return False
-    owner: ModuleFacts = chain.source_scope.owner if chain.source_scope is not None else facts  # type: ignore[assignment]
     given = [a.value for a in chain.source_call.args if a.keyword is None]
     return bool(given) and all(_drawn(owner, value) for value in given)
+
+
+_FAKE_DATA = re.compile(r"(^|_)(fake|synthetic|dummy)(_|$)", re.IGNORECASE)
+
+
+def _in_fake_data_branch(facts: ModuleFacts, node: cst.Call) -> bool:
+    """Whether a call lies in the body of `if use_fake_data:` (`if FLAGS.synthetic:`, `if self._dummy_data:`)."""
+    call = facts.call_fact(node)
+    return call is not None and any(
+        _FAKE_DATA.search((dotted(branch.test) or "").rpartition(".")[2]) and in_part(branch.body, call.statement)
+        for branch in call.ifs)
 
 
 def _drawn(facts: ModuleFacts, value: cst.BaseExpression) -> bool:

@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 
 import libcst as cst
 
-from tfdoctor.lint.analysis.tensorflow import ModuleFacts
+from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, RUN_METHODS, STRATEGY_WORD, ModuleFacts
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, AssignFact, CallFact, Scope, WithFact, reads
 from tfdoctor.lint.semantic.model import Origin, SemanticModel
 from tfdoctor.lint.names import call_arg, dotted, in_part, literal_str, string_key
@@ -170,6 +170,49 @@ def _reached_from(facts: ModuleFacts, scope: Scope, holds: Callable[[Scope], boo
         current = current.parent
     return scope.is_function and depth < 3 and any(
         _reached_from(facts, caller.scope, holds, depth + 1) for caller in facts.callers_of(scope))
+
+
+_DISTRIBUTING_METHODS = RUN_METHODS | DISTRIBUTE_DATASET_METHODS | {"scope"}
+_DEFAULT_STRATEGY = "tensorflow.distribute.get_strategy"
+
+
+def distributes(facts: ModuleFacts) -> bool:
+    """Whether the module spreads training over devices or processes: it builds a `tf.distribute` strategy,
+    calls a strategy's `scope`, `run` or dataset distribution, calls Horovod or `multi_gpu_model`, or builds TF 1 towers.
+    A module whose only strategy is `tf.distribute.get_strategy()` does not: that is the default, one-device
+    strategy unless a caller set another, which the module does not show."""
+    def answer() -> bool:
+        made = [facts.resolve(c.func) for c in facts.strategy_constructions]
+        default_only = bool(made) and all(name == _DEFAULT_STRATEGY for name in made)
+        return any(
+            (not default_only and (facts.is_strategy_constructor(c.node) or (
+                c.attr in _DISTRIBUTING_METHODS
+                and (facts.is_strategy(c.receiver) or bool(STRATEGY_WORD.search(dotted(c.receiver) or ""))))))
+            or horovod_member(facts, c.func) is not None
+            or (c.func or "").split(".")[-1] == "multi_gpu_model"
+            or _tower_device(facts, c)
+            for c in facts.calls)
+    return facts.memo("distributes", answer)
+
+
+def _tower_device(facts: ModuleFacts, call: CallFact) -> bool:
+    """`tf.device(f"/gpu:{i}")` in a loop: TF 1 towers, one model copy per device."""
+    device = call_arg(call.node, 0, "device_name") if call.loops else None
+    return (device is not None and not isinstance(device, cst.SimpleString)
+            and facts.resolve(call.func) in ("tensorflow.device", "tensorflow.compat.v1.device"))
+
+
+def distributed_program(facts: ModuleFacts) -> bool:
+    """Whether the module distributes, or a project module next to it in the imports does: one it imports
+    (a base trainer class), one importing it (the training script that calls its loader), or one that such
+    a script imports (the trainer it hands the loader to)."""
+    if distributes(facts):
+        return True
+    near: list[SemanticModel] = list(facts.imported_modules())
+    if facts.loader is not None:
+        for consumer in facts.loader.consumers(facts):
+            near += [consumer, *consumer.imported_modules()]
+    return any(isinstance(m, ModuleFacts) and m is not facts and distributes(m) for m in near)
 
 
 def trains(facts: ModuleFacts) -> bool:

@@ -40,7 +40,7 @@ DISTRIBUTE_DATASET_METHODS = frozenset(
 )
 _STRATEGY_CTOR = re.compile(r"^tensorflow\.distribute\.(experimental\.)?\w*Strategy$")
 _STRATEGY_GETTERS = frozenset({"tensorflow.distribute.get_strategy"})
-_STRATEGY_WORD = re.compile(r"(^|_)strategy$", re.IGNORECASE)
+STRATEGY_WORD = re.compile(r"(^|_)strategy$", re.IGNORECASE)
 _SCOPE_HELPER = re.compile(r"(^|[._])strategy_scope$", re.IGNORECASE)  # `get_strategy_scope(strategy)`
 # Sources outside `tf.data` that give a `tf.data.Dataset` (Keras utilities batch it themselves, 32 by default).
 _KERAS_SOURCES = re.compile(
@@ -280,7 +280,7 @@ class ModuleFacts(SemanticModel):
         for scope in self.scopes:
             for param in scope.params:
                 annotation = scope.annotations.get(param, "")
-                if _STRATEGY_WORD.search(param) or annotation.endswith("Strategy"):
+                if STRATEGY_WORD.search(param) or annotation.endswith("Strategy"):
                     names.add(param)
         for _ in range(3):
             for assign in self.assigns:
@@ -310,7 +310,7 @@ class ModuleFacts(SemanticModel):
             return False
         if name in self.strategy_names:
             return True
-        return bool(_STRATEGY_WORD.search(name.split(".")[-1])) and name not in self._non_strategy_names
+        return bool(STRATEGY_WORD.search(name.split(".")[-1])) and name not in self._non_strategy_names
 
     @cached_property
     def strategy_constructions(self) -> list[CallFact]:
