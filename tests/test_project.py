@@ -174,3 +174,40 @@ def test_metrics_of_a_class_that_other_modules_construct_inside_the_scope(tmp_pa
         "    evaluator = Evaluation(model, strategy, test)\n", "") + "evaluator = Evaluation(model, strategy, test)\n")
     found = lint_paths(["evaluation.py"], cache=False).findings
     assert [(f.code, f.line) for f in found] == [("TFD105", 9), ("TFD105", 10), ("TFD105", 33)]
+
+
+PY_FUNCTION_MAP = "tf.data.TFRecordDataset(files).map(lambda r: tf.py_function(decode, [r], tf.float32))"
+DEAD_CODE = f"""import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+class Pipelines:
+    def used(self, files):
+        return {PY_FUNCTION_MAP}
+    def never_used(self, files):
+        return {PY_FUNCTION_MAP}
+def orphan(files):
+    return {PY_FUNCTION_MAP}
+ds = Pipelines().used(files)
+"""
+
+
+def test_code_that_nothing_in_the_application_names_gives_no_finding(tmp_path: Path, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "data.py").write_text(DEAD_CODE)
+    monkeypatch.chdir(tmp_path)
+    assert [f.line for f in lint_paths(["data.py"]).findings] == [5]  # `never_used` and `orphan` never run
+    (tmp_path / "explore.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "outputs": [],
+                                                                   "source": ["from data import orphan\n"]}],
+                                                        "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    assert [f.line for f in lint_paths(["data.py"]).findings] == [5, 9]  # a notebook of the project calls `orphan`
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='data')\n")
+    assert [f.line for f in lint_paths(["data.py"]).findings] == [5, 7, 9]  # a library: its functions are its API
+
+
+def test_a_notebook_function_that_no_cell_calls_gives_no_finding(tmp_path: Path, monkeypatch):
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": DEAD_CODE.splitlines(keepends=True)}]
+    (tmp_path / "train.ipynb").write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
+                                                      "nbformat_minor": 5}))
+    monkeypatch.chdir(tmp_path)
+    assert [(f.cell, f.line) for f in lint_paths(["train.ipynb"]).findings] == [(1, 5)]
+

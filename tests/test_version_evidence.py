@@ -56,6 +56,7 @@ def _project(tmp_path: Path, files: dict[str, str]) -> Path:
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / "setup.cfg").write_text("[metadata]\nname = p\n")
     for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     return tmp_path
 
@@ -71,6 +72,33 @@ def test_code_ranks_below_pins_and_above_the_installed_packages(tmp_path):
     pinned = _project(tmp_path / "pinned", {**files, "requirements.txt": "keras==3.5.0\n"})
     keras = load_settings(pinned).for_file(pinned / "train.py").targets.keras
     assert (keras.text, keras.kind) == ("3.5.0", "pin")
+
+
+def test_a_sibling_folder_is_another_program_whose_versions_do_not_count(tmp_path):
+    project = _project(tmp_path, {"course/week1/session.py": "import tensorflow as tf\nsess = tf.Session()\n",
+                                  "course/week2/train.py": "import tensorflow as tf\n",
+                                  "course/week2/model/net.py": "import tensorflow as tf\n",
+                                  "course/helpers.py": KERAS2_HELPER})
+    settings = load_settings(project)
+    week2 = settings.for_file(project / "course/week2/train.py").targets
+    assert week2.tensorflow.kind != "code"  # week1's `tf.Session` is another program's
+    assert (week2.keras.kind, week2.keras.source) == ("code", f"`get_scaled_loss` at {project / 'course/helpers.py'}:2")
+    nested = settings.for_file(project / "course/week2/model/net.py").targets
+    assert (nested.keras.kind, nested.tensorflow.kind != "code") == ("code", True)
+    assert settings.for_file(project / "course/week1/session.py").targets.tensorflow.kind == "code"
+
+
+def test_standalone_keras_2_of_no_known_minor_is_not_told_to_pass_generators_to_fit(tmp_path):
+    # before Keras 2.4, standalone Keras's `fit` takes no generator; `tf.keras` of Keras 2 does
+    project = _project(tmp_path, {"standalone/train.py": "import keras\nmodel.fit_generator(gen(), steps_per_epoch=9)\n",
+                                  "tfkeras/train.py": "import tensorflow as tf\nmodel.fit_generator(gen(), steps_per_epoch=9)\n"})
+    result = run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD401", ".", cwd=project)
+    assert result.stdout.splitlines() == ["tfkeras/train.py:2:1: TFD401 `fit_generator` is removed in Keras 3; use `fit`"]
+    pinned = run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD401", "--target-keras", "2.6",
+                     "standalone", cwd=project)
+    assert pinned.stdout.splitlines() == [
+        "standalone/train.py:2:1: TFD401 `fit_generator` is removed in Keras 3; use `fit` (Keras 2.6 assumed: "
+        "--target-keras)"]
 
 
 def test_keras2_code_under_a_tf216_pin_gets_one_note_and_target_keras_3_lists_the_breakage(tmp_path):

@@ -27,6 +27,7 @@ from libcst.metadata import CodeRange
 
 from tfdoctor.config import ConfigError, Overrides, Settings, load_settings, settings_for
 from tfdoctor.lint.cache import Cache
+from tfdoctor.lint.dead_code import dead_spans
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.deep_stack import deep_stack
 from tfdoctor.lint.findings import Finding, Related, Severity, Violation
@@ -39,6 +40,7 @@ from tfdoctor.lint.project import Project
 from tfdoctor.lint.project import forget as forget_project_files
 from tfdoctor.lint.project_root import is_test_module
 from tfdoctor.lint.rule import Context, Rule, all_rules
+from tfdoctor.lint.semantic.positions import Positions
 from tfdoctor.lint.semantic.positions import positions as node_positions
 from tfdoctor.lint.tabs import expand_indentation, map_back
 from tfdoctor.lint.version_evidence import forget as forget_project_evidence
@@ -189,7 +191,12 @@ def check_module(module: cst.Module, display_path: str, settings: Settings, path
         if not found:
             return []
         stage = "positions"
-        return list(_position(module, lines, display_path, found, context))
+        positions = node_positions(module)
+        reported = list(_position(positions, lines, display_path, found, context))
+        stage = "dead code"
+        dead = dead_spans(module, positions, "\n".join(lines), project, path, is_notebook(display_path)) \
+            if reported else []
+        return [r for r in reported if not any(first <= r.finding.line <= last for first, last in dead)]
     except (RecursionError, Exception) as error:  # a bug of ours must not hide the other files' findings
         raise InternalError(f"internal error in {stage}: {type(error).__name__}: {error} (please report)") from error
 
@@ -208,9 +215,8 @@ def _project(path: Path | None) -> Project | None:
 
 
 def _position(
-    module: cst.Module, lines: list[str], display_path: str, found: list[tuple[Rule, Violation]], context: Context
+    positions: Positions, lines: list[str], display_path: str, found: list[tuple[Rule, Violation]], context: Context
 ) -> Iterator[Reported]:
-    positions = node_positions(module)
     seen: set[tuple[str, int, int]] = set()
     kept: list[tuple[Rule, Violation, CodeRange, int]] = []
     for rule, violation in found:

@@ -1,4 +1,4 @@
-"""A project's Python files, and a digest of that listing that changes when any of them does.
+"""A project's Python files and notebooks, and a digest of that listing that changes when any of them does.
 
 The caller search (`project.py`) reads every Python file of a project that names a function; a cached
 finding that rests on such a search is valid only while no file was added, removed or edited, since any
@@ -20,23 +20,32 @@ _SKIPPED = frozenset({"venv", "env", "site-packages", "node_modules", "build", "
 
 
 @lru_cache(maxsize=16)
-def python_files(root: Path) -> tuple[Path, ...]:
-    """The project's Python files (not in virtual environments, builds or hidden folders), resolved; none
-    when there are more than MAX_FILES."""
+def project_files(root: Path) -> tuple[Path, ...]:
+    """The project's Python files and notebooks (not in virtual environments, builds or hidden folders),
+    resolved; none when there are more than MAX_FILES Python files."""
     files: list[Path] = []
+    count = 0
     for folder, subfolders, names in os.walk(root):
         subfolders[:] = sorted(d for d in subfolders if d not in _SKIPPED and not d.startswith("."))
-        files.extend(Path(folder) / name for name in sorted(names) if name.endswith(".py"))
-        if len(files) > MAX_FILES:
+        for name in sorted(names):
+            if name.endswith((".py", ".ipynb")):
+                files.append(Path(folder) / name)
+                count += name.endswith(".py")
+        if count > MAX_FILES:
             return ()
     return tuple(f.resolve() for f in files)
 
 
+def python_files(root: Path) -> tuple[Path, ...]:
+    """The project's Python files (see `project_files`)."""
+    return tuple(f for f in project_files(root) if f.suffix == ".py")
+
+
 @lru_cache(maxsize=16)
 def listing_digest(root: Path) -> str:
-    """sha256 of the paths, sizes and modification times of `python_files(root)`."""
+    """sha256 of the paths, sizes and modification times of `project_files(root)`."""
     digest = hashlib.sha256()
-    for path in python_files(root):
+    for path in project_files(root):
         try:
             stat = path.stat()
         except OSError:
@@ -52,5 +61,5 @@ def listing_key(root: Path) -> str:
 
 def forget() -> None:
     """Walk the projects again when next asked."""
-    python_files.cache_clear()
+    project_files.cache_clear()
     listing_digest.cache_clear()

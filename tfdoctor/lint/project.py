@@ -31,7 +31,7 @@ import libcst as cst
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
 from tfdoctor.lint.guard import screen
 from tfdoctor.lint.listing import forget as forget_listings
-from tfdoctor.lint.listing import listing_digest, listing_key, python_files
+from tfdoctor.lint.listing import listing_digest, listing_key, project_files, python_files
 from tfdoctor.lint.project_root import project_root, source_roots
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.semantic.collector import CallFact, Scope
@@ -121,6 +121,16 @@ class Project:
             return []
         return [other for other in (self._model(path, model.path) for path in paths) if other is not None]
 
+    def named_elsewhere(self, home: Path, pattern: re.Pattern[bytes]) -> bool | None:
+        """Whether a file of the project other than `home`, a module or a notebook, has text that `pattern`
+        finds; None when the project has too many files to search. The cached result of the file asking rests
+        on the project's listing from then on."""
+        files = project_files(self.root)
+        if not files:
+            return None
+        self._used[listing_key(self.root)] = listing_digest(self.root)
+        return any(path != home and pattern.search(self._text(path) or _read(path)) for path in files)
+
     def _naming(self, model: SemanticModel, wanted: Callable[[bytes], bool]) -> list[Path]:
         """The project's files other than `model`'s whose text is `wanted` (texts are read once per process).
         The cached result of the file asking rests on the project's listing from then on."""
@@ -187,6 +197,14 @@ class Project:
             return ModuleFacts(module, display, lines, loader=self, file=path)
         except (cst.ParserSyntaxError, UnicodeDecodeError, LookupError, SyntaxError, RecursionError, ValueError):
             return None  # a module that cannot be read gives no evidence; linting it says why
+
+
+def _read(path: Path) -> bytes:
+    """A file too large to keep in memory, read once for one question."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 def _module_name(home: Path) -> str:

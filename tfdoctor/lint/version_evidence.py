@@ -12,6 +12,7 @@ package, citing the sighting it rests on; sightings that contradict each other d
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -219,6 +220,7 @@ def forget() -> None:
     """Start a new run: files may have changed since the last one."""
     _PROJECTS.clear()
     _ROOTS.clear()
+    _PATHS.clear()
 
 
 _PROJECTS: dict[tuple[Path, Callable[[Path], bool], Callable[[Path], str]], tuple[Sighting, ...]] = {}
@@ -299,7 +301,7 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
         folder = path if path.is_dir() else path.parent
         if folder not in _ROOTS:
             _ROOTS[folder] = project_root(folder)
-        project = project_sightings(_ROOTS[folder], excluded, cite)
+        project = _on_its_path(project_sightings(_ROOTS[folder], excluded, cite), cite(folder))
     others = tuple(s for s in project if s.path != here)
     sightings = own + others
     if not own and len(others) == len(project):  # nothing of its own: what the project decides (cached)
@@ -308,6 +310,28 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
         ranges = tuple(decide(sightings, package) for package in (TENSORFLOW, KERAS))
     ranges = tuple(found or decide(own, package) for found, package in zip(ranges, (TENSORFLOW, KERAS)))
     return CodeEvidence(sightings, *ranges)
+
+
+def _on_its_path(sightings: tuple[Sighting, ...], folder: str) -> tuple[Sighting, ...]:
+    """The sightings in files of `folder`, below it, or directly in a folder above it: the scripts and the
+    package a file belongs to. A sibling folder's files (another chapter of a course, another example of a
+    collection) are another program, whose versions say nothing of this one's."""
+    key = (id(sightings), folder)
+    if key not in _PATHS:
+        if len(_PATHS) > 4096:
+            _PATHS.clear()
+        _PATHS[key] = (sightings, tuple(s for s in sightings if _related(posixpath.dirname(s.path), folder)))
+    return _PATHS[key][1]
+
+
+def _related(where: str, folder: str) -> bool:
+    """Whether a file in folder `where` is in `folder`, below it, or directly in one of its ancestors."""
+    if where in ("", ".") or folder in ("", "."):
+        return True  # the top folder: directly above every other, and holding them all
+    return where == folder or folder.startswith(where + "/") or where.startswith(folder + "/")
+
+
+_PATHS: dict[tuple[int, str], tuple[tuple[Sighting, ...], tuple[Sighting, ...]]] = {}  # keeps each key's tuple alive
 
 
 def _notebook_scan(source: bytes, here: str) -> tuple[Sighting, ...]:

@@ -16,7 +16,7 @@ _DEVICES = re.compile(r"(gpus|devices)$", re.IGNORECASE)  # a list of device nam
 _SCOPING = frozenset({"tensorflow.device", "tensorflow.name_scope", "tensorflow.variable_scope"})
 # Calls that only move, cast, sum, pack or split values: a block of nothing else syncs or reduces per device, it
 # does not build a model copy (`param.assign(param0.read_value())`, `tf.add_n([tf.cast(g, tf.float32) ...])`).
-_MOVING = frozenset({"zip", "all", "any", "len", "range", "enumerate", "list", "tuple", "isinstance", "print",
+_MOVING = frozenset({"zip", "all", "any", "len", "range", "enumerate", "list", "tuple", "isinstance", "print", "str",
                     "append", "extend", "assign", "assign_add", "assign_sub", "read_value", "format",
                     "tensorflow.cast", "tensorflow.add_n", "tensorflow.identity", "tensorflow.group",
                     "tensorflow.concat", "tensorflow.split", "tensorflow.reshape", "tensorflow.stack",
@@ -32,7 +32,7 @@ _VARIABLE_STORE = frozenset({"tensorflow.Variable", "tensorflow.get_variable", "
                              "tensorflow.truncated_normal", "tensorflow.random.truncated_normal",
                              "tensorflow.zeros_initializer", "tensorflow.ones_initializer",
                              "tensorflow.constant_initializer", "tensorflow.random_normal_initializer",
-                             "tensorflow.truncated_normal_initializer"})
+                             "tensorflow.truncated_normal_initializer", "add_weight", "add_variable"})
 _NOT_BUILDING = _MOVING | _VARIABLE_STORE
 HELPER_DEPTH = 2  # project helpers looked into for what a device block builds
 _PER_DEVICE_UPDATES = frozenset({"apply_gradients", "get_gradients_to_apply", "append_apply_gradients_ops"})
@@ -197,6 +197,19 @@ for i in range(4):
     with tf.device(pick(i)):
         x = load(i)
 """,
+        # a layer that keeps one shard of its table per GPU (model parallelism), and a session run per GPU
+        """import tensorflow as tf
+class ShardedEmbedding(tf.keras.layers.Layer):
+    def build(self, _):
+        self.shards = []
+        for i, gpu in enumerate(self.gpus):
+            with tf.device("/gpu:%d" % gpu):
+                self.shards.append(self.add_weight(name="shard_" + str(i), shape=(self.rows[i], self.width)))
+for batch in batches:
+    for i in range(num_gpus):
+        with tf.device("/gpu:{}".format(i)):
+            loss_value = sess.run([train_op, loss], feed_dict={x: batch[i::num_gpus]})
+""",
         # a loop over GPUs that only configures memory growth
         """import tensorflow as tf
 for gpu in tf.config.list_physical_devices("GPU"):
@@ -229,6 +242,8 @@ def _builds(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:
     own calls are all such (tensorpack's `GradientPacker.pack`, which concatenates and splits gradients per
     device); unknown calls may."""
     names = {facts.resolve(call.func), call.attr, call.func}
+    if call.attr == "run" and "sess" in (dotted(call.receiver) or "").rpartition(".")[2].lower():
+        return False  # `sess.run(...)` runs a graph built before; the device scope places nothing
     if facts.resolve(call.func) in _SCOPING or names & _NOT_BUILDING or \
             any(isinstance(n, str) and n.endswith(_SCOPE_SUFFIXES) for n in names):
         return False

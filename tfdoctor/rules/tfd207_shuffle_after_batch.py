@@ -22,7 +22,10 @@ class ShuffleAfterBatch(Rule):
     Finds `.batch(...)` (or `padded_batch`, `ragged_batch`, `apply(dense_to_ragged_batch(...))`) followed by
     `.shuffle(...)` in a `tf.data` pipeline, with no `unbatch` between, whatever the pipeline's source. A
     shuffle followed by `take(k)` of a few batches (k <= 16: one batch drawn at random to look at) is left alone,
-    and so is a pipeline over tensors drawn at random where it is made (a demo's synthetic data).
+    and so is a pipeline over tensors drawn at random where it is made (a demo's synthetic data), batches
+    whose examples were shuffled before batching (a second shuffle is redundant, not harmful), and batches
+    batched again after the shuffle (`chars.batch(101).shuffle(n).batch(64)`: the first batch made the
+    examples, sequences of characters).
 
     ## Why it is bad
     Shuffling after batching shuffles whole batches: the same examples always train together, and the
@@ -82,6 +85,16 @@ ds = tf.data.Dataset.range(1000).shuffle(1000).batch(10)
         """import tensorflow as tf
 ds = tf.data.Dataset.range(1000).batch(10).unbatch().shuffle(1000).batch(10)
 """,
+        # characters batched into sequences, the sequences shuffled, then batched: the sequences are the examples
+        """import tensorflow as tf
+chars = tf.data.Dataset.from_tensor_slices(text_as_int)
+sequences = chars.batch(101, drop_remainder=True).map(split_input_target)
+ds = sequences.shuffle(10000).batch(64, drop_remainder=True)
+""",
+        # batches of examples shuffled before batching: shuffling them again is redundant, not harmful
+        """import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).map(parse).shuffle(4096).batch(64).shuffle(16).prefetch(2)
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
@@ -89,14 +102,33 @@ ds = tf.data.Dataset.range(1000).batch(10).unbatch().shuffle(1000).batch(10)
             chain = facts.dataset_chain(call.node, call.scope, call.order + 1, any_source=True)
             if chain is None or _picks_a_few(facts, call) or random_data(facts, chain):
                 continue  # a few batches to look at, or random demo data whose order no one learns from
-            batched = False
+            batched = shuffled = False
             for op in chain.ops:
-                if op.method in ("batch", "padded_batch", "ragged_batch") or _batches(facts, op):
-                    batched = literal_int(call_arg(op.call, 0, "batch_size")) != 1  # batches of one are examples
+                if _is_batching(facts, op):
+                    # batches of one are examples; batches of examples shuffled before are mixed anew each epoch
+                    batched = literal_int(call_arg(op.call, 0, "batch_size")) != 1 and not shuffled
                 elif op.method == "unbatch":
-                    batched = False
-                elif op.method == "shuffle" and op.call is call.node and batched:
+                    batched = shuffled = False
+                elif op.method == "shuffle" and op.call is not call.node:
+                    shuffled = True
+                elif op.method == "shuffle" and batched and not _batched_again(facts, call):
                     yield self.report(call.node.func.attr, statement=call.statement)
+
+
+def _is_batching(facts: ModuleFacts, op: DatasetOp) -> bool:
+    return op.method in ("batch", "padded_batch", "ragged_batch") or _batches(facts, op)
+
+
+def _batched_again(facts: ModuleFacts, shuffle: CallFact) -> bool:
+    """Whether the shuffled batches are batched again later (`chars.batch(101).shuffle(n).batch(64)`): the
+    first batch made the examples (sequences of characters), which the shuffle mixes."""
+    for later in facts.method_calls("batch", "padded_batch", "ragged_batch", "apply"):
+        chain = facts.dataset_chain(later.node, later.scope, later.order + 1, any_source=True)
+        ops = list(chain.ops) if chain is not None else []
+        at = next((index for index, op in enumerate(ops) if op.call is shuffle.node), None)
+        if at is not None and any(_is_batching(facts, op) for op in ops[at + 1:]):
+            return True
+    return False
 
 
 def _picks_a_few(facts: ModuleFacts, shuffle: CallFact) -> bool:

@@ -21,7 +21,8 @@ class RemovedKerasApi(Rule):
     Severity follows the target: a warning under Keras 2, an error under Keras 3, where the call fails.
     Code written for standalone Keras before 2.4 (a Keras target below 2.4 that is not derived from
     TensorFlow's `tf.keras`), or for `tf.keras` before TF 2.1, where these are the way to do it, is not
-    flagged.
+    flagged; nor is standalone Keras (`import keras`) when the code shows Keras 2 but not which: before 2.4,
+    `fit` does not take a generator.
 
     ## Why it is bad
     Under Keras 3 these calls raise `AttributeError`/`TypeError`. Under Keras 2 they are deprecated
@@ -96,6 +97,8 @@ model.fit_generator(gen(), steps_per_epoch=10)
             old_keras = context.targets.tensorflow.below(2, 1)
         else:
             old_keras = len(keras.version) > 1 and keras.below(2, 4)  # a bare "2" is Keras 2 at large
+            if keras.kind == "code" and keras.below(3) and not keras.label.startswith(">="):
+                old_keras = _standalone(facts)  # the code shows Keras 2, not which: standalone Keras may be 2.3
         if old_keras:
             return  # standalone Keras 2.3 or earlier, or tf.keras of TF 1.x/2.0: how generators are trained
         for call in facts.calls:
@@ -111,3 +114,8 @@ model.fit_generator(gen(), steps_per_epoch=10)
                 yield self.report(call, "arguments", assumed=self.assumed(context, "keras", facts, call.node),
                                   method=call.attr,
                                   arguments=", ".join(f"`{name}`" for name in removed))
+
+
+def _standalone(facts: ModuleFacts) -> bool:
+    """Whether the module imports standalone Keras (`import keras`, `from keras.models import ...`)."""
+    return any(fact.level == 0 and (fact.module == "keras" or fact.module.startswith("keras.")) for fact in facts.imports)
