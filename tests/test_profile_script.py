@@ -71,6 +71,17 @@ def test_slow_python_generator_is_input_bound_and_cites_tfd201(tmp_path):
 
 
 @pytest.mark.tf
+def test_a_finding_in_a_branch_the_run_never_took_is_not_cited(tmp_path):
+    report = _profile("untaken_branch.py", tmp_path)
+    assert report["verdict"]["primary"] == "input-bound"
+    assert "TFD201 at tests/scripts/untaken_branch.py:22" in report["verdict"]["statement"]
+    locations = [where for suggestion in report["suggestions"] for where in suggestion["locations"]]
+    assert locations == ["TFD201 at tests/scripts/untaken_branch.py:22"]
+    assert ("not cited: 1 lint finding is in code the run did not execute before its measured steps (TFD204 at "
+            "tests/scripts/untaken_branch.py:24)") in report["notes"]
+
+
+@pytest.mark.tf
 def test_eager_distributed_step_is_host_bound_and_cites_tfd107(tmp_path):
     report = _profile("host_bound.py", tmp_path)
     assert report["verdict"]["primary"] == "host-bound"

@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import FIXTURES, run_cli
 from tfdoctor.config import Overrides, load_settings
 from tfdoctor.lint.version_evidence import KERAS, TENSORFLOW, decide, scan
+from tfdoctor.lint.version_evidence import forget as forget_project_evidence
 
 
 @pytest.mark.parametrize(("source", "expected"), [
@@ -86,6 +87,12 @@ def test_a_sibling_folder_is_another_program_whose_versions_do_not_count(tmp_pat
     nested = settings.for_file(project / "course/week2/model/net.py").targets
     assert (nested.keras.kind, nested.tensorflow.kind != "code") == ("code", True)
     assert settings.for_file(project / "course/week1/session.py").targets.tensorflow.kind == "code"
+    (project / "common").mkdir()
+    (project / "common" / "__init__.py").write_text("import tensorflow as tf\nsess = tf.Session()\n")
+    (project / "course/week2/uses_common.py").write_text("import tensorflow as tf\nfrom common import sess\n")
+    forget_project_evidence()
+    imports = load_settings(project).for_file(project / "course/week2/uses_common.py").targets.tensorflow
+    assert (imports.kind, imports.source) == ("code", f"`tf.Session` at {project / 'common/__init__.py'}:2")
 
 
 def test_standalone_keras_2_of_no_known_minor_is_not_told_to_pass_generators_to_fit(tmp_path):

@@ -301,7 +301,9 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
         folder = path if path.is_dir() else path.parent
         if folder not in _ROOTS:
             _ROOTS[folder] = project_root(folder)
-        project = _on_its_path(project_sightings(_ROOTS[folder], excluded, cite), cite(folder))
+        root = _ROOTS[folder]
+        imported = tuple(sorted(cite(p) for p in _imported_packages(source or b"", root)))
+        project = _on_its_path(project_sightings(root, excluded, cite), cite(folder), imported)
     others = tuple(s for s in project if s.path != here)
     sightings = own + others
     if not own and len(others) == len(project):  # nothing of its own: what the project decides (cached)
@@ -312,16 +314,34 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
     return CodeEvidence(sightings, *ranges)
 
 
-def _on_its_path(sightings: tuple[Sighting, ...], folder: str) -> tuple[Sighting, ...]:
-    """The sightings in files of `folder`, below it, or directly in a folder above it: the scripts and the
-    package a file belongs to. A sibling folder's files (another chapter of a course, another example of a
-    collection) are another program, whose versions say nothing of this one's."""
-    key = (id(sightings), folder)
+def _on_its_path(sightings: tuple[Sighting, ...], folder: str, imported: tuple[str, ...]) -> tuple[Sighting, ...]:
+    """The sightings in files of `folder`, below it, or directly in a folder above it, and in the project's
+    packages and modules the file imports (`imported`): the scripts and the packages a file belongs to. A
+    sibling folder's files (another chapter of a course, another example of a collection) are another
+    program, whose versions say nothing of this one's."""
+    key = (id(sightings), folder, imported)
     if key not in _PATHS:
         if len(_PATHS) > 4096:
             _PATHS.clear()
-        _PATHS[key] = (sightings, tuple(s for s in sightings if _related(posixpath.dirname(s.path), folder)))
+        _PATHS[key] = (sightings, tuple(
+            s for s in sightings if _related(posixpath.dirname(s.path), folder)
+            or any(s.path == module or s.path.startswith(module + "/") for module in imported)))
     return _PATHS[key][1]
+
+
+_IMPORT = re.compile(rb"^[ \t]*(?:from|import)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+
+
+def _imported_packages(source: bytes, root: Path) -> list[Path]:
+    """The project's top-level packages and modules that `import x` / `from x import ...` lines name (under the
+    root or its `src/`)."""
+    found = []
+    for name in dict.fromkeys(match.decode() for match in _IMPORT.findall(source)):
+        for base in (root, root / "src"):
+            for candidate in (base / name, base / f"{name}.py"):
+                if candidate.exists():
+                    found.append(candidate)
+    return found
 
 
 def _related(where: str, folder: str) -> bool:
@@ -331,7 +351,7 @@ def _related(where: str, folder: str) -> bool:
     return where == folder or folder.startswith(where + "/") or where.startswith(folder + "/")
 
 
-_PATHS: dict[tuple[int, str], tuple[tuple[Sighting, ...], tuple[Sighting, ...]]] = {}  # keeps each key's tuple alive
+_PATHS: dict[tuple[int, str, tuple[str, ...]], tuple[tuple[Sighting, ...], tuple[Sighting, ...]]] = {}  # keeps each key's tuple alive
 
 
 def _notebook_scan(source: bytes, here: str) -> tuple[Sighting, ...]:

@@ -175,6 +175,7 @@ class ScriptMeasured(Event):
     peer_waits: list[float] = field(default_factory=list)  # per interval: in input calls, waiting for other workers
     input_kind: str = ""                   # where the step's batches came from ("tf.data", "a Keras Sequence", ...)
     precision: str = ""                    # the Keras global dtype policy when it is a mixed one
+    lines_run: dict[str, list[int]] = field(default_factory=dict)  # script's files -> lines run before the window
 
 
 @dataclass(frozen=True)
@@ -319,7 +320,7 @@ def _convert(kind: Any, value: Any, where: str) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise ProtocolError(f"{where}: expected an object, got {type(value).__name__}")
-        return value
+        return {key: _convert(args[1], item, f"{where}[{key!r}]") for key, item in value.items()} if args else value
     if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if kind in (int, str, bool) and isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):

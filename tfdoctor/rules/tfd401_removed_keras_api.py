@@ -117,5 +117,9 @@ model.fit_generator(gen(), steps_per_epoch=10)
 
 
 def _standalone(facts: ModuleFacts) -> bool:
-    """Whether the module imports standalone Keras (`import keras`, `from keras.models import ...`)."""
-    return any(fact.level == 0 and (fact.module == "keras" or fact.module.startswith("keras.")) for fact in facts.imports)
+    """Whether the module's Keras is standalone Keras (`import keras`, `from keras.models import ...`) and never
+    `tf.keras` (`from tensorflow import keras`, `tensorflow.keras.*`)."""
+    names = [(fact.module, fact.symbol) for fact in facts.imports if fact.level == 0]
+    tf_keras = any(module.startswith("tensorflow.keras") or (module == "tensorflow" and symbol == "keras")
+                   for module, symbol in names)
+    return not tf_keras and any(module == "keras" or module.startswith("keras.") for module, _ in names)

@@ -4,6 +4,7 @@ its own folder, as the same Report as reference mode (no TensorFlow here)."""
 from __future__ import annotations
 
 import ast
+import bisect
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -52,6 +53,51 @@ def lint_findings(script: Path, package: Path | None = None) -> list[Finding]:
     targets = [os.path.relpath(p) if not os.path.relpath(p).startswith("..") else str(p) for p in paths]
     run = tuple(file for p in paths for file in ([p] if p.is_file() else sorted(p.rglob("*.py"))))
     return lint_paths(targets, Overrides(evidence_files=run, run_code=True), cache=False).findings  # it trains
+
+
+def split_by_run(findings: list[Finding], lines_run: dict[str, list[int]]) -> tuple[list[Finding], list[Finding]]:
+    """The findings that may be cited as causes, and those in a branch the run did not take: the innermost
+    `if`/`else` block around the finding was reached (its `if` line ran) but none of its lines ran before the
+    window. Code that ran only through AutoGraph (a `tf.function`'s body runs as a converted copy) records no
+    line of its own, so it is never judged untaken."""
+    cited: list[Finding] = []
+    skipped: list[Finding] = []
+    for finding in findings:
+        lines = lines_run.get(os.path.abspath(finding.path))
+        block = _innermost_branch(Path(finding.path), min(finding.line, finding.statement_line or finding.line),
+                                  finding.end_line) if lines else None
+        untaken = block is not None and block[0] in lines and not _any_between(lines, block[1], block[2])
+        (skipped if untaken else cited).append(finding)
+    return cited, skipped
+
+
+def _innermost_branch(path: Path, first: int, last: int) -> tuple[int, int, int] | None:
+    """(the `if` line, first line, last line) of the innermost `if` body or `else` around lines first..last."""
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            for block in (node.body, node.orelse):
+                if block and block[0].lineno <= first and last <= (block[-1].end_lineno or block[-1].lineno):
+                    span = (node.lineno, block[0].lineno, block[-1].end_lineno or block[-1].lineno)
+                    if found is None or span[1] >= found[1]:
+                        found = span
+    return found
+
+
+def _any_between(lines: list[int], first: int, last: int) -> bool:
+    index = bisect.bisect_left(lines, first)
+    return index < len(lines) and lines[index] <= last
+
+
+def skipped_note(skipped: list[Finding]) -> str:
+    """What the report says of the findings in code the run did not execute."""
+    places = ", ".join(f"{f.code} at {f.path}:{f.line}" for f in skipped[:3]) + (" and more" if len(skipped) > 3 else "")
+    return (f"not cited: {len(skipped)} lint finding{'s are' if len(skipped) > 1 else ' is'} in code the run did not "
+            f"execute before its measured steps ({places})")
 
 
 def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind: str, names: list[str],

@@ -100,6 +100,7 @@ def main(argv: list[str]) -> int:
     import tensorflow as tf
 
     from tfdoctor.profile.script import hooks
+    from tfdoctor.profile.script.lines_run import LinesRun
     from tfdoctor.profile.script.recorder import Recorder
     from tfdoctor.reference.devices import setup_replicas
 
@@ -108,11 +109,14 @@ def main(argv: list[str]) -> int:
     else:
         _, kind, names = setup_replicas(config.replicas)
     CHANNEL.emit(protocol.Devices(kind, names or []))
+    lines_run = LinesRun(os.getcwd() if module else os.path.dirname(script))
     recorder = Recorder(config.steps, config.warmup, _finished, CHANNEL.progress, config.trace_dir,
                         config.trace_steps, across_workers=config.multi_worker, on_partial=CHANNEL.emit,
-                        what_if=config.what_if, device_kind=kind)
+                        what_if=config.what_if, device_kind=kind,
+                        lines_run=lines_run)
     hooks.install(recorder, names)
     threading.Thread(target=_watchdog, args=(recorder, config.max_seconds), daemon=True).start()
+    lines_run.start()
     try:
         if module:  # as `python -m`: the working folder first on the path, the module's file as argv[0]
             sys.argv = ["-m", *script_args]

@@ -97,8 +97,9 @@ def profile_script(options: ScriptOptions, on_event: OnEvent) -> Report:
     result = child.last(protocol.ScriptMeasured)
     assert result is not None
     trace, lost = trace_of(child, options.logdir is not None and options.trace_steps > 0)
-    findings = join.lint_findings(script, target.package)
-    notes = [*([lost] if lost else []), *([f"the script's output: {child.log}"] if child.log else [])]
+    findings, skipped = join.split_by_run(join.lint_findings(script, target.package), result.lines_run)
+    notes = [*([lost] if lost else []), *([join.skipped_note(skipped)] if skipped else []),
+             *([f"the script's output: {child.log}"] if child.log else [])]
     report = join.build(result, findings, options.gpus, devices.kind if devices else "unknown",
                         devices.names if devices else [], target.name, notes, trace)
     report.what_if = tried(child.events, [Cause(f.code, f.path, f.line) for f in findings], options.what_if)

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from tfdoctor.profile.machine_load import CpuSample, load_note, sample
 from tfdoctor.profile.protocol import NoStep, PhaseTimes, ScriptMeasured, Traced, WhatIf
+from tfdoctor.profile.script.lines_run import LinesRun
 from tfdoctor.profile.script.replay import Replay, measure
 
 Progress = Callable[[str, int, int], None]
@@ -34,7 +35,7 @@ class Recorder:
     def __init__(self, steps: int, warmup: int, on_done: Callable[[ScriptMeasured | NoStep], None], progress: Progress,
                  trace_dir: str | None = None, trace_steps: int = 3, across_workers: bool = False,
                  on_partial: Callable[[ScriptMeasured | Traced | WhatIf], None] = lambda event: None,
-                 what_if: list[str] | None = None, device_kind: str = "cpu") -> None:
+                 what_if: list[str] | None = None, device_kind: str = "cpu", lines_run: LinesRun | None = None) -> None:
         self.steps, self.warmup, self.on_done, self.on_partial, self.progress = (steps, warmup, on_done, on_partial,
                                                                                 progress)
         self.across_workers = across_workers  # a worker of a multi-worker job (replay.measure)
@@ -63,6 +64,7 @@ class Recorder:
         self.input_source: Any = None    # the iterator the training loop read last (tf-data-tuned)
         self.input_kind = ""             # what the step's batches came from, as the hooks saw it
         self.measured: ScriptMeasured | NoStep | None = None  # the window's result, once replayed
+        self.lines_run = lines_run       # the script's lines run, recorded until the window opens
 
     def prefer(self, source: str) -> None:
         """Use `source` for the step boundaries (Model.fit's callback over the Function inside fit)."""
@@ -118,6 +120,8 @@ class Recorder:
             self.peer_waits.append(peer)
             self.other_steps.append(other)
         else:
+            if self.lines_run is not None:
+                self.lines_run.stop()  # the window runs untraced
             self._cpu = [sample()]
         self.starts.append(start)
         self.calls.append(end - start)
@@ -198,7 +202,8 @@ class Recorder:
             global_batch, replicas = replayed.global_batch, replayed.replicas
         return ScriptMeasured(times, calls, self.source or "", sorted(self.hooked), self.seen, notes, global_batch,
                               replicas, replayed is not None, replayed.replay_steps if replayed else [],
-                              self.peer_waits[:len(intervals)], self.input_kind, _mixed_precision())
+                              self.peer_waits[:len(intervals)], self.input_kind, _mixed_precision(),
+                              self.lines_run.recorded() if self.lines_run is not None else {})
 
     def _start_trace(self) -> None:
         import tensorflow as tf
