@@ -195,6 +195,10 @@ def test_code_that_nothing_in_the_application_names_gives_no_finding(tmp_path: P
     (tmp_path / "data.py").write_text(DEAD_CODE)
     monkeypatch.chdir(tmp_path)
     assert [f.line for f in lint_paths(["data.py"]).findings] == [5]  # `never_used` and `orphan` never run
+    (tmp_path / "test_data.py").write_text("import tensorflow as tf\ndef test_shuffles():\n"
+                                           "    ds = tf.data.Dataset.range(8)\n    ds.shuffle(8)\n"
+                                           "    model.fit(ds, epochs=1)\n")
+    assert [(f.line, f.code) for f in lint_paths(["test_data.py"]).findings] == [(4, "TFD208")]  # pytest runs it
     (tmp_path / "explore.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "outputs": [],
                                                                    "source": ["from data import orphan\n"]}],
                                                         "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))

@@ -4,23 +4,27 @@ In an application, a module-level function or class, or a method of a class with
 when no other line of its module and no other file of its project (modules and notebooks) names it. An
 application is a notebook, or a repository (`.git`) or pyproject.toml project whose root has no setup.py,
 setup.cfg or `[project]`/`[tool.poetry]` table: nobody imports it as a library. Decorated definitions
-(registered, or run by a framework), dunder methods and methods of subclasses (hooks a framework calls:
-`build`, `on_epoch_end`) are never dead. A name in a string or a comment counts as naming it: when unsure,
-the finding stays.
+(registered, or run by a framework), dunder methods, tests (`test_*`, `Test*`: pytest finds them by name)
+and methods of subclasses (hooks a framework calls: `build`, `on_epoch_end`) are never dead. A name in a
+string or a comment counts as naming it: when unsure, the finding stays.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Iterator, Mapping
 
 import libcst as cst
-from libcst._position import CodeRange
+from libcst.metadata import CodeRange
 
 from tfdoctor.lint.project import Project
 
 _LIBRARY_TABLES = (b"[project]", b"[tool.poetry]")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_NEVER_DEAD = ("__", "test", "Test")  # dunders, and what pytest and unittest find by their names
+_DEFINED = re.compile(r"\b(?:def|class)\s+([A-Za-z_]\w*)")
 
 
 def dead_spans(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange], text: str, project: Project | None,
@@ -28,9 +32,11 @@ def dead_spans(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange], t
     """The (first, last) lines of the dead definitions of a module (its `text`), outermost first."""
     if not notebook and (project is None or path is None or not _application(project.root)):
         return []
+    words = Counter(_WORD.findall(text))
+    words.subtract(_DEFINED.findall(text))
     spans = []
     for definition in _candidates(module):
-        if not _named(definition.name.value, text, project, path) and definition in positions:
+        if not _named(definition.name.value, words, project, path) and definition in positions:
             where = positions[definition]
             spans.append((where.start.line, where.end.line))
     return spans
@@ -41,12 +47,12 @@ def _candidates(module: cst.Module) -> Iterator[cst.FunctionDef | cst.ClassDef]:
     for statement in module.body:
         if not isinstance(statement, (cst.FunctionDef, cst.ClassDef)) or statement.decorators:
             continue
-        if not statement.name.value.startswith("__"):
+        if not statement.name.value.startswith(_NEVER_DEAD):
             yield statement
         if isinstance(statement, cst.ClassDef) and not any(_base(arg) for arg in statement.bases):
             for member in statement.body.body:
                 if isinstance(member, cst.FunctionDef) and not member.decorators \
-                        and not member.name.value.startswith("__"):
+                        and not member.name.value.startswith(_NEVER_DEAD):
                     yield member
 
 
@@ -54,14 +60,14 @@ def _base(arg: cst.Arg) -> bool:
     return arg.keyword is None and not (isinstance(arg.value, cst.Name) and arg.value.value == "object")
 
 
-def _named(name: str, text: str, project: Project | None, path: Path | None) -> bool:
-    """Whether `name` appears other than where it is defined: in the module, or in another project file."""
+def _named(name: str, words: Counter[str], project: Project | None, path: Path | None) -> bool:
+    """Whether `name` appears other than where it is defined (`words`: the module's words less its
+    definitions' names): in the module, or in another project file."""
+    if words[name] > 0 or project is None or path is None:
+        return words[name] > 0
     word = re.escape(name)
-    uses = len(re.findall(rf"\b{word}\b", text)) - len(re.findall(rf"\b(?:def|class)\s+{word}\b", text))
-    if uses > 0 or project is None or path is None:
-        return uses > 0
-    elsewhere = project.named_elsewhere(path.resolve(), re.compile(rf"\b{word}\b(?<!def {word})".encode()))
-    return elsewhere is not False  # a project too large to search: it may be named there
+    pattern = re.compile(rf"\b{word}\b(?<!def {word})(?<!class {word})".encode())
+    return project.named_elsewhere(path.resolve(), pattern) is not False  # too large to search: it may be
 
 
 def _application(root: Path) -> bool:
