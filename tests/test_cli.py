@@ -93,13 +93,13 @@ def test_select_ignore_and_pyproject_settings(tmp_path):
 
 
 def test_vendored_and_archived_folders_are_skipped_unless_named(tmp_path):
-    for folder in ("third_party/lib", "vendor", " archived", "archive/2019"):
+    for folder in ("third_party/lib", "Vendor", " archived", "Archive/2019"):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "old_train.py").write_text(BAD)
     (tmp_path / "train.py").write_text(BAD)
     report = json.loads(run_cli("lint", "--format", "json", str(tmp_path)).stdout)
     assert [f["path"] for f in report["findings"]] == [str(tmp_path / "train.py")]
-    named = tmp_path / "archive" / "2019" / "old_train.py"
+    named = tmp_path / "Archive" / "2019" / "old_train.py"
     report = json.loads(run_cli("lint", "--format", "json", str(named)).stdout)
     assert [f["path"] for f in report["findings"]] == [str(named)]
 

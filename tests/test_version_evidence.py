@@ -98,7 +98,9 @@ def test_a_sibling_folder_is_another_program_whose_versions_do_not_count(tmp_pat
 def test_standalone_keras_2_of_no_known_minor_is_not_told_to_pass_generators_to_fit(tmp_path):
     # before Keras 2.4, standalone Keras's `fit` takes no generator; `tf.keras` of Keras 2 does
     project = _project(tmp_path, {"standalone/train.py": "import keras\nmodel.fit_generator(gen(), steps_per_epoch=9)\n",
-                                  "tfkeras/train.py": "import tensorflow as tf\nmodel.fit_generator(gen(), steps_per_epoch=9)\n"})
+                                  "tfkeras/train.py": "import tensorflow as tf\nmodel.fit_generator(gen(), steps_per_epoch=9)\n",
+                                  "mixed/train.py": "from keras.models import Model\nfrom tensorflow.keras.optimizers "
+                                                    "import Adam\nmodel.fit_generator(gen(), steps_per_epoch=9)\n"})
     result = run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD401", ".", cwd=project)
     assert result.stdout.splitlines() == ["tfkeras/train.py:2:1: TFD401 `fit_generator` is removed in Keras 3; use `fit`"]
     pinned = run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD401", "--target-keras", "2.6",

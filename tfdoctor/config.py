@@ -80,7 +80,7 @@ class Settings:
 
     def is_excluded(self, path: Path) -> bool:
         """Whether a discovered path (file or folder) is skipped by the default or configured excludes."""
-        if any(fnmatch.fnmatch(path.name.strip(), pattern) for pattern in DEFAULT_EXCLUDES):
+        if any(fnmatch.fnmatchcase(path.name.strip().lower(), pattern) for pattern in DEFAULT_EXCLUDES):
             return True
         if path.is_dir() and (path / "pyvenv.cfg").exists():
             return True

@@ -16,7 +16,8 @@ class EagerDistributedStep(Rule):
     over steps itself, or module-level code. A replica function that is itself a `tf.function` (decorated,
     or wrapped as `self.step = tf.function(self.step)`) is not flagged: each replica then runs a graph.
     Nor is code that does not train: test code (a `test*` function of a test module, a `TestCase` method), an
-    evaluation step (a function named for validation or evaluation whose replica functions apply no gradients),
+    evaluation step (a function named for validation or evaluation, or a metric's `update_state`, whose replica
+    functions apply no gradients),
     or one `strategy.run` outside any loop whose replica function applies no gradients (a look at one
     forward value or gradient), or one before or after its function's own loop whose function applies none
     as far as the code shows (`strategy.run(hook.profiling_end)` once training is done). Code that builds a
@@ -92,6 +93,14 @@ for b in dist_ds:
 """,
     )
     VALID = (
+        # a metric that updates itself on every replica: it applies no gradients
+        """import tensorflow as tf
+class DiscriminatorLoss(tf.keras.metrics.Metric):
+    def update_state(self, context):
+        for real, fake in context.dataset:
+            loss = context.loss(real, fake)
+            self._strategy.run(updater(loss))
+""",
         # a validation step left eager: it applies no gradients
         """import tensorflow as tf
 def vali_step(batch):
@@ -195,13 +204,18 @@ class Trainer:
                 yield self.report(run, "module", call=run.func or run.attr)
 
 
+_METRIC_METHODS = frozenset({"update_state", "result", "reset_state", "reset_states"})  # a Keras metric's API
+
+
 def _evaluates(facts: ModuleFacts, run: CallFact) -> bool:
     """A `strategy.run` in a function named for validation or evaluation (`distributed_vali_step`,
-    `eval_step`), of replica functions the code shows, none of which applies gradients."""
-    if not (run.scope.is_function and evaluation_name(run.scope.name)):
+    `eval_step`), of replica functions the code shows, or in a metric's `update_state`; none of them applies
+    gradients."""
+    metric = run.scope.is_function and run.scope.name in _METRIC_METHODS
+    if not (metric or run.scope.is_function and evaluation_name(run.scope.name)):
         return False
     replicas = facts.callables_of(facts.replica_fn_expr(run), run.scope, before=run.order)
-    return bool(replicas) and not any(applies_gradients(facts, r) for r in replicas)
+    return (metric or bool(replicas)) and not any(applies_gradients(facts, r) for r in replicas)
 
 
 def _one_look(facts: ModuleFacts, run: CallFact) -> bool:

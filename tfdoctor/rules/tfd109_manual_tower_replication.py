@@ -210,6 +210,15 @@ for batch in batches:
         with tf.device("/gpu:{}".format(i)):
             loss_value = sess.run([train_op, loss], feed_dict={x: batch[i::num_gpus]})
 """,
+        # a hand-written ring all-reduce: values move between devices, no model is built
+        """import tensorflow as tf
+def allreduce_ring_single_shard(xs, devices, reduction_fn):
+    left_sum = xs[0]
+    for i in range(1, len(xs)):
+        with tf.device(devices[i]):
+            left_sum = reduction_fn(left_sum, xs[i])
+    return left_sum
+""",
         # a loop over GPUs that only configures memory growth
         """import tensorflow as tf
 for gpu in tf.config.list_physical_devices("GPU"):
@@ -232,7 +241,7 @@ for gpu in tf.config.list_physical_devices("GPU"):
                 per_gpu = ((_mentions_gpu(facts, spec, device.scope) and any(reads(names, v) for v in loop_vars))
                            or _picked_from_devices(facts, spec, device, loop_vars))
                 if per_gpu and builds and not _handles_gradients(facts, device, block.calls) \
-                        and not _predicts(device.scope):
+                        and not _predicts(device.scope) and not _communicates(device.scope):
                     yield self.report(device)
 
 
@@ -269,6 +278,21 @@ def _predicts(scope: Scope | None) -> bool:
     `FeedForwardEvaluator`, `def predict_towers`): they run a model, they do not train one."""
     while scope is not None and scope.is_function:
         if any(evaluation_name(name) and "train" not in name.lower() for name in (scope.name, scope.class_name or "")):
+            return True
+        scope = scope.parent
+    return False
+
+
+# what a function that moves values between devices is named: a collective written by hand (Mesh-TensorFlow's
+# `allreduce_ring_single_shard`, `alltoall_ring`), not a model copy per device
+_COLLECTIVE = re.compile(r"all_?reduce|all_?to_?all|all_?gather|reduce_?scatter|"
+                         r"(^|_)(broadcast|collective|ring|send|recv|receive|shift)(_|$)", re.IGNORECASE)
+
+
+def _communicates(scope: Scope | None) -> bool:
+    """Per-device blocks in a function named for moving values between devices (a hand-written all-reduce)."""
+    while scope is not None and scope.is_function:
+        if _COLLECTIVE.search(scope.name):
             return True
         scope = scope.parent
     return False

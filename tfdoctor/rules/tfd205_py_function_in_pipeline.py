@@ -29,17 +29,17 @@ def _reads_a_format_tf_cannot(facts: ModuleFacts, py_call: CallFact) -> bool:
 class PyFunctionInPipeline(Rule):
     """
     ## What it does
-    Finds `tf.py_function`, `tf.numpy_function` (or TF1's `tf.py_func`) in a function given to
-    `Dataset.map`, `flat_map`, `interleave` or `filter`. It reports the first one of each such function: a
-    second (`lambda t: (tf.py_func(decode_image, ...), tf.py_func(decode_mask, ...))`) is the same smell.
-    Evaluation and inference pipelines are left alone (a dataset named for validation, test or inference,
-    `ds_val = ds_val.map(...)`, or the branch where `mode == "eval"`, or the `else` of `if mode != "infer":`),
-    and so is Python that a later `cache()` runs in the first epoch only, and Python that reads a format
-    TensorFlow has no op for (NIfTI through `nibabel`, video through `decord`, HDF5, DICOM, TIFF): there is
-    nothing to replace it with. Audio is not such a format: `tf.audio.decode_wav` and `tf.signal` do what
-    librosa does. Only in a program that distributes training (a `tf.distribute` strategy, Horovod or
-    `multi_gpu_model` in the module or a project module that imports it): on one device, whether the Python
-    keeps up turns on costs the code does not show, which `tfdoctor profile` measures.
+    Finds `tf.py_function`, `tf.numpy_function` (or TF1's `tf.py_func`) in a function given to `Dataset.map`,
+    `flat_map`, `interleave` or `filter`. It reports the first one of each such function: a second (`lambda t:
+    (tf.py_func(decode_image, ...), tf.py_func(decode_mask, ...))`) is the same smell. Evaluation and inference
+    pipelines are left alone (a dataset or a function named for validation, test or inference, `ds_val =
+    ds_val.map(...)`, `def test_iterator():`, or the branch where `mode == "eval"`, or the `else` of `if mode !=
+    "infer":`), and so is Python that a later `cache()` runs in the first epoch only, and Python that reads a format
+    TensorFlow has no op for (NIfTI through `nibabel`, video through `decord`, HDF5, DICOM, TIFF): there is nothing
+    to replace it with. Audio is not such a format: `tf.audio.decode_wav` and `tf.signal` do what librosa does. Only
+    in a program that distributes training (a `tf.distribute` strategy, Horovod, `multi_gpu_model` or TF 1 towers,
+    in the module or a project module next to it in the imports): on one device, whether the Python keeps up turns
+    on costs the code does not show, which `tfdoctor profile` measures.
 
     ## Why it is bad
     The wrapped Python runs under the GIL, so `num_parallel_calls` cannot parallelise it, and the pipeline
@@ -105,6 +105,12 @@ if mode != "infer":
 else:
     ds = files.map(lambda p: tf.py_function(featurise_for_inference, [p], tf.float32))
 lines = tf.data.TextLineDataset(paths).map(lambda line: tf.py_func(to_ids, [line], tf.int32)).cache()
+""",
+        # a function that builds the test pipeline
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def test_iterator(paths):
+    return tf.data.Dataset.from_tensor_slices(paths).map(lambda p: tf.py_function(load, [p], tf.float32))
 """,
         # a format with no TF op: nothing to replace the Python with
         """import nibabel as nib

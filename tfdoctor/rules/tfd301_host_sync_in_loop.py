@@ -7,6 +7,7 @@ import libcst as cst
 from tfdoctor.lint.dataflow import (
     calls_training_step,
     counters_read,
+    distributed_program,
     gated_by_step_modulo,
     gated_if,
     horovod_module,
@@ -43,9 +44,10 @@ class HostSyncInLoop(Rule):
     (it calls a `tf.function` that loops over steps itself, or the `train_function` of a model compiled with
     `steps_per_execution`), nor reads in a loop over a dataset fed by a Python generator
     (`Dataset.from_generator`, also through `experimental_distribute_dataset` and another module's call): the
-    generator sets that loop's pace, and TFD201 is the finding there. A step that runs eagerly (written inline in the loop, or a function that is not a
-    `tf.function`) counts only in a module that distributes training (a strategy or Horovod): a single-device
-    eager step spends far more on dispatching its operations one by one than on the wait.
+    generator sets that loop's pace, and TFD201 is the finding there. Only in a program that distributes
+    training (a strategy, Horovod, `multi_gpu_model` or TF 1 towers, in the module or a project module next to
+    it in the imports): on one device the wait costs a dispatch gap whose size the code does not show, and a
+    single-device eager step spends far more on dispatching its operations one by one than on the wait.
 
     ## Why it is bad
     Reading a tensor's value makes the host wait until the device has finished the step. The input
@@ -107,7 +109,7 @@ class Trainer:
 def train_step(x, y):
     optimizer.apply_gradients(grads(x, y))
     return metrics(x, y)
-it = iter(dist)
+it = iter(strategy.experimental_distribute_dataset(ds))
 while True:
     out = train_step(*next(it))
     print(out)  # TFD301
@@ -183,6 +185,15 @@ for x in dist:
 """,
     )
     VALID = (
+        # one device, a tf.function step: the wait's cost is not shown
+        """import tensorflow as tf
+@tf.function
+def train_step(x, y):
+    optimizer.apply_gradients(grads(x, y))
+    return loss(x, y)
+for x, y in ds:
+    print(float(train_step(x, y)))
+""",
         # one device, a step function that is not a tf.function: eager dispatch dwarfs the wait
         """import tensorflow as tf
 def train_step(x, y):
@@ -297,30 +308,37 @@ for x, y in batches:
         for loop in training_loops(facts):
             if runs_many_steps(facts, loop) or paced_by_python(facts, loop):
                 continue  # its reads wait once per many steps, or while the Python generator makes the next batch
-            outputs = self._step_outputs(facts, loop)
-            read = False  # the first read of a step output waits for the step; the ones after it do not
-            for call in loop.calls:
-                if not call.loops or call.loops[-1] is not loop or gated_by_step_modulo(call):
-                    continue
-                if id(call.statement) in flagged:
-                    continue
-                if outputs and not read and self._syncs(call, outputs):
-                    read = True
-                    flagged.add(id(call.statement))
-                    yield self.report(call, func=call.func or call.attr)
-                elif self._reads_step_counter(call):
-                    flagged.add(id(call.statement))
-                    yield self.report(call, "counter", counter=dotted(call.receiver) or "iterations")
-                elif not facts.runs_in_graph(call.scope) and (counter := self._reads_counter_variable(facts, call)):
-                    flagged.add(id(call.statement))
-                    yield self.report(call, "variable", counter=counter)
-            tested = False  # likewise, an `if` after one that tested a step output does not wait again
-            for branch in loop_ifs(facts, loop):
-                if outputs and self._tests_output(branch, outputs) and not tested and not gated_if(branch):
-                    flagged.add(id(branch.node))
-                    yield self.report(branch.node.test, "branch", statement=branch.node)
-                tested = tested or _always_reads(branch.node.test, outputs)
-            yield from self._counter_tests(facts, loop, flagged)
+            found = list(self._reads(facts, loop, flagged))
+            if found and not distributed_program(facts):
+                return  # one device: the wait costs a dispatch gap the code does not show the size of
+            yield from found
+
+    def _reads(self, facts: ModuleFacts, loop: LoopFact, flagged: set[int]) -> Iterator[Violation]:
+        """Every read of the device in one training loop's body, each a finding."""
+        outputs = self._step_outputs(facts, loop)
+        read = False  # the first read of a step output waits for the step; the ones after it do not
+        for call in loop.calls:
+            if not call.loops or call.loops[-1] is not loop or gated_by_step_modulo(call):
+                continue
+            if id(call.statement) in flagged:
+                continue
+            if outputs and not read and self._syncs(call, outputs):
+                read = True
+                flagged.add(id(call.statement))
+                yield self.report(call, func=call.func or call.attr)
+            elif self._reads_step_counter(call):
+                flagged.add(id(call.statement))
+                yield self.report(call, "counter", counter=dotted(call.receiver) or "iterations")
+            elif not facts.runs_in_graph(call.scope) and (counter := self._reads_counter_variable(facts, call)):
+                flagged.add(id(call.statement))
+                yield self.report(call, "variable", counter=counter)
+        tested = False  # likewise, an `if` after one that tested a step output does not wait again
+        for branch in loop_ifs(facts, loop):
+            if outputs and self._tests_output(branch, outputs) and not tested and not gated_if(branch):
+                flagged.add(id(branch.node))
+                yield self.report(branch.node.test, "branch", statement=branch.node)
+            tested = tested or _always_reads(branch.node.test, outputs)
+        yield from self._counter_tests(facts, loop, flagged)
 
     def _counter_tests(self, facts: ModuleFacts, loop: LoopFact, flagged: set[int]) -> Iterator[Violation]:
         """`if` tests and conditional expressions in the loop's body that turn a device step counter into a

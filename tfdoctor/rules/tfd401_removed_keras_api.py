@@ -116,10 +116,14 @@ model.fit_generator(gen(), steps_per_epoch=10)
                                   arguments=", ".join(f"`{name}`" for name in removed))
 
 
+_TF_KERAS_MODELS = ("tensorflow.keras.models", "tensorflow.keras.layers", "tensorflow.keras.applications")
+
+
 def _standalone(facts: ModuleFacts) -> bool:
-    """Whether the module's Keras is standalone Keras (`import keras`, `from keras.models import ...`) and never
-    `tf.keras` (`from tensorflow import keras`, `tensorflow.keras.*`)."""
+    """Whether the module builds its models with standalone Keras (`import keras`, `from keras.models import
+    ...`), not with `tf.keras` (`from tensorflow import keras`, `tensorflow.keras.models`); an optimizer taken
+    from `tf.keras` does not make the model one."""
     names = [(fact.module, fact.symbol) for fact in facts.imports if fact.level == 0]
-    tf_keras = any(module.startswith("tensorflow.keras") or (module == "tensorflow" and symbol == "keras")
-                   for module, symbol in names)
+    tf_keras = any(module == "tensorflow.keras" or module.startswith(_TF_KERAS_MODELS)
+                   or (module == "tensorflow" and symbol == "keras") for module, symbol in names)
     return not tf_keras and any(module == "keras" or module.startswith("keras.") for module, _ in names)

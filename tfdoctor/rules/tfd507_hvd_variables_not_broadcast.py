@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import libcst as cst
+
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.dataflow import (
@@ -93,6 +95,15 @@ model.fit(ds, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)] if h
 """,
     )
     VALID = (
+        # an ImageDataGenerator's fit computes feature statistics; the model's fit gets the broadcast
+        """import horovod.keras as hvd
+from keras.preprocessing.image import ImageDataGenerator
+hvd.init()
+train_gen = ImageDataGenerator(featurewise_center=True)
+train_gen.fit(x_train)
+callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+model.fit(train_gen.flow(x_train, y_train), callbacks=callbacks, epochs=3)
+""",
         # another library's trainer, whose callbacks are made elsewhere
         """import horovod.tensorflow.keras as hvd
 hvd.init()
@@ -157,7 +168,8 @@ model.fit(ds, callbacks=make_callbacks(), epochs=3)
         broadcasts = bool(horovod_calls(facts, *_BROADCASTS)) or any(  # elastic state syncs from rank 0
             (horovod_member(facts, c.func) or "").startswith("elastic.") for c in facts.calls)
         for call in facts.method_calls("fit", "fit_generator", "apply_gradients"):
-            if facts.resolve(call.func) is not None or not horovod_scope(facts, call.scope) or horovod_off(facts, call):
+            if facts.resolve(call.func) is not None or not horovod_scope(facts, call.scope) or horovod_off(facts, call) \
+                    or _image_generator(facts, call):
                 continue
             if call.attr == "apply_gradients":
                 if not broadcasts and not calls_any(facts, "fit", "fit_generator"):
@@ -172,3 +184,11 @@ model.fit(ds, callbacks=make_callbacks(), epochs=3)
             return False
         found = [callback_is(facts, c, fit.scope, _CALLBACK) for c in callbacks]
         return all(f is False for f in found)
+
+
+def _image_generator(facts: ModuleFacts, call: CallFact) -> bool:
+    """`datagen.fit(x_train)` of an `ImageDataGenerator`: it computes feature statistics, it trains no model."""
+    if call.receiver is None:
+        return False
+    return any(isinstance(origin.expr, cst.Call) and (facts.resolve(origin.expr.func) or "").endswith("ImageDataGenerator")
+               for origin in facts.values_of(call.receiver, call.scope, call.order))

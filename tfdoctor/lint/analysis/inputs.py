@@ -343,11 +343,17 @@ _EVALUATION_MODES = frozenset({"infer", "inference", "eval", "evaluate", "evalua
 
 def evaluation_step(facts: ModuleFacts, call: CallFact) -> bool:
     """Whether a pipeline step builds an evaluation or inference pipeline: the dataset it is called on or
-    assigned to is named so (`ds_val = ds_val.map(...)`), or it lies where a test says so (the body of
+    assigned to, or a function it lies in, is named so (`ds_val = ds_val.map(...)`, `def test_iterator():`), or
+    it lies where a test says so (the body of
     `if validation:` or of `if mode == "eval":`, the `else` of `if is_training:` or of `if mode != "infer":`)."""
     names = [dotted(call.receiver) or "", *(t for a in facts.assigns if a.statement is call.statement for t in a.targets)]
     if any(evaluation_name(name) for name in names if name):
         return True
+    scope: Scope | None = call.scope
+    while scope is not None and scope.is_function:  # `def test_iterator(...)`, `def make_eval_dataset(...)`
+        if evaluation_name(scope.name) and "train" not in scope.name.lower():
+            return True
+        scope = scope.parent
     for fact in facts.if_facts:
         test = fact.node.test
         if fact.scope is not call.scope:
