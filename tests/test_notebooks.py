@@ -178,3 +178,18 @@ def test_a_message_that_names_another_line_names_its_cell():
     assert (finding.cell, finding.line) == (1, 3)
     assert finding.message == ("`MultiWorkerMirroredStrategy` is created before cell 3 line 2 sets `TF_CONFIG`, "
                                "so it never joins that cluster")
+
+
+def test_a_dataset_step_that_ends_a_cell_is_displayed_not_discarded():
+    raw = _notebook(
+        "import tensorflow as tf\nds = tf.data.Dataset.range(100).batch(8)\n",
+        "ds.batch(3)\n",  # the notebook shows it: looking at the batches
+        "# a comment after the step\nds.shuffle(10)\nmodel.fit(ds)\n",  # not the cell's last line: discarded
+        "ds.repeat();\n",  # `;` hides the value: discarded
+        "model.fit(ds, epochs=2)\n",
+    )
+    findings = lint_notebook(raw, "nb.ipynb", Settings(root=ROOT))
+    assert [(f.cell, f.line, f.column, f.code, f.message) for f in findings if f.code == "TFD208"] == [
+        (3, 2, 4, "TFD208", "the dataset `shuffle` returns is discarded, so `ds` stays unchanged; assign the result"),
+        (4, 1, 4, "TFD208", "the dataset `repeat` returns is discarded, so `ds` stays unchanged; assign the result"),
+    ]

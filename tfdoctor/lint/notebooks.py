@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tfdoctor.lint.cells import CELL_MARKER
 from tfdoctor.lint.findings import Finding
 
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})
-_MARKER = re.compile(r"# tfdoctor-cell (\d+)$")
 _PLACEHOLDER = "pass  # tfdoctor-ipython"
 _MAGIC = re.compile(r"\s*(?:[%!?]|[\w.]+\s*=\s*[%!])")
 
@@ -26,7 +26,7 @@ def cell_place(source_lines: list[str], line: int) -> tuple[int, int] | None:
     """For a line of a notebook's module, (cell, line in the cell), read from the marker line before it;
     None for a plain module."""
     for index in range(min(line, len(source_lines)) - 1, -1, -1):
-        marker = _MARKER.match(source_lines[index].rstrip("\r\n"))
+        marker = CELL_MARKER.match(source_lines[index].rstrip("\r\n"))
         if marker:
             return int(marker.group(1)), max(line - index - 1, 1)
     return None
@@ -171,7 +171,7 @@ def _split_cells(python: str) -> dict[int, list[str]]:
     chunks: dict[int, list[str]] = {}
     current: list[str] | None = None
     for line in python.splitlines():
-        marker = _MARKER.fullmatch(line)
+        marker = CELL_MARKER.fullmatch(line)
         if marker:
             current = chunks.setdefault(int(marker.group(1)), [])
         elif current is not None:

@@ -18,6 +18,8 @@ class DatasetResultDiscarded(Rule):
     ...) written as a statement of its own, its result thrown away, on a value the code shows is a
     `tf.data` pipeline that is used afterwards (fitted, iterated, returned, transformed again). A step
     that nothing follows is left alone: `ds.map(layer)` ending a test may be there to trace the function.
+    So is the last line of a notebook cell, whose value the notebook displays (`ds.batch(3)` to look at
+    the batches), unless a `;` hides it.
 
     ## Why it is bad
     Datasets are immutable: each transformation returns a new dataset and leaves its receiver as it was.
@@ -101,7 +103,7 @@ ds.save("/tmp/ds")
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for call in facts.method_calls(*DATASET_METHODS):
-            if not call.discarded or not self._on_dataset(facts, call):
+            if not call.discarded or call.displayed or not self._on_dataset(facts, call):
                 continue
             name = dotted(_base(call.receiver))
             if name is not None and _used_later(facts, call, name):

@@ -13,6 +13,7 @@ from typing import Iterable, Iterator
 
 import libcst as cst
 
+from tfdoctor.lint.cells import displayed_statements
 from tfdoctor.lint.names import dotted, module_name
 from tfdoctor.lint.semantic.walk import Visitor
 
@@ -92,6 +93,7 @@ class CallFact:
     order: int
     arg_names: list[frozenset[str]] = field(default_factory=list)
     blocks: tuple[Block, ...] = ()  # the conditional bodies it is in
+    displayed: bool = False  # its statement ends a notebook cell, which shows the value
 
     @property
     def attr(self) -> str | None:
@@ -106,7 +108,8 @@ class CallFact:
 
     @property
     def discarded(self) -> bool:
-        """Whether the call's result is thrown away: the call is a whole expression statement (`ds.shuffle(n)`)."""
+        """Whether the call's result is thrown away: the call is a whole expression statement (`ds.shuffle(n)`).
+        A notebook may display it first (`displayed`), but the code never uses it."""
         statement = self.statement
         return isinstance(statement, cst.SimpleStatementLine) and any(
             isinstance(small, cst.Expr) and small.value is self.node for small in statement.body)
@@ -274,6 +277,7 @@ class FactCollector(Visitor):
         self._scope_stack: list[Scope] = [self.module_scope]
         self._class_stack: list[ClassFact] = []
         self._statements: list[cst.CSTNode] = [module]
+        self._displayed = displayed_statements(module)
         # Per scope: the loops, withs and ifs open at this point (reset when a function starts).
         self._loops: list[list[LoopFact]] = [[]]
         self._blocks: list[list[Block]] = [[]]
@@ -465,6 +469,7 @@ class FactCollector(Visitor):
             node=node, func=dotted(node.func), scope=scope, statement=self._statements[-1],
             loops=tuple(self._loops[-1]), withs=tuple(self._withs[-1]), ifs=tuple(self._ifs[-1]),
             order=self._next_order(), blocks=tuple(self._blocks[-1]),
+            displayed=id(self._statements[-1]) in self._displayed,
         )
         self.calls.append(fact)
         scope.calls.append(fact)
