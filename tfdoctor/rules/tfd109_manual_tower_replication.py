@@ -52,7 +52,9 @@ class ManualTowerReplication(Rule):
     tensors per device, to all-reduce or to keep results in), builds nothing; nor does one that walks the
     towers' gradients (`for d, grads in zip(devices, tower_grads)`), applies them, or reads a device's memory
     use. Towers in a function or class named for prediction or evaluation (`OfflinePredictor`,
-    `FeedForwardEvaluator`) run a model rather than train it, and are left alone.
+    `FeedForwardEvaluator`) run a model rather than train it, and are left alone. So is a generic helper that
+    runs only functions its caller passes on devices its caller names (Mesh-TensorFlow's
+    `parallel(devices, fn, *args)`): whether that builds model copies is the caller's choice.
 
     ## Why it is bad
     Hand-written towers copy variables and gradients through the host, average them with Python-built ops,
@@ -133,6 +135,15 @@ for index, (device, split) in enumerate(zip(DEVICES, splits)):
 """,
     )
     VALID = (
+        # a generic helper that runs its caller's function on its caller's devices (Mesh-TensorFlow's `parallel`)
+        """import tensorflow as tf
+def parallel(devices, fn, *args):
+    outputs = []
+    for i, device in enumerate(devices):
+        with tf.device(device):
+            outputs.append(fn(*[arg[i] for arg in args]))
+    return outputs
+""",
         # towers of a predictor: they run the model, they do not train it
         """import tensorflow.compat.v1 as tf
 class DataParallelOfflinePredictor:
@@ -241,7 +252,8 @@ for gpu in tf.config.list_physical_devices("GPU"):
                 per_gpu = ((_mentions_gpu(facts, spec, device.scope) and any(reads(names, v) for v in loop_vars))
                            or _picked_from_devices(facts, spec, device, loop_vars))
                 if per_gpu and builds and not _handles_gradients(facts, device, block.calls) \
-                        and not _predicts(device.scope) and not _communicates(device.scope):
+                        and not _predicts(device.scope) and not _communicates(device.scope) \
+                        and not _applies_callers_function(facts, spec, device, builds):
                     yield self.report(device)
 
 
@@ -296,6 +308,15 @@ def _communicates(scope: Scope | None) -> bool:
             return True
         scope = scope.parent
     return False
+
+
+def _applies_callers_function(facts: ModuleFacts, spec: cst.BaseExpression | None, device: CallFact,
+                              builds: list[CallFact]) -> bool:
+    """A generic per-device helper (Mesh-TensorFlow's `parallel(devices, fn, *args)`): it runs only functions
+    its caller passes, on devices the caller names, so whether it builds model copies is the caller's choice."""
+    params = set(device.scope.value_params()) if device.scope.is_function else set()
+    return bool(params) and not _mentions_gpu(facts, spec, device.scope) and all(
+        call.func in params for call in builds)
 
 
 def _picked_from_devices(facts: ModuleFacts, spec: cst.BaseExpression | None, device: CallFact,
