@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterator
 
 import libcst as cst
@@ -19,7 +20,7 @@ from tfdoctor.lint.dataflow import (
     training_loops,
 )
 from tfdoctor.lint.facts import CallFact, IfFact, LoopFact, ModuleFacts, reads
-from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.findings import Evidence, Severity, Violation
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
 
@@ -48,6 +49,8 @@ class HostSyncInLoop(Rule):
     training (a strategy, Horovod, `multi_gpu_model` or TF 1 towers, in the module or a project module next to
     it in the imports): on one device the wait costs a dispatch gap whose size the code does not show, and a
     single-device eager step spends far more on dispatching its operations one by one than on the wait.
+    A loop gets one finding, at its first read, which names the others (related locations): once one read
+    has waited for the step the others find the device idle, but each waits in turn when those before it go.
 
     ## Why it is bad
     Reading a tensor's value makes the host wait until the device has finished the step. The input
@@ -114,7 +117,8 @@ while True:
     out = train_step(*next(it))
     print(out)  # TFD301
 """,
-        # a step output used as a Python bool, and the step counter read back every step
+        # the step counter read back every step, and a step output used as a Python bool: one finding for the
+        # loop, at its first read, naming the other
         """import tensorflow as tf
 @tf.function
 def train_step(x):
@@ -123,7 +127,7 @@ best = 1e9
 for x in dist:
     step = optimizer.iterations.numpy()  # TFD301
     loss = train_step(x)
-    if loss < best:  # TFD301
+    if loss < best:
         best = loss
 """,
         # the step function reaches the loop as a parameter, bound where the loop is called
@@ -160,18 +164,26 @@ for x in dist:
     if step == num_steps:  # TFD301
         break
 """,
-        # a step counter variable tested and read back every step
+        # a step counter variable tested every step
         """import tensorflow as tf
 @tf.function
 def train_step(x):
     return strategy.run(replica, args=(x,))
 global_step = tf.Variable(0, dtype=tf.int64)
-ckpt = tf.train.Checkpoint(step=tf.Variable(1))
 for x in dist:
     train_step(x)
     global_step.assign_add(1)
     if global_step >= total_steps:  # TFD301
         break
+""",
+        # a checkpoint's step counter read back every step
+        """import tensorflow as tf
+@tf.function
+def train_step(x):
+    return strategy.run(replica, args=(x,))
+ckpt = tf.train.Checkpoint(step=tf.Variable(1))
+for x in dist:
+    train_step(x)
     print("step", ckpt.step.numpy())  # TFD301
 """,
         # the optimizer's counter as a Python bool in a conditional expression
@@ -311,7 +323,18 @@ for x, y in batches:
             found = list(self._reads(facts, loop, flagged))
             if found and not distributed_program(facts):
                 return  # one device: the wait costs a dispatch gap the code does not show the size of
-            yield from found
+            if found:
+                yield self._one_per_loop(facts, found)
+
+    def _one_per_loop(self, facts: ModuleFacts, found: list[Violation]) -> Violation:
+        """The loop's first read, naming the others: once one read has waited for the step, the others find
+        the device idle and cost no wait of their own, but each waits in turn when the ones before it go."""
+        if len(found) == 1:
+            return found[0]
+        found.sort(key=lambda violation: facts.position(violation.node)[:2])
+        first, others = found[0], found[1:]
+        evidence = tuple(Evidence("another read", facts.path, facts, other.node) for other in others)
+        return replace(first, evidence=first.evidence + evidence)
 
     def _reads(self, facts: ModuleFacts, loop: LoopFact, flagged: set[int]) -> Iterator[Violation]:
         """Every read of the device in one training loop's body, each a finding."""
