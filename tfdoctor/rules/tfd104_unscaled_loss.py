@@ -36,7 +36,9 @@ class UnscaledLoss(Rule):
     RMSprop, Adagrad, AdamW, LAMB, ...) whose gradients are clipped (`clipnorm`, `clipvalue`,
     `global_clipnorm`, `tf.clip_by_global_norm`); for an adaptive one without clipping, whose steps do not
     change, an info only when an unscaled sum is then summed over the replicas (`strategy.reduce(SUM, ...)`),
-    and nothing otherwise (a per-replica mean summed so is TFD108's). Test code (a
+    and nothing otherwise (a per-replica mean summed so is TFD108's). Gradients the replica function
+    reduces across replicas itself before applying them (`ctx.merge_call(...)`, `ctx.all_reduce(...)`) are
+    scaled as the code chooses, and are not reported. Test code (a
     `test*` function of a test module, a `TestCase` method) and a gradient computed by one `strategy.run`
     outside any loop and never applied (a check of a value) are not training, and are not reported.
 
@@ -185,6 +187,19 @@ def step(x, y):
 """,
     )
     VALID = (
+        # the replica function averages the gradients across replicas itself before applying them
+        """import tensorflow as tf
+@tf.function
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x) - y))
+    grads = tape.gradient(loss, model.trainable_variables)
+    ctx = tf.distribute.get_replica_context()
+    mean_grads = ctx.merge_call(lambda strategy, g: strategy.reduce("MEAN", g, axis=None), args=(grads,))
+    optimizer.apply_gradients(zip(mean_grads, model.trainable_variables))
+for x, y in dist:
+    strategy.run(train_step, args=(x, y))
+""",
         # an adaptive optimizer without clipping (chosen by a string in compile, applied by a Keras train_step
         # override): its steps do not change with the loss's scale
         """import tensorflow as tf
@@ -286,7 +301,7 @@ print(strategy.run(replica, args=(x,)))
                 continue
             if loss.kind == "keras-default" and keras.at_least(3, 8):
                 continue
-            if not _trains(facts, call.scope):
+            if not _trains(facts, call.scope) or _reduced_by_hand(facts, call):
                 continue
             optimizer = applied_optimizer(facts, call.scope)
             if (optimizer is not None and optimizer.family == "adaptive" and not optimizer.clipping
@@ -320,3 +335,17 @@ def _trains(facts: ModuleFacts, replica: Scope) -> bool:
     if any(in_test_code(facts, run.scope) for run in runs):
         return False
     return applies_gradients(facts, replica) or not runs or not all(runs_once(facts, run) for run in runs)
+
+
+_HAND_REDUCTIONS = frozenset({"merge_call", "all_reduce", "batch_reduce_to", "reduce_to"})
+
+
+def _reduced_by_hand(facts: ModuleFacts, gradient: CallFact) -> bool:
+    """Whether the replica function reduces the gradients across replicas itself (`ctx.merge_call(fn,
+    args=(grads,))`, `ctx.all_reduce(MEAN, grads)`) before it applies them: the step's scale is then the
+    code's own choice, which the loss alone does not tell."""
+    names = {target for assign in facts.assigns if assign.value is gradient.node for target in assign.targets}
+    return bool(names) and any(
+        call.attr in _HAND_REDUCTIONS and any(name in arg for arg in call.arg_names for name in names)
+        for call in gradient.scope.calls)
+

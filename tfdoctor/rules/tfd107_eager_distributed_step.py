@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import builtins
 from typing import Iterator
+
+import libcst as cst
 
 from tfdoctor.lint.dataflow import applies_gradients, evaluation_name, in_test_code, runs_once
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
 
 
@@ -19,7 +23,7 @@ class EagerDistributedStep(Rule):
     evaluation step (a function named for validation or evaluation, or a metric's `update_state`, whose replica
     functions apply no gradients),
     or one `strategy.run` outside any loop whose replica function applies no gradients (a look at one
-    forward value or gradient), or one before or after its function's own loop whose function applies none
+    forward value or gradient, or a Python builtin such as `print`), or one before or after its function's own loop whose function applies none
     as far as the code shows (`strategy.run(hook.profiling_end)` once training is done). Code that builds a
     TF 1 graph (in `with tf.Graph().as_default():`, or only called from there) runs nothing eagerly either.
 
@@ -93,6 +97,13 @@ for b in dist_ds:
 """,
     )
     VALID = (
+        # one look at a value on each replica, with a Python builtin as the replica function
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    v = tf.Variable(tf.zeros((2, 2)))
+strategy.run(print, args=(v,))
+""",
         # a metric that updates itself on every replica: it applies no gradients
         """import tensorflow as tf
 class DiscriminatorLoss(tf.keras.metrics.Metric):
@@ -222,8 +233,16 @@ def _one_look(facts: ModuleFacts, run: CallFact) -> bool:
     """One `strategy.run`, outside any loop, of replica functions the code shows, none of which applies
     gradients; or one before or after the loop of its own function (`strategy.run(hook.profiling_end)` once
     the training loop is done), of a function that applies no gradients as far as the code shows."""
-    replicas = facts.callables_of(facts.replica_fn_expr(run), run.scope, before=run.order)
+    replica = facts.replica_fn_expr(run)
+    replicas = facts.callables_of(replica, run.scope, before=run.order)
     if any(applies_gradients(facts, r) for r in replicas):
         return False
     beside_loop = not run.loops and any(loop.scope is run.scope for loop in facts.loops)
-    return beside_loop or (runs_once(facts, run) and bool(replicas))
+    return beside_loop or (runs_once(facts, run) and (bool(replicas) or _python_builtin(facts, replica, run)))
+
+
+def _python_builtin(facts: ModuleFacts, replica: cst.BaseExpression | None, run: CallFact) -> bool:
+    """`strategy.run(print, args=(v,))`: a Python builtin, which applies no gradients, as the replica function."""
+    name = dotted(replica) if replica is not None else None
+    return (name is not None and hasattr(builtins, name) and facts.resolve(name) is None
+            and not facts.definitions(name, run.scope, run.order))
