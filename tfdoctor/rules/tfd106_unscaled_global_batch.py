@@ -12,6 +12,7 @@ from tfdoctor.lint.dataflow import (
     is_global_batch,
     mentions_replica_count,
     only_multi_worker,
+    only_one_device,
     training_inputs,
 )
 from tfdoctor.lint.facts import END_OF_SCOPE, DatasetChain, DatasetOp, ModuleFacts, Origin, Scope, reads
@@ -31,7 +32,8 @@ class UnscaledGlobalBatch(Rule):
     divides by it (a loss summed over the replicas `/ config.batch_size`, steps `num_examples // batch_size`),
     which shows a deliberate fixed global batch, and when every strategy the file makes is a multi-worker one (`MultiWorkerMirroredStrategy`,
     `ParameterServerStrategy`): there the batch given to `fit` is conventionally the global batch of the
-    whole cluster, and how many replicas the cluster has is not in the code.
+    whole cluster, and how many replicas the cluster has is not in the code. Nor when every strategy the file
+    makes is a `OneDeviceStrategy`, which always has one replica.
 
     ## Why it is bad
     The batch you give the strategy is the *global* batch: each of N replicas gets B/N examples. A batch
@@ -109,6 +111,11 @@ class Trainer:
 """,
     )
     VALID = (
+        # a OneDeviceStrategy always has one replica: there is nothing to scale by
+        """import tensorflow as tf
+strategy = tf.distribute.OneDeviceStrategy(device="/gpu:0")
+dist = strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices((x, y)).batch(64))
+""",
         # steps per epoch counted in batches of it: the global batch
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -169,8 +176,8 @@ class CycloneTrainer(DistributedTrainer):
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        if only_multi_worker(facts):
-            return
+        if only_multi_worker(facts) or only_one_device(facts):
+            return  # multi-worker is TFD514's; one device has one replica, so there is nothing to scale by
         seen: set[int] = set()
         for use in self._strategy_feeds(facts):  # a strategy splits datasets only: any source has `batch`
             chain = facts.dataset_chain(use.expr, use.scope, use.order, any_source=True)

@@ -251,6 +251,15 @@ def only_multi_worker(facts: ModuleFacts) -> bool:
     return bool(made) and all(name in MULTI_WORKER_MIRRORED or name in PARAMETER_SERVER for name in made)
 
 
+ONE_DEVICE = frozenset({"tensorflow.distribute.OneDeviceStrategy"})
+
+
+def only_one_device(facts: ModuleFacts) -> bool:
+    """Whether the module makes strategies and every one is a `OneDeviceStrategy` (one replica, always)."""
+    made = [facts.resolve(c.func) for c in facts.strategy_constructions]
+    return bool(made) and all(name in ONE_DEVICE for name in made)
+
+
 def keras3_file_name(call: CallFact) -> bool:
     """Whether a callback is given a file name only Keras 3 accepts (`model.keras`, `x.weights.h5`)."""
     return any((literal_str(a.value) or "").endswith((".keras", ".weights.h5")) for a in call.node.args)
