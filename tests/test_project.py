@@ -215,3 +215,26 @@ def test_a_notebook_function_that_no_cell_calls_gives_no_finding(tmp_path: Path,
     monkeypatch.chdir(tmp_path)
     assert [(f.cell, f.line) for f in lint_paths(["train.ipynb"]).findings] == [(1, 5)]
 
+
+
+def test_a_pipeline_trained_on_only_in_a_unit_test_is_not_reported(tmp_path: Path):
+    """TFD201 on a loader's `from_generator` pipeline: reported where a training script fits on it, not where
+    only a unit test does."""
+    (tmp_path / "setup.cfg").write_text("[metadata]\nname = proj\n")
+    (tmp_path / "loader.py").write_text(
+        "import tensorflow as tf\n\n\n"
+        "def make(generator):\n"
+        "    return tf.data.Dataset.from_generator(generator, output_signature=SIGNATURE).batch(8)\n")
+    fit = ("    strategy = tf.distribute.MirroredStrategy()\n"
+           "    with strategy.scope():\n"
+           "        model = build_model()\n"
+           "    model.fit(make(samples), epochs=1)\n")
+    (tmp_path / "test_loader.py").write_text("import tensorflow as tf\nfrom loader import make\n\n\ndef test_fit():\n" + fit)
+    only_test = run_cli("lint", "--no-cache", "--format", "json", "--exit-zero", "--select", "TFD201", ".", cwd=tmp_path)
+    assert json.loads(only_test.stdout)["findings"] == []
+    (tmp_path / "train.py").write_text("import tensorflow as tf\nfrom loader import make\n\n\ndef main():\n" + fit)
+    trained = json.loads(run_cli("lint", "--no-cache", "--format", "json", "--exit-zero", "--select", "TFD201", ".",
+                                 cwd=tmp_path).stdout)
+    assert [(f["code"], f["path"], f["line"], f["message"]) for f in trained["findings"]] == [
+        ("TFD201", "loader.py", 5, "training is fed by `Dataset.from_generator`, one Python thread under the GIL; use "
+                                   "a `tf.data` pipeline (trained on in `main` at train.py:9)")]

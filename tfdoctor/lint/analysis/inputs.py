@@ -19,7 +19,7 @@ from typing import Iterator, Literal
 
 import libcst as cst
 
-from tfdoctor.lint.analysis.steps import evaluation_name, training_loops
+from tfdoctor.lint.analysis.steps import evaluation_name, in_test_code, training_loops
 from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, DatasetOp, ModuleFacts, runs_once
 from tfdoctor.lint.findings import Evidence
 from tfdoctor.lint.names import call_arg, dotted, in_part, literal_int, literal_str
@@ -479,7 +479,7 @@ class FedElsewhere:
 
 def fed_elsewhere(facts: ModuleFacts) -> list[FedElsewhere]:
     """The pipelines of this module that the project's modules importing it train on (their own training
-    inputs, followed back into this module)."""
+    inputs, followed back into this module), outside test code."""
     cached = facts.__dict__.get("_fed_elsewhere")
     if cached is None:
         cached = facts.__dict__["_fed_elsewhere"] = list(_fed_elsewhere(facts))
@@ -492,6 +492,8 @@ def _fed_elsewhere(facts: ModuleFacts) -> Iterator[FedElsewhere]:
     home = facts.file.resolve()
     for other in _training_modules(facts, home):
         for chain, use in ((c, use) for found, use in training_chains(other) for c in (found, *found.alternatives)):
+            if in_test_code(other, use.scope):
+                continue  # a unit test that fits a few batches trains nothing
             here = [op for op in chain.ops if _in_file(op.scope, home)]
             source_here = _in_file(chain.source_scope, home)
             copy = here[0].scope.owner if here else chain.source_scope.owner if source_here else None
