@@ -23,7 +23,8 @@ class ShuffleAfterBatch(Rule):
     `.shuffle(...)` in a `tf.data` pipeline, with no `unbatch` between, whatever the pipeline's source. A
     shuffle followed by `take(k)` of a few batches (k <= 16: one batch drawn at random to look at) is left alone,
     and so is a pipeline over tensors drawn at random where it is made (a demo's synthetic data), batches
-    whose examples were shuffled before batching (a second shuffle is redundant, not harmful), and batches
+    whose examples were shuffled before batching, also before an `unbatch` and a new `batch` (a second
+    shuffle is redundant, not harmful), and batches
     batched again after the shuffle (`chars.batch(101).shuffle(n).batch(64)`: the first batch made the
     examples, sequences of characters).
 
@@ -95,6 +96,12 @@ ds = sequences.shuffle(10000).batch(64, drop_remainder=True)
         """import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).map(parse).shuffle(4096).batch(64).shuffle(16).prefetch(2)
 """,
+        # also when the shuffled batches are unbatched and batched anew in another size
+        """import tensorflow as tf
+def training_dataset():
+    return tf.data.TFRecordDataset(files).map(parse).shuffle(2048).batch(16)
+ds = training_dataset().unbatch().batch(20).shuffle(20)
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
@@ -108,7 +115,7 @@ ds = tf.data.TFRecordDataset(files).map(parse).shuffle(4096).batch(64).shuffle(1
                     # batches of one are examples; batches of examples shuffled before are mixed anew each epoch
                     batched = literal_int(call_arg(op.call, 0, "batch_size")) != 1 and not shuffled
                 elif op.method == "unbatch":
-                    batched = shuffled = False
+                    batched = False  # examples again, in the order a shuffle before gave them
                 elif op.method == "shuffle" and op.call is not call.node:
                     shuffled = True
                 elif op.method == "shuffle" and batched and not _batched_again(facts, call):
