@@ -49,7 +49,8 @@ class HostSyncInLoop(Rule):
     training (a strategy, Horovod, `multi_gpu_model` or TF 1 towers, in the module or a project module next to
     it in the imports): on one device the wait costs a dispatch gap whose size the code does not show, and a
     single-device eager step spends far more on dispatching its operations one by one than on the wait.
-    A loop gets one finding, at its first read, which names the others (related locations): once one read
+    A loop that runs while a graph is built (in a `tf.function`, or only called in `with
+    tf.Graph().as_default():`) holds symbolic tensors, and is not reported. A loop gets one finding, at its first read, which names the others (related locations): once one read
     has waited for the step the others find the device idle, but each waits in turn when those before it go.
 
     ## Why it is bad
@@ -197,6 +198,22 @@ for x in dist:
 """,
     )
     VALID = (
+        # a loop run while a TF 1 graph is built: the step returns symbolic tensors, and print shows no value
+        """import tensorflow as tf
+def train(strategy, iterator, steps):
+    with tf.Graph().as_default(), strategy.scope():
+        @strategy.function
+        def step(inputs):
+            grads = tf.gradients(loss_fn(inputs), variables)
+            return optimizer.apply_gradients(zip(grads, variables)), loss_fn(inputs)
+
+        def train_steps(steps):
+            for i in range(steps):
+                _, loss = step(iterator)
+                print("step", i, loss)
+
+        train_steps(steps)
+""",
         # one device, a tf.function step: the wait's cost is not shown
         """import tensorflow as tf
 @tf.function
@@ -320,6 +337,8 @@ for x, y in batches:
         for loop in training_loops(facts):
             if runs_many_steps(facts, loop) or paced_by_python(facts, loop):
                 continue  # its reads wait once per many steps, or while the Python generator makes the next batch
+            if facts.runs_in_graph(loop.scope):
+                continue  # a loop that builds a graph (a tf.function's, a TF 1 graph's) reads symbols, not values
             found = list(self._reads(facts, loop, flagged))
             if found and not distributed_program(facts):
                 return  # one device: the wait costs a dispatch gap the code does not show the size of
