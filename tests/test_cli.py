@@ -104,6 +104,18 @@ def test_vendored_and_archived_folders_are_skipped_unless_named(tmp_path):
     assert [f["path"] for f in report["findings"]] == [str(named)]
 
 
+def test_backup_copies_of_a_file_are_skipped_unless_named(tmp_path):
+    for name in ("dataset-bak.py", "utils_bk.py", "train_backup.py", "train copy.py", "model.bak.py", "nb-bak.ipynb"):
+        (tmp_path / name).write_text(BAD)
+    for name in ("train.py", "bakery.py", "notebook.py"):  # `bak` and `bk` only as a suffix after a separator
+        (tmp_path / name).write_text(BAD)
+    report = json.loads(run_cli("lint", "--format", "json", str(tmp_path)).stdout)
+    assert sorted(f["path"].rsplit("/", 1)[1] for f in report["findings"]) == ["bakery.py", "notebook.py", "train.py"]
+    named = tmp_path / "dataset-bak.py"
+    report = json.loads(run_cli("lint", "--format", "json", str(named)).stdout)
+    assert [f["path"] for f in report["findings"]] == [str(named)]
+
+
 KERAS_DEFAULT_LOSS = """import tensorflow as tf
 loss_obj = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 def replica(x, y):
