@@ -50,6 +50,8 @@ EXPECTED = [
     ('TFD109', 3, 4, 10, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy`'),
     ('TFD109', 4, 7, 10, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy`'),
     ('TFD109', 5, 5, 10, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy`'),
+    ('TFD109', 6, 5, 18, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy` '
+                         '(another per-GPU loop at example.py:9)'),
     ('TFD110', 0, 6, 14, "`tf.device('/device:GPU:0')` in replica function `train_step` puts every replica on one device"),
     ('TFD110', 1, 4, 10, "`tf.device('GPU:1')` in replica function `fwd` puts every replica on one device"),
     ('TFD111', 0, 7, 12, '`MirroredStrategy` over logical GPUs of one GPU keeps the default all-reduce, which NCCL cannot do'),

@@ -6,7 +6,7 @@ import importlib
 import inspect
 import pkgutil
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import ClassVar, Iterator, Mapping
 
@@ -77,6 +77,16 @@ class Rule:
                              construct=construct, severity=severity)
         return Violation(where, message, statement=statement, fix=fix, evidence=evidence, construct=construct,
                          severity=severity)
+
+    @staticmethod
+    def one_for_all(facts: ModuleFacts, found: list[Violation], what: str) -> Violation:
+        """One finding for several places of one problem (the reads of one loop, the towers of one module):
+        the first in the file, with the others as its related locations, each described by `what`."""
+        if len(found) == 1:
+            return found[0]
+        first, *others = sorted(found, key=lambda violation: facts.position(violation.node)[:2])
+        evidence = tuple(Evidence(what, facts.path, facts, other.node) for other in others)
+        return replace(first, evidence=first.evidence + evidence)
 
     @staticmethod
     def assumed(context: Context, package: str, facts: ModuleFacts, node: cst.CSTNode) -> str | None:

@@ -54,7 +54,9 @@ class ManualTowerReplication(Rule):
     use. Towers in a function or class named for prediction or evaluation (`OfflinePredictor`,
     `FeedForwardEvaluator`) run a model rather than train it, and are left alone. So is a generic helper that
     runs only functions its caller passes on devices its caller names (Mesh-TensorFlow's
-    `parallel(devices, fn, *args)`): whether that builds model copies is the caller's choice.
+    `parallel(devices, fn, *args)`): whether that builds model copies is the caller's choice. A module gets
+    one finding, at its first per-GPU loop, which names the others (related locations): the towers of one
+    model are one migration.
 
     ## Why it is bad
     Hand-written towers copy variables and gradients through the host, average them with Python-built ops,
@@ -132,6 +134,18 @@ splits = tf.split(images, len(DEVICES))
 for index, (device, split) in enumerate(zip(DEVICES, splits)):
     with tf.device(device):  # TFD109
         costs.append(loss(Generator(split)))
+""",
+        # the towers of one module, built and then given their losses in two loops: one finding, naming the other
+        """import tensorflow.compat.v1 as tf
+class Tacotron:
+    def initialize(self, inputs):
+        for i in range(num_gpus):
+            with tf.device("/gpu:%d" % i):  # TFD109
+                self.outputs.append(self.decoder(self.encoder(inputs[i])))
+    def add_loss(self):
+        for i in range(num_gpus):
+            with tf.device("/gpu:%d" % i):
+                self.losses.append(self.loss_fn(self.outputs[i]))
 """,
     )
     VALID = (
@@ -238,6 +252,12 @@ for gpu in tf.config.list_physical_devices("GPU"):
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        found = list(self._towers(facts))
+        if found:  # the towers of one module are one migration: one finding, the other loops related to it
+            yield self.one_for_all(facts, found, "another per-GPU loop")
+
+    def _towers(self, facts: ModuleFacts) -> Iterator[Violation]:
+        """Every per-GPU block of the module that builds something."""
         for block in facts.withs:
             for item in block.items:
                 device = facts.call_fact(item) if isinstance(item, cst.Call) else None

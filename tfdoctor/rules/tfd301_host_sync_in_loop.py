@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Iterator
 
 import libcst as cst
@@ -20,7 +19,7 @@ from tfdoctor.lint.dataflow import (
     training_loops,
 )
 from tfdoctor.lint.facts import CallFact, IfFact, LoopFact, ModuleFacts, reads
-from tfdoctor.lint.findings import Evidence, Severity, Violation
+from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
 
@@ -343,17 +342,7 @@ for x, y in batches:
             if found and not distributed_program(facts):
                 return  # one device: the wait costs a dispatch gap the code does not show the size of
             if found:
-                yield self._one_per_loop(facts, found)
-
-    def _one_per_loop(self, facts: ModuleFacts, found: list[Violation]) -> Violation:
-        """The loop's first read, naming the others: once one read has waited for the step, the others find
-        the device idle and cost no wait of their own, but each waits in turn when the ones before it go."""
-        if len(found) == 1:
-            return found[0]
-        found.sort(key=lambda violation: facts.position(violation.node)[:2])
-        first, others = found[0], found[1:]
-        evidence = tuple(Evidence("another read", facts.path, facts, other.node) for other in others)
-        return replace(first, evidence=first.evidence + evidence)
+                yield self.one_for_all(facts, found, "another read")
 
     def _reads(self, facts: ModuleFacts, loop: LoopFact, flagged: set[int]) -> Iterator[Violation]:
         """Every read of the device in one training loop's body, each a finding."""
