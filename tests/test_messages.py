@@ -51,7 +51,7 @@ EXPECTED = [
     ('TFD109', 4, 7, 10, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy`'),
     ('TFD109', 5, 5, 10, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy`'),
     ('TFD109', 6, 5, 18, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy` '
-                         '(another per-GPU loop at example.py:9)'),
+                         '(another per-GPU loop at line 9)'),
     ('TFD110', 0, 6, 14, "`tf.device('/device:GPU:0')` in replica function `train_step` puts every replica on one device"),
     ('TFD110', 1, 4, 10, "`tf.device('GPU:1')` in replica function `fwd` puts every replica on one device"),
     ('TFD111', 0, 7, 12, '`MirroredStrategy` over logical GPUs of one GPU keeps the default all-reduce, which NCCL cannot do'),
@@ -103,7 +103,7 @@ EXPECTED = [
     ('TFD208', 2, 4, 13, 'the dataset `repeat` returns is discarded, so `dataset` stays unchanged; assign the result'),
     ('TFD301', 0, 10, 28, '`float()` reads a step output on every iteration of the training loop'),
     ('TFD301', 1, 9, 5, '`print()` reads a step output on every iteration of the training loop'),
-    ('TFD301', 2, 7, 12, "`optimizer.iterations.numpy()` reads the optimizer's step counter on every iteration of the training loop (another read at example.py:9)"),
+    ('TFD301', 2, 7, 12, "`optimizer.iterations.numpy()` reads the optimizer's step counter on every iteration of the training loop (another read at line 9)"),
     ('TFD301', 3, 7, 22, "`optimizer.iterations.numpy()` reads the optimizer's step counter on every iteration of the training loop"),
     ('TFD301', 4, 9, 26, '`float()` reads a step output on every iteration of the training loop'),
     ('TFD301', 5, 8, 8, '`if` compares a step output on every iteration of the training loop'),

@@ -193,3 +193,18 @@ def test_a_dataset_step_that_ends_a_cell_is_displayed_not_discarded():
         (3, 2, 4, "TFD208", "the dataset `shuffle` returns is discarded, so `ds` stays unchanged; assign the result"),
         (4, 1, 4, "TFD208", "the dataset `repeat` returns is discarded, so `ds` stays unchanged; assign the result"),
     ]
+
+
+def test_a_related_place_in_the_same_notebook_is_named_by_cell_and_line():
+    raw = _notebook(
+        "import tensorflow.compat.v1 as tf\n",
+        "for i in range(num_gpus):\n    with tf.device('/gpu:%d' % i):\n        outputs.append(model(inputs[i]))\n",
+        "# the losses, per tower\nfor i in range(num_gpus):\n    with tf.device('/gpu:%d' % i):\n"
+        "        losses.append(loss_fn(outputs[i]))\n",
+    )
+    [finding] = lint_notebook(raw, "nb.ipynb", Settings(root=ROOT))
+    assert (finding.code, finding.cell, finding.line, finding.column) == ("TFD109", 2, 2, 10)
+    assert finding.message.endswith("(another per-GPU loop at cell 3:3)")
+    [related] = finding.related
+    assert (related.path, related.cell, related.line, related.end_line) == ("nb.ipynb", 3, 3, 3)
+    assert related.to_json()["cell"] == 3

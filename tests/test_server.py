@@ -309,6 +309,26 @@ async def test_notebook_evidence_is_cited_by_cell_and_line(client: LanguageClien
     assert found[0].message.endswith("legacy.ipynb:cell 1:3)")
 
 
+@on_one_server
+async def test_a_related_place_in_another_cell_points_at_that_cell(client: LanguageClient, tmp_path):
+    notebook = (tmp_path / "towers.ipynb").as_uri()
+    cells = [f"{notebook}#cell{n}" for n in range(1, 4)]
+    texts = ["import tensorflow.compat.v1 as tf",
+             "for i in range(num_gpus):\n    with tf.device('/gpu:%d' % i):\n        outputs.append(model(inputs[i]))",
+             "# the losses\nfor i in range(num_gpus):\n    with tf.device('/gpu:%d' % i):\n"
+             "        losses.append(loss_fn(outputs[i]))"]
+    client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
+        notebook_document=types.NotebookDocument(uri=notebook, notebook_type="jupyter-notebook", version=1,
+                                                 cells=[_cell(uri) for uri in cells]),
+        cell_text_documents=[types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+                             for uri, text in zip(cells, texts)]))
+    found = await _eventually(client, cells[1], lambda found: _codes(found) == ["TFD109"])
+    [related] = found[0].related_information
+    assert related.location.uri == cells[2]
+    assert (related.location.range.start.line, related.location.range.start.character) == (2, 9)
+    assert found[0].message.endswith("(another per-GPU loop at cell 3:3)")
+
+
 GARBAGE = [
     "import tensorflow as tf\ndef broken(:\n    strategy.run(",  # a syntax error
     "import tensorflow as tf\n" + "(" * 5000 + ")" * 5000,  # nested too deeply for the parser

@@ -30,7 +30,7 @@ from tfdoctor.lint.cache import Cache
 from tfdoctor.lint.dead_code import dead_spans
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.deep_stack import deep_stack
-from tfdoctor.lint.findings import Finding, Related, Severity, Violation
+from tfdoctor.lint.findings import Finding, Severity, Violation, with_evidence
 from tfdoctor.lint.gc_threshold import sparse_collection
 from tfdoctor.lint.guard import screen
 from tfdoctor.lint.notebooks import NotebookError, read_notebook
@@ -240,7 +240,7 @@ def _position(
             path=display_path, line=where.start.line, column=where.start.column + 1, end_line=where.end.line,
             end_column=where.end.column + 1, code=rule.code, name=rule.name,
             severity=violation.severity or rule.severity_for(context),
-            message=_with_evidence(violation.message, related), fixable=violation.fix is not None and not related,
+            message=with_evidence(violation.message, related, display_path), fixable=violation.fix is not None and not related,
             statement_line=statement_line, related=related,
         )
         span = None
@@ -254,11 +254,6 @@ def _candidate(rule: Rule, violation: Violation, positions: Mapping[cst.CSTNode,
     span = positions[violation.construct if violation.construct in positions else violation.node]
     return Candidate(rule.code, frozenset(rule.OUTRANKS), (span.start.line, span.start.column),
                      (span.end.line, span.end.column))
-
-
-def _with_evidence(message: str, related: tuple[Related, ...]) -> str:
-    """The message, saying where evidence from other files lies: "... (loss from `f` at losses.py:12)"."""
-    return f"{message} ({'; '.join(f'{r.message} at {r.path}:{r.line}' for r in related)})" if related else message
 
 
 def _suppressed(code: str, lines: list[str], line_numbers: Iterable[int]) -> bool:

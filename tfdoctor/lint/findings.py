@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import os
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -81,10 +82,28 @@ class Related:
     end_column: int
     message: str
     subject: bool = False  # what the finding is about lies here (see Evidence)
+    cell: int | None = None  # in a notebook: the cell, `line` being the line in it
 
     def to_json(self) -> dict[str, object]:
-        return {"path": self.path, "line": self.line, "column": self.column, "end_line": self.end_line,
-                "end_column": self.end_column, "message": self.message, "subject": self.subject}
+        return {"path": self.path, **({"cell": self.cell} if self.cell is not None else {}), "line": self.line,
+                "column": self.column, "end_line": self.end_line, "end_column": self.end_column,
+                "message": self.message, "subject": self.subject}
+
+    def place(self, finding_path: str) -> str:
+        """Where it lies, as a message cites it: `losses.py:12`, or `line 12` (`cell 3:4`) in the finding's file."""
+        if self.cell is not None:
+            return f"cell {self.cell}:{self.line}"
+        return f"line {self.line}" if same_file(self.path, finding_path) else f"{self.path}:{self.line}"
+
+
+def same_file(first: str, second: str) -> bool:
+    return os.path.abspath(first) == os.path.abspath(second)
+
+
+def with_evidence(message: str, related: tuple[Related, ...], path: str) -> str:
+    """The message, saying where its evidence lies: "... (loss from `f` at losses.py:12)", "... (another read
+    at line 40)" in the finding's own file."""
+    return f"{message} ({'; '.join(f'{r.message} at {r.place(path)}' for r in related)})" if related else message
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tfdoctor.lint.cells import CELL_MARKER
-from tfdoctor.lint.findings import Finding
+from tfdoctor.lint.findings import Finding, Related, same_file, with_evidence
 
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})
 _PLACEHOLDER = "pass  # tfdoctor-ipython"
@@ -72,8 +72,20 @@ class Notebook:
             end_line = len(self.cell(cell))
             end_column = len(self.cell(cell)[end_line - 1]) + 1 if end_line else 1
         statement_cell, statement_line = self.place(finding.statement_line or finding.line)
+        related = tuple(self._moved_related(r) if same_file(r.path, finding.path) else r for r in finding.related)
+        message = finding.message
+        suffix = with_evidence("", finding.related, finding.path)
+        if related != finding.related and message.endswith(suffix):
+            message = with_evidence(message[:-len(suffix)], related, finding.path)
         return replace(finding, cell=cell, line=line, end_line=max(end_line, line), end_column=end_column,
-                       statement_line=statement_line if statement_cell == cell else line)
+                       statement_line=statement_line if statement_cell == cell else line, related=related,
+                       message=message)
+
+    def _moved_related(self, related: Related) -> Related:
+        """A related place in this notebook, moved to (cell, line in cell)."""
+        cell, line = self.place(related.line)
+        end_cell, end_line = self.place(related.end_line)
+        return replace(related, cell=cell, line=line, end_line=end_line if end_cell == cell else line)
 
     def place(self, module_line: int) -> tuple[int, int]:
         """(cell, line in the cell) of a line of the module."""

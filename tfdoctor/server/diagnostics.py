@@ -1,5 +1,6 @@
 """Findings as LSP diagnostics: code, severity, the exact range in the client's units, the rule's page,
-the related places in other files, and (in `data`) what a code action needs to find the finding again."""
+the related places (in other files, or other cells of a notebook), and (in `data`) what a code action needs
+to find the finding again."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ SEVERITY = {Severity.ERROR: types.DiagnosticSeverity.Error, Severity.WARNING: ty
 Lines = Callable[[str], list[str] | None]  # a file's lines (open in the editor or on disk), None if unknown
 
 
-def diagnostic(finding: Finding, part: Part, codec: PositionCodec, lines_of: Lines) -> types.Diagnostic:
+def diagnostic(finding: Finding, part: Part, codec: PositionCodec, lines_of: Lines,
+               cell_part: Callable[[int | None], Part | None] = lambda cell: None) -> types.Diagnostic:
+    """`cell_part`: a notebook's cell documents by cell number, for related places in the same notebook."""
     page = rule_pages().get(finding.code)
     return types.Diagnostic(
         range=_range(part.lines, finding.line, finding.column, finding.end_line, finding.end_column, codec),
@@ -34,7 +37,8 @@ def diagnostic(finding: Finding, part: Part, codec: PositionCodec, lines_of: Lin
         code_description=types.CodeDescription(href=page) if page else None,
         source=SOURCE,
         message=finding.message,
-        related_information=[_related(place, codec, lines_of) for place in finding.related] or None,
+        related_information=[_related(place, codec, lines_of, cell_part(place.cell) if place.cell else None)
+                             for place in finding.related] or None,
         data=key(finding) | {"fixable": finding.fixable, "statement_line": finding.statement_line or finding.line},
     )
 
@@ -53,10 +57,15 @@ def _range(lines: list[str], line: int, column: int, end_line: int, end_column: 
     ))
 
 
-def _related(place: Related, codec: PositionCodec, lines_of: Lines) -> types.DiagnosticRelatedInformation:
-    path = Path(place.path).absolute()
-    uri = from_fs_path(str(path)) or path.as_uri()
-    lines = lines_of(uri) or []
+def _related(place: Related, codec: PositionCodec, lines_of: Lines,
+             cell: Part | None) -> types.DiagnosticRelatedInformation:
+    """A related place: in a file, or (`cell`) in a cell of the same notebook."""
+    if cell is not None:
+        uri, lines = cell.uri, cell.lines
+    else:
+        path = Path(place.path).absolute()
+        uri = from_fs_path(str(path)) or path.as_uri()
+        lines = lines_of(uri) or []
     return types.DiagnosticRelatedInformation(
         location=types.Location(uri=uri, range=_range(lines, place.line, place.column, place.end_line,
                                                       place.end_column, codec)),

@@ -88,7 +88,7 @@ class TfdoctorServer(LanguageServer):
         for finding in findings:
             part = snapshot.part(finding.cell)
             if part is not None:
-                by_part[part.uri].append(diagnostic(finding, part, snapshot.codec, self.lines_of))
+                by_part[part.uri].append(diagnostic(finding, part, snapshot.codec, self.lines_of, snapshot.part))
         for gone in self.published.get(uri, set()) - set(by_part):
             self.publish(gone, [], None)
         for part in snapshot.parts:

@@ -2,7 +2,7 @@
 
 Columns are counted in code points (`columnKind`). Evidence a finding took from another file of the project
 is in its `relatedLocations`. A notebook finding's region is the line in its cell; the
-cell is in the message and in the result's `properties.cell`.
+cell is in the message and in the result's `properties.cell` (and in a related location's message).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _result(finding: Finding, index: dict[str, int]) -> dict[str, object]:
     if finding.related:
         result["relatedLocations"] = [{
             "id": number,
-            "message": {"text": related.message},
+            "message": {"text": (f"cell {related.cell}: " if related.cell is not None else "") + related.message},
             "physicalLocation": {
                 "artifactLocation": {"uri": _uri(related.path)},
                 "region": {"startLine": related.line, "startColumn": related.column,
