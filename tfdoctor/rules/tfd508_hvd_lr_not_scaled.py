@@ -27,7 +27,8 @@ class HvdLrNotScaled(Rule):
     one that comes from elsewhere, or is made by a function or schedule class of the project (which may scale
     or warm it up), is left alone. So is a module that divides a batch size by the process count, or checks
     that it divides evenly (`global_batch_size // hvd.size()`, `if batch_size % hvd.size():`): its global
-    batch does not grow with the processes.
+    batch does not grow with the processes. A module that reduces gradients with Adasum (`op=hvd.Adasum`, also
+    as an option) is left alone: Adasum's learning-rate rule is not the linear one.
 
     ## Why it is bad
     With W processes each step averages W batches, so the effective batch is W times larger. The learning
@@ -86,6 +87,13 @@ model = build_and_compile_model(max_lr=max_lr, filters=32)
 """,
     )
     VALID = (
+        # Adasum offered as the reduction: its learning-rate rule is not the linear one
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+optimizer = tf.train.AdamOptimizer(args.lr)
+optimizer = hvd.DistributedOptimizer(optimizer, op=hvd.Adasum if args.use_adasum else hvd.Average)
+""",
         # a fixed global batch split across the processes: the learning rate stays
         """import horovod.tensorflow as hvd
 import tensorflow as tf
@@ -134,7 +142,7 @@ opt = make_optimizer(lr=0.001 * hvd.size())
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         if (not horovod_init(facts) or any(_WARMUP.search(line) for line in facts.source_lines)
-                or _splits_global_batch(facts)):
+                or _splits_global_batch(facts) or _adasum(facts)):
             return
         for call in facts.calls:
             rate = optimizer_learning_rate(facts, call)
@@ -154,6 +162,14 @@ class _Divisions(cst.CSTVisitor):
         if isinstance(node.operator, (cst.Divide, cst.FloorDivide, cst.Modulo)) and _BATCH.search(
                 dotted(node.left) or ""):
             self.found.append(node)
+
+
+def _adasum(facts: ModuleFacts) -> bool:
+    """Whether the module reduces gradients with Adasum (`op=hvd.Adasum`, also as an option): Adasum combines
+    the processes' gradients adaptively, and its rule for the learning rate is not the linear one."""
+    values = [arg.value for call in facts.calls for arg in call.node.args]
+    values += [branch for value in values if isinstance(value, cst.IfExp) for branch in (value.body, value.orelse)]
+    return any((facts.resolve(value) or "").endswith(".Adasum") for value in values)
 
 
 def _splits_global_batch(facts: ModuleFacts) -> bool:
