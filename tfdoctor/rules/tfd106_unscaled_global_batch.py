@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Callable, Iterator
 
 import libcst as cst
@@ -30,6 +31,7 @@ class UnscaledGlobalBatch(Rule):
     where `B` is not derived from `strategy.num_replicas_in_sync` (or `get_per_replica_batch_size`). It
     stays silent when the code derives a per-replica size from `B`, gives it as `global_batch_size=`, or
     divides by it (a loss summed over the replicas `/ config.batch_size`, steps `num_examples // batch_size`),
+    or computes a learning rate from it (`lr = 0.1 * batch_size / 256`),
     which shows a deliberate fixed global batch, and when every strategy the file makes is a multi-worker one (`MultiWorkerMirroredStrategy`,
     `ParameterServerStrategy`): there the batch given to `fit` is conventionally the global batch of the
     whole cluster, and how many replicas the cluster has is not in the code. Nor when every strategy the file
@@ -111,6 +113,15 @@ class Trainer:
 """,
     )
     VALID = (
+        # a learning rate scaled with the batch: the batch is the global one by design
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(args.batchsize, drop_remainder=True)
+dist = strategy.experimental_distribute_dataset(ds)
+with strategy.scope():
+    lr = 0.05 * (args.batchsize / 512)
+    optimizer = tf.keras.optimizers.SGD(learning_rate=lr)
+""",
         # a OneDeviceStrategy always has one replica: there is nothing to scale by
         """import tensorflow as tf
 strategy = tf.distribute.OneDeviceStrategy(device="/gpu:0")
@@ -220,6 +231,9 @@ class CycloneTrainer(DistributedTrainer):
         return (use for use in training_inputs(facts) if use.distributed and use.via in ("distribute", "fit"))
 
 
+_LEARNING_RATE = re.compile(r"(^|_)(lr|learning_rate)$", re.IGNORECASE)
+
+
 def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> bool:
     """Whether a batch size is surely per-replica: a literal or a configured value that nothing scales."""
     facts = scope.owner  # type: ignore[assignment]  # the batch's module, which may be another
@@ -249,6 +263,9 @@ def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope,
         return False  # the code itself treats it as the global batch
     if name.removeprefix("self.") in facts.divisors:
         return False  # a loss summed over the replicas divided by it, or `examples // it` steps: the global batch
+    if any(_LEARNING_RATE.search(target.rpartition(".")[2]) for a in facts.assigns if reads(a.names, name)
+           for target in a.targets):
+        return False  # a learning rate scaled with it (`lr = 0.1 * batch_size / 256`): the global batch by design
     # A per-replica size derived from it shows the global batch is deliberate; a global one made by
     # multiplying it (`GLOBAL = BATCH * strategy.num_replicas_in_sync`) shows it is the per-replica size.
     return not any(
