@@ -12,7 +12,8 @@ For each script rebuilt by `benchmarks/real_scripts/rebuild.py` (DEST/<name>/), 
 2. `tfdoctor profile <profile flags> --format json -- <command>` runs `--runs` times, each with its own logdir.
 
 Prints a table (name, style, exit, wall, verdict, profiler input share with its interval, independent share,
-their difference in points) and writes the rows as JSON with `--json PATH`. Usage:
+their difference in points; none where the profile says input read inside each call is not separated, its share
+then a lower bound) and writes the rows as JSON with `--json PATH`. Usage:
 
     python benchmarks/real_scripts.py [--dest /work/real_scripts] [--only NAME ...] [--runs K] [--json PATH]
 """
@@ -62,6 +63,7 @@ class Profiled:
     input_interval: list[float] | None = None
     shares: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    input_inside_calls: bool = False  # input read inside each call is in compute: the share is a lower bound
     error: str | None = None
 
 
@@ -187,6 +189,7 @@ def profile(script: dict[str, Any], folder: Path, timeout: float) -> Profiled:
     result.input_share = result.shares.get("input")
     result.input_interval = ((report.get("intervals") or {}).get("input") or {}).get("share")
     result.notes = report.get("notes") or []
+    result.input_inside_calls = bool(report.get("input_inside_calls"))
     if code != 0:
         result.error = last_line(stderr)
     return result
@@ -204,6 +207,7 @@ def row_text(row: dict[str, Any]) -> str:
         interval = run.input_interval
         profiled = percent(run.input_share) + (f" [{percent(interval[0])}, {percent(interval[1])}]" if interval else "")
         diff = ("-" if run.input_share is None or ind.share is None
+                else "n/a: a lower bound" if run.input_inside_calls  # input inside the calls is not separated
                 else f"{100 * abs(run.input_share - ind.share):.0f}")
         verdict = run.primary or f"error: {run.error}"
         cells.append(f"| {row['name']} | {row['style']} | {run.exit} | {run.wall_s:.0f} | {verdict} | "

@@ -9,6 +9,7 @@ import signal
 import statistics
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -78,6 +79,19 @@ def test_a_little_all_reduce_in_a_compute_bound_step_is_a_secondary_finding():
     assert verdict.primary == "compute-bound"
     assert verdict.statement.startswith("Compute-bound: ")
     assert "Secondary: moderately sync-bound (all-reduce 4%" in verdict.statement
+
+
+@pytest.mark.parametrize(("timings", "primary"), [
+    ((100, 95, 95, 50, 50), "not-separated"),  # input between the calls 5%: compute would hold the rest
+    ((100, 100, 100, 40, 60), "sync-bound"),   # the all-reduce is measured apart whatever the input
+    ((100, 70, 70, 50, 50), "input-bound"),    # input between the calls alone passes the cut-off
+])
+def test_steps_that_read_their_input_inside_one_call_are_never_called_compute_bound(timings, primary):
+    verdict = judge(replace(_breakdown(*timings), input_inside=True))
+    assert verdict.primary == primary
+    if primary == "not-separated":
+        assert verdict.statement.startswith("Not separated: each 100 ms call runs many steps in one tf.function")
+        assert "input between the calls is 5% (interval 5%-5%), a lower bound" in verdict.statement
 
 
 def _rounds(differences_ms: list[float], step_ms: float = 100.0):

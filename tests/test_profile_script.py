@@ -213,3 +213,9 @@ def test_a_whole_epoch_in_one_tf_function_is_measured_as_its_calls_and_said_so(t
     # the test epoch between two training epochs (4 batches x 2 replicas x 5 ms) is not input
     assert any("ran in other step functions between the measured ones" in note for note in report["notes"])
     assert report["shares"]["input"] < 0.15, report["shares"]
+    # the input read inside each call is in compute: no compute-bound verdict, input between calls a lower bound
+    assert report["input_inside_calls"] is True
+    assert report["verdict"]["primary"] == "not-separated", report["verdict"]
+    assert report["verdict"]["statement"].startswith("Not separated: each ")
+    assert "runs many steps in one tf.function and reads their input inside it" in report["verdict"]["statement"]
+    assert "a lower bound" in report["verdict"]["statement"]

@@ -40,7 +40,9 @@ class Breakdown:
     them (measured only where the replicas are logical CPU devices, None elsewhere). `waiting` is the part of
     `sync` that is one worker of a multi-worker job waiting for the others (None outside such a job).
     `separated` False: the step could not be replayed, so only input was measured; host, sync and compute are
-    one part, the step call, held in `compute` (and reported as not separated)."""
+    one part, the step call, held in `compute` (and reported as not separated). `input_inside`: each step call
+    runs many steps and reads their input inside (a whole epoch in one tf.function), so `compute` holds that
+    input and `input` is only what comes between the calls."""
 
     step: StepTime
     input: float
@@ -52,6 +54,7 @@ class Breakdown:
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)        # part -> (low, high) s
     share_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # part -> (low, high) share
     separated: bool = True
+    input_inside: bool = False
     drift: dict[str, tuple[float, float]] = field(default_factory=dict)  # part -> (first half, second half) share
 
     def seconds(self) -> dict[str, float]:

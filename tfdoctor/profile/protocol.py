@@ -176,6 +176,7 @@ class ScriptMeasured(Event):
     input_kind: str = ""                   # where the step's batches came from ("tf.data", "a Keras Sequence", ...)
     precision: str = ""                    # the Keras global dtype policy when it is a mixed one
     lines_run: dict[str, list[int]] = field(default_factory=dict)  # script's files -> lines run before the window
+    looped: list[str] = field(default_factory=list)  # step functions that run many steps per call, input inside
 
 
 @dataclass(frozen=True)

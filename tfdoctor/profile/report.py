@@ -65,6 +65,7 @@ class Report:
             "breakdown_s": result.reported(result.seconds()) if result else None,
             "shares": result.reported(result.shares()) if result else None,
             "separated": result.separated if result else None,
+            "input_inside_calls": result.input_inside if result else None,
             "intervals": ({part: {"s": list(result.intervals[part]), "share": list(result.share_intervals[part])}
                            for part in result.measured()} if result and result.intervals else None),
             "verdict": {"primary": self.verdict.primary, "level": self.verdict.level,

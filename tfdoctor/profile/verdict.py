@@ -80,6 +80,8 @@ def judge(result: Breakdown) -> Verdict:
     primary = next((f for f in found if f.level == "high"), None)
     secondary = tuple(f for f in found if f is not primary)
     also = f" Secondary: {'; '.join(f.phrase() for f in secondary)}." if secondary else ""
+    if result.input_inside and primary is None:  # not compute-bound: compute holds the input read inside the calls
+        return _input_inside(result, also)
     if primary is None:
         shares = result.shares()
         close = [f for f in secondary if f.interval[1] >= THRESHOLDS[f.part][0]]
@@ -113,6 +115,19 @@ def _input_only(result: Breakdown) -> Verdict:
     return Verdict("not-separated", "high", (
         f"Not separated: input is {share:.0%} of each {step_ms:.0f} ms step (interval {low:.0%}-{top:.0%}); {rest}."),
         (), top >= line)
+
+
+def _input_inside(result: Breakdown, also: str) -> Verdict:
+    """The verdict when each step call runs many steps and reads their input inside (a whole epoch in one
+    tf.function): compute then holds that input, so no share is put on compute, and input is a lower bound."""
+    shares, step_ms = result.shares(), result.step.median * 1000
+    low, top = result.share_interval("input")
+    return Verdict("not-separated", "high", (
+        f"Not separated: each {step_ms:.0f} ms call runs many steps in one tf.function and reads their input "
+        f"inside it, so that input is not told apart from compute ({shares['compute']:.0%} together); input "
+        f"between the calls is {shares['input']:.0%} (interval {low:.0%}-{top:.0%}), a lower "
+        f"bound. Time the input pipeline alone, or call the step once per batch, to separate it.{also}"),
+        (), top >= THRESHOLDS["input"][0])
 
 
 def out_of_memory(per_replica_batch: int, fits: int | None, detail: str) -> Verdict:

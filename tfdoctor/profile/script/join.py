@@ -107,7 +107,7 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
     differences."""
     times = result.times
     measured = replace(breakdown(times.full, times.on_device, times.looped, times.gradients, times.reduced,
-                                 paired=True), separated=result.replayed)
+                                 paired=True), separated=result.replayed, input_inside=bool(result.looped))
     verdict = judge(measured)
     part = PART_OF[verdict.primary]
     rank = {code: index for index, code in enumerate(RULES_FOR[part] if part else ())}

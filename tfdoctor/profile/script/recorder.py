@@ -203,7 +203,7 @@ class Recorder:
         return ScriptMeasured(times, calls, self.source or "", sorted(self.hooked), self.seen, notes, global_batch,
                               replicas, replayed is not None, replayed.replay_steps if replayed else [],
                               self.peer_waits[:len(intervals)], self.input_kind, _mixed_precision(),
-                              self.lines_run.recorded() if self.lines_run is not None else {})
+                              self.lines_run.recorded() if self.lines_run is not None else {}, list(self.looped))
 
     def _start_trace(self) -> None:
         import tensorflow as tf
