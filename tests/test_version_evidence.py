@@ -253,3 +253,15 @@ def test_a_notebook_that_shows_the_keras_it_ran_under_is_judged_by_it(tmp_path):
     # standalone Keras 2.0.8, where fit_generator is the way to train on a generator: only the unrun one is told
     assert [line.split(": TFD401")[0] for line in result.stdout.splitlines() if "TFD401" in line] == [
         "unrun.ipynb:cell 2:1:1"]
+
+
+def test_a_script_above_counts_only_when_it_imports_the_branch(tmp_path):
+    session = "import tensorflow as tf\nsess = tf.InteractiveSession()\nprint(sess)\n"
+    project = _project(tmp_path, {"examples/onnx_demo.py": session,  # a script above, importing nothing below
+                                  "examples/quantized/train.py": "import tensorflow as tf\n",
+                                  "models/net.py": "import tensorflow as tf\n",
+                                  "train.py": "from models import net\n" + session})
+    settings = load_settings(project)
+    assert settings.for_file(project / "examples/quantized/train.py").targets.tensorflow.kind != "code"
+    model = settings.for_file(project / "models/net.py").targets.tensorflow  # the root script imports models
+    assert (model.kind, model.source) == ("code", f"`tf.Session` at {project / 'train.py'}:3")

@@ -315,16 +315,18 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
 
 
 def _on_its_path(sightings: tuple[Sighting, ...], folder: str, imported: tuple[str, ...]) -> tuple[Sighting, ...]:
-    """The sightings in files of `folder`, below it, or directly in a folder above it, and in the project's
-    packages and modules the file imports (`imported`): the scripts and the packages a file belongs to. A
-    sibling folder's files (another chapter of a course, another example of a collection) are another
-    program, whose versions say nothing of this one's."""
+    """The sightings in files of `folder`, below it, or directly in a folder above it (a helper module, or a
+    script that imports the branch `folder` lies in: `train.py` beside `models/`, importing `models.net`), and
+    in the project's packages and modules the file imports (`imported`): the scripts and the packages a file
+    belongs to. A sibling folder's files (another chapter of a course, another example of a collection), and a
+    script above that imports nothing of this branch (`examples/onnx_demo.py` above `examples/quantized/`),
+    are other programs, whose versions say nothing of this one's."""
     key = (id(sightings), folder, imported)
     if key not in _PATHS:
         if len(_PATHS) > 4096:
             _PATHS.clear()
         _PATHS[key] = (sightings, tuple(
-            s for s in sightings if _related(posixpath.dirname(s.path), folder)
+            s for s in sightings if _related(posixpath.dirname(s.path), folder) and _imports_branch(s.path, folder)
             or any(s.path == module or s.path.startswith(module + "/") for module in imported)))
     return _PATHS[key][1]
 
@@ -351,6 +353,29 @@ def _related(where: str, folder: str) -> bool:
     return where == folder or folder.startswith(where + "/") or where.startswith(folder + "/")
 
 
+def _imports_branch(path: str, folder: str) -> bool:
+    """For a file in a folder above `folder`: whether it is a helper module (no call at its top level, no
+    `__main__` block), or a script that imports the branch `folder` lies in (the first folder below its own).
+    Files in `folder` or below it always count, and so does a file that cannot be read."""
+    where = posixpath.dirname(path)
+    if where == folder or folder in ("", ".") or where.startswith(folder + "/"):
+        return True
+    branch = folder[len(where) + 1:].split("/")[0] if where not in ("", ".") else folder.split("/")[0]
+    key = (path, branch)
+    if key not in _BRANCH_IMPORTS:
+        try:
+            text = Path(path).read_bytes()
+        except OSError:
+            text = None
+        _BRANCH_IMPORTS[key] = text is None or not _SCRIPT.search(text) or re.search(
+            rb"^[ \t]*(?:from|import)[ \t]+" + re.escape(branch.encode()) + rb"\b", text, re.MULTILINE) is not None
+    return _BRANCH_IMPORTS[key]
+
+
+_SCRIPT = re.compile(rb"^(?:if __name__\s*==|[A-Za-z_][\w.]*\()", re.MULTILINE)  # a top-level call or main block
+
+
+_BRANCH_IMPORTS: dict[tuple[str, str], bool] = {}
 _PATHS: dict[tuple[int, str, tuple[str, ...]], tuple[tuple[Sighting, ...], tuple[Sighting, ...]]] = {}  # keeps each key's tuple alive
 
 
