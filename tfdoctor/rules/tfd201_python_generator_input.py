@@ -34,8 +34,8 @@ class PythonGeneratorInput(Rule):
     that runs a training step (a `from_generator` pipeline also when a module importing this one trains on
     it). In TF1 code, a loop that runs a training op with `session.run(..., feed_dict=...)` and feeds it the
     batches it iterates over, or that a `next(...)`/`next_batch(...)` call in the loop returns; not batches that
-    are slices of arrays already in memory (`mnist.train.next_batch(n)` of the tutorials' `read_data_sets`, a
-    generator that only yields `x[i:i + n]`), whose feed costs a copy. Likewise `ImageDataGenerator().flow(x, y)`
+    are slices of arrays already in memory (`x[i * n:(i + 1) * n]` in the loop, `mnist.train.next_batch(n)` of
+    the tutorials' `read_data_sets`, a generator that only yields `x[i:i + n]`), whose feed costs a copy. Likewise `ImageDataGenerator().flow(x, y)`
     with no augmentation (only `rescale`, `validation_split`, `data_format`, `dtype`): it slices arrays in
     memory. Only in a program that distributes training: the module, or a project module that imports it,
     builds a `tf.distribute` strategy or uses one (`scope`, `run`, a distributed dataset), or calls Horovod or
@@ -192,6 +192,15 @@ model.fit(train_gen, epochs=20)  # TFD201
 """,
     )
     VALID = (
+        # TF1: slices of arrays in memory, cut in a loop that counts steps (through a progress bar)
+        """import tensorflow.compat.v1 as tf
+strategy = tf.distribute.MirroredStrategy()
+pbar = tqdm(range(batch_num))
+for i in pbar:
+    batch_x = model_input[batch_size * i: batch_size * (i + 1)]
+    batch_y = label[batch_size * i: batch_size * (i + 1)]
+    sess.run([train_op, loss_op], {x: batch_x, y: batch_y})
+""",
         # one device: no strategy, Horovod or multi_gpu_model, so no replicas wait for the feed
         """import tensorflow as tf
 aug = tf.keras.preprocessing.image.ImageDataGenerator(rotation_range=10)

@@ -125,7 +125,7 @@ def _batch_source(facts: ModuleFacts, call: CallFact,
     `tf.data` pipeline has its fix elsewhere (feed the graph from the pipeline's iterator)."""
     for loop in reversed(call.loops):
         if (isinstance(loop.node, cst.For) and loop.iter_expr is not None and set(loop.targets) & names
-                and not _counts(loop)):
+                and not _counts(facts, loop)):
             chain = facts.dataset_chain(loop.iter_expr, loop.scope, loop.order, any_source=True)
             return (loop.iter_expr, loop.node) if chain is None else None
     loop = call.loops[-1]
@@ -138,9 +138,14 @@ def _batch_source(facts: ModuleFacts, call: CallFact,
     return None
 
 
-def _counts(loop: LoopFact) -> bool:
-    """`for i in range(n)` (also through `enumerate`, `tqdm`): a step counter."""
+def _counts(facts: ModuleFacts, loop: LoopFact) -> bool:
+    """`for i in range(n)` (also through `enumerate`, `tqdm`, and a name bound to one: `pbar = tqdm(range(n))`):
+    a step counter."""
     expr = loop.iter_expr
+    name = dotted(expr) if expr is not None else None
+    if name is not None:
+        made = facts.definitions(name, loop.scope, loop.order)
+        expr = made[-1].value if len(made) == 1 else expr
     while isinstance(expr, cst.Call) and dotted(expr.func) in _COUNTERS:
         if dotted(expr.func) in ("range", "trange"):
             return True
