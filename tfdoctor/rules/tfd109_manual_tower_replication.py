@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Iterator
 
 import libcst as cst
@@ -52,7 +53,8 @@ class ManualTowerReplication(Rule):
     tensors per device, to all-reduce or to keep results in), builds nothing; nor does one that walks the
     towers' gradients (`for d, grads in zip(devices, tower_grads)`), applies them, or reads a device's memory
     use. Towers in a function or class named for prediction or evaluation (`OfflinePredictor`,
-    `FeedForwardEvaluator`) run a model rather than train it, and are left alone. So is a generic helper that
+    `FeedForwardEvaluator`), or in a module so named that computes no gradients (`multi_gpu_test_rgb.py`), run
+    a model rather than train it, and are left alone. So is a generic helper that
     runs only functions its caller passes on devices its caller names (Mesh-TensorFlow's
     `parallel(devices, fn, *args)`): whether that builds model copies is the caller's choice. A module gets
     one finding, at its first per-GPU loop, which names the others (related locations): the towers of one
@@ -272,7 +274,7 @@ for gpu in tf.config.list_physical_devices("GPU"):
                 per_gpu = ((_mentions_gpu(facts, spec, device.scope) and any(reads(names, v) for v in loop_vars))
                            or _picked_from_devices(facts, spec, device, loop_vars))
                 if per_gpu and builds and not _handles_gradients(facts, device, block.calls) \
-                        and not _predicts(device.scope) and not _communicates(device.scope) \
+                        and not _predicts(facts, device.scope) and not _communicates(device.scope) \
                         and not _applies_callers_function(facts, spec, device, builds):
                     yield self.report(device)
 
@@ -305,14 +307,20 @@ def _handles_gradients(facts: ModuleFacts, device: CallFact, calls: list[CallFac
                for call in calls)
 
 
-def _predicts(scope: Scope | None) -> bool:
+def _predicts(facts: ModuleFacts, scope: Scope | None) -> bool:
     """Towers built by code named for prediction or evaluation (`DataParallelOfflinePredictor`,
-    `FeedForwardEvaluator`, `def predict_towers`): they run a model, they do not train one."""
+    `FeedForwardEvaluator`, `def predict_towers`), or in a module so named that computes no gradients
+    (`multi_gpu_test_kinetics.py`): they run a model, they do not train one."""
     while scope is not None and scope.is_function:
         if any(evaluation_name(name) and "train" not in name.lower() for name in (scope.name, scope.class_name or "")):
             return True
         scope = scope.parent
-    return False
+    stem = Path(facts.path).stem
+    return evaluation_name(stem) and "train" not in stem.lower() and not any(
+        call.attr in _GRADIENT_CALLS or (call.func or "").rpartition(".")[2] in _GRADIENT_CALLS for call in facts.calls)
+
+
+_GRADIENT_CALLS = frozenset({"gradients", "gradient", "compute_gradients", "minimize", "apply_gradients"})
 
 
 # what a function that moves values between devices is named: a collective written by hand (Mesh-TensorFlow's
