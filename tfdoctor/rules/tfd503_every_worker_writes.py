@@ -5,8 +5,8 @@ from typing import Iterator
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.dataflow import (
-    keras3_callback, keras3_file_name, multi_worker_mirrored, on_shared_storage, path_from_outside, runs_on_one_worker,
-    write_kind,
+    in_host_scratch, keras3_callback, keras3_file_name, multi_worker_mirrored, on_shared_storage, path_from_outside,
+    runs_on_one_worker, write_kind,
 )
 from tfdoctor.lint.rule import Context, Rule
 
@@ -27,6 +27,7 @@ class EveryWorkerWrites(Rule):
     or a helper such as `_is_chief`; a path built from the task or a temporary directory (the tutorial's
     `write_filepath`); a function only called under such a test; or a path that is a parameter of a
     function this module never calls (its caller, in another module, chooses the path per worker, or none).
+    A path under `/tmp` is the scratch space of each worker's own host or container, and is left alone.
 
     Horovod programs are reported by TFD510 instead.
 
@@ -124,6 +125,14 @@ writer = tf.summary.create_file_writer("logs")  # TFD503
 """,
     )
     VALID = (
+        # each worker's own /tmp: a Kubernetes pod (a TFJob worker) has its own
+        """import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    model = build_model()
+model.fit(ds, epochs=3)
+model.save("/tmp/model")
+""",
         # a library's training function: the launcher that calls it chooses the path per worker
         """import tensorflow as tf
 def train(model, dataset, save_dir):
@@ -183,8 +192,8 @@ model.fit(ds, callbacks=callbacks)
         for call in facts.calls:
             kind = write_kind(facts, call)
             if (kind is None or (kind == "callback" and not keras3_callback(facts, call, context.targets.keras))
-                    or runs_on_one_worker(facts, call) or path_from_outside(facts, call)):
-                continue
+                    or runs_on_one_worker(facts, call) or path_from_outside(facts, call) or in_host_scratch(facts, call)):
+                continue  # one worker writes, its caller picks the path, or it goes to each host's own /tmp
             chosen = kind == "callback" and not keras3_file_name(call)
             shared = on_shared_storage(facts, call)
             yield self.report(call, kind if shared else f"{kind}-host", severity=None if shared else Severity.WARNING,

@@ -611,9 +611,22 @@ _SHARED_STORAGE = re.compile(r"^(gs|gcs|s3|s3a|hdfs|viewfs|abfs|abfss|az|wasbs?|
 def on_shared_storage(facts: ModuleFacts, call: CallFact) -> bool:
     """Whether a write's path is certainly on storage every worker sees: a cloud or HDFS URL (`gs://`, `s3://`,
     `hdfs://`, ...) in the strings it is built from. A relative or local path is one file per host."""
+    return any(_SHARED_STORAGE.search(text) for text in _path_strings(facts, call))
+
+
+def in_host_scratch(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a write's path is under `/tmp`: the scratch space of the host (or container) it runs on, never
+    storage the workers share."""
+    return any(_HOST_SCRATCH.search(text) for text in _path_strings(facts, call))
+
+
+def _path_strings(facts: ModuleFacts, call: CallFact) -> frozenset[str]:
+    """The names and strings a write's path is built from."""
     written = [a.value for a in call.node.args] or ([call.receiver] if call.receiver is not None else [])
-    strings = derived_names(facts, frozenset().union(*(expression_names(v) for v in written)), call.scope)
-    return any(_SHARED_STORAGE.search(text) for text in strings)
+    return derived_names(facts, frozenset().union(*(expression_names(v) for v in written)), call.scope)
+
+
+_HOST_SCRATCH = re.compile(r"^/tmp(/|$)")
 
 
 def worker_guard(facts: ModuleFacts, call: CallFact) -> cst.If | None:
