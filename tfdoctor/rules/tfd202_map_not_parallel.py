@@ -37,7 +37,8 @@ class MapNotParallel(Rule):
     pipelines are left alone, and so is a step that a later `cache()` (or `snapshot()`) runs in the first
     epoch only. A `map` is reported only when it visibly does work worth more than one core: it is the first
     map over serialized records or file names (`TFRecordDataset`, `TextLineDataset`, `list_files`, after an
-    `interleave`), or its function reads, decodes, parses or resizes, runs Python, processes strings or audio,
+    `interleave` or `flat_map` that may read files; not after `flat_map(lambda w: w.batch(n))`, which regroups
+    elements already read), or its function reads, decodes, parses or resizes, runs Python, processes strings or audio,
     or calls a random Keras augmentation layer; slicing, casting, one-hot or a single flip is not. From
     TensorFlow 2.7 on, tf.data runs a `map` whose function is stateless in parallel by itself
     (`map_parallelization`, on by default): there a `map` is reported only when its function visibly draws
@@ -135,6 +136,14 @@ model.fit(ds, epochs=5)
 """,
     )
     VALID = (
+        # windows regrouped by flat_map, then sliced: the first map after it reads nothing
+        """# tfdoctor: target-tensorflow=2.4
+import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices(encoded).window(101, shift=1, drop_remainder=True)
+ds = ds.flat_map(lambda window: window.batch(101)).shuffle(10000).batch(32)
+ds = ds.map(lambda windows: (windows[:, :-1], windows[:, 1:]))
+model.fit(ds, epochs=10)
+""",
         # cheap work: a slice, a one-hot, a single flip of decoded images
         """# tfdoctor: target-tensorflow=2.6
 import tensorflow as tf
@@ -235,9 +244,20 @@ def _costly(facts: ModuleFacts, op: DatasetOp, chain: DatasetChain | None = None
     if chain is not None:
         before = list(itertools.takewhile(lambda earlier: earlier.call is not op.call, chain.ops))
         if not any(earlier.method == "map" for earlier in before) and (
-                chain.source.endswith(_RECORD_SOURCES) or any(earlier.method in _READS for earlier in before)):
+                chain.source.endswith(_RECORD_SOURCES) or any(_reads_records(earlier) for earlier in before)):
             return True
     return costly_map(facts, op)
+
+
+def _reads_records(op: DatasetOp) -> bool:
+    """An `interleave` or `flat_map` that may read files: any but one given a lambda that names no record
+    source (`flat_map(lambda window: window.batch(n))` regroups elements already read)."""
+    if op.method not in _READS:
+        return False
+    function = call_arg(op.call, 0, "map_func")
+    if not isinstance(function, cst.Lambda):
+        return True
+    return any(source in cst.Module([]).code_for_node(function) for source in _RECORD_SOURCES)
 
 
 def _stays_serial(facts: ModuleFacts, op: DatasetOp) -> bool:
