@@ -37,7 +37,8 @@ class HostSyncInLoop(Rule):
     `optimizer.iterations.numpy()`; likewise a step counter that lives on the device (an optimizer's
     `iterations`, a `tf.Variable` or the global step named for steps, `ckpt.step` of a `tf.train.Checkpoint`)
     read back (`ckpt.step.numpy()`) or tested (`if global_step >= total:`, `if tf.equal(global_step % n, 0):`,
-    `True if (opt.iterations + 1) % n == 0 else False`) in a loop that runs eagerly.
+    `True if (opt.iterations + 1) % n == 0 else False`, `while iterations < total:` with `iterations =
+    optimizer.iterations`) in a loop that runs eagerly.
     Work under `if step % N == 0` (or under a flag computed so, `do_log = step % N == 0`, by a TensorFlow op
     or by a function that returns such a test) runs every N steps and is not flagged; nor are the results of
     `train_on_batch`, which are already on the host, nor reads in a loop whose iteration may run many steps
@@ -185,6 +186,17 @@ ckpt = tf.train.Checkpoint(step=tf.Variable(1))
 for x in dist:
     train_step(x)
     print("step", ckpt.step.numpy())  # TFD301
+""",
+        # a `while` test on the optimizer's counter, through a name bound to it, read again in the body
+        """import tensorflow as tf
+@tf.function
+def minimize(iterator):
+    return strategy.run(replica, args=(next(iterator),))
+iterations = optimizer.iterations
+while iterations < final_iteration:  # TFD301
+    if iterations.numpy() % 100 == 0:
+        update_target()
+    minimize(it)
 """,
         # the optimizer's counter as a Python bool in a conditional expression
         """import tensorflow as tf
@@ -376,6 +388,11 @@ for x, y in batches:
         Python bool (`if tf.equal(self.global_step % n, 0):`, `True if (opt.iterations + 1) % n else False`)."""
         if facts.runs_in_graph(loop.scope):
             return  # AutoGraph turns the test into a graph conditional
+        if isinstance(loop.node, cst.While) and id(loop.node) not in flagged:
+            counter = next(counters_read(facts, loop.node.test, loop.scope, loop.order), None)
+            if counter is not None:
+                flagged.add(id(loop.node))
+                yield self.report(loop.node.test, "test", statement=loop.node, what="the `while` test", counter=counter)
         for branch in loop_ifs(facts, loop):
             if id(branch.node) in flagged or gated_if(branch):
                 continue

@@ -249,14 +249,19 @@ _COUNTER_MAKERS = frozenset({"tensorflow.Variable", "tensorflow.train.get_or_cre
 def step_counter(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: int) -> str | None:
     """The name of a step counter that lives on the device, when `expr` is one: an optimizer's `iterations`,
     or a name for steps (`global_step`, `self.step`, `ckpt.step`) bound to a `tf.Variable`, to the global step
-    (`tf.train.get_or_create_global_step()`), or given to a `tf.train.Checkpoint` as one. A Python counter
-    of the same name is not one."""
+    (`tf.train.get_or_create_global_step()`), or given to a `tf.train.Checkpoint` as one, and a name bound
+    only to an optimizer's `iterations` (`iterations = optimizer.iterations`). A Python counter of the same
+    name is not one."""
     name = dotted(expr)
     if name is None:
         return None
     last = name.rsplit(".", 1)[-1]
     if last == "iterations" and "." in name:
         return name
+    if "." not in name:
+        bound = facts.definitions(name, scope, before)
+        if bound and all((dotted(a.value) or "").endswith(".iterations") for a in bound):
+            return name
     if not _COUNTER_WORD.search(last) or _NOT_COUNTER.search(last):
         return None
     origins = facts.values_of(expr, scope, before)
