@@ -400,3 +400,29 @@ def test_the_replays_wait_for_the_scripts_input_threads_to_go_idle(monkeypatch):
     busy.start()
     assert replay.settle() >= replay.IDLE_CORES  # never idle within SETTLE_S: the cores it kept busy
     busy.join()
+
+
+def test_script_step_calls_slower_than_their_idle_replay_are_pipeline_contention_on_cpu_only():
+    from rich.console import Console
+
+    from tfdoctor.profile.protocol import PhaseTimes, ScriptMeasured
+    from tfdoctor.profile.report import render
+    from tfdoctor.profile.script.join import build
+
+    calls, replays = [0.120] * 10, [0.090] * 10  # the calls ran 30 ms slower than the step replayed alone
+    times = PhaseTimes([0.125] * 10, [0.0] * 10, calls, [0.120], [0.120] * 10, [0.120] * 10)  # scaled to the calls
+
+    def report(kind: str, source: str = "tf.function") -> Report:
+        measured = ScriptMeasured(times, calls, source, [], 13, [], 64, 2, True, replays)
+        return build(measured, [], 2, kind, [], "train.py", [])
+
+    on_cpu = report("cpu")
+    assert on_cpu.breakdown.contention == pytest.approx(0.030)
+    assert on_cpu.to_json()["pipeline_contention_s"] == pytest.approx(0.030)
+    assert on_cpu.breakdown.compute == pytest.approx(0.120)  # contention stays compute: a GPU never feels it
+    console = Console(record=True, width=300)
+    render(on_cpu, console)
+    assert ("of compute, 30.0 ms is the step running slower than on the same step replayed once the script's "
+            "input threads were idle") in console.export_text()
+    assert report("gpu").breakdown.contention is None
+    assert report("cpu", "fit").breakdown.contention is None  # fit's calls hold their own input

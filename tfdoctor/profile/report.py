@@ -142,9 +142,11 @@ def render(report: Report, console: Console) -> None:
                               f"{second:.0%} in the second: its rounds are not alike (noise, or a change of speed during "
                               "the run), so another run may give either; its interval holds both", highlight=False)
         if result.contention:
+            than = ("the same step replayed once the script's input threads were idle" if report.mode == "script"
+                    else "batches made earlier")
             console.print(f"of compute, {result.contention * 1000:.1f} ms is the step running slower than on "
-                          "batches made earlier, while the input pipeline works on the same host cores (not "
-                          "input: on GPUs that work runs beside the devices)", highlight=False)
+                          f"{than}, while the input pipeline works on the same host cores (not input: on GPUs that "
+                          "work runs beside the devices)", highlight=False)
         if report.workers:
             _print_workers(report, console)
         _print_throughput(report, console)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import bisect
 import os
+import statistics
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 from tfdoctor.config import Overrides
 from tfdoctor.lint.engine import lint_paths
 from tfdoctor.lint.findings import Finding
-from tfdoctor.profile.breakdown import breakdown
+from tfdoctor.profile.breakdown import Breakdown, breakdown
 from tfdoctor.profile.protocol import ScriptMeasured
 from tfdoctor.profile.report import Report, device_notes
 from tfdoctor.profile.suggest import RULES_FOR, Cause, Seen, suggest
@@ -100,6 +101,18 @@ def skipped_note(skipped: list[Finding]) -> str:
             f"execute before its measured steps ({places})")
 
 
+def pipeline_contention(result: ScriptMeasured, kind: str, measured: Breakdown) -> float | None:
+    """On logical CPU devices, how much longer the window's step calls took than the same step replayed once the
+    script's input threads had gone idle: the input pipeline taking the replicas' cores, which a GPU's compute
+    never feels; part of compute. None on GPUs, for `fit` (its calls fetch their own input, so their excess
+    over the replay is input), for calls that run many steps, or with no replay."""
+    if (kind != "cpu" or result.source in ("fit", "marker") or not result.replayed or not result.replay_steps
+            or result.looped):
+        return None
+    slower = statistics.median(result.step_calls) - statistics.median(result.replay_steps)
+    return min(max(slower, 0.0), measured.compute)
+
+
 def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind: str, names: list[str],
           script: str, notes: list[str], trace: dict[str, Any] | None = None) -> Report:
     """The report of one script-mode (or API) measurement. The window's steps and their replays are paired
@@ -108,6 +121,7 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
     times = result.times
     measured = replace(breakdown(times.full, times.on_device, times.looped, times.gradients, times.reduced,
                                  paired=True), separated=result.replayed, input_inside=bool(result.looped))
+    measured = replace(measured, contention=pipeline_contention(result, kind, measured))
     verdict = judge(measured)
     part = PART_OF[verdict.primary]
     rank = {code: index for index, code in enumerate(RULES_FOR[part] if part else ())}
