@@ -13,7 +13,9 @@ For each script rebuilt by `benchmarks/real_scripts/rebuild.py` (DEST/<name>/), 
 
 Prints a table (name, style, exit, wall, verdict, profiler input share with its interval, independent share,
 their difference in points; none where the profile says input read inside each call is not separated, its share
-then a lower bound) and writes the rows as JSON with `--json PATH`. Usage:
+then a lower bound; on logical CPU devices also with the profile's pipeline contention added, which the cached
+run's speed-up holds too: there the pipeline's threads slow the step on the shared cores) and writes the rows as
+JSON with `--json PATH`. Usage:
 
     python benchmarks/real_scripts.py [--dest /work/real_scripts] [--only NAME ...] [--runs K] [--json PATH]
 """
@@ -64,6 +66,7 @@ class Profiled:
     shares: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     input_inside_calls: bool = False  # input read inside each call is in compute: the share is a lower bound
+    contention_share: float | None = None  # the pipeline slowing the step on shared CPU cores (part of compute)
     error: str | None = None
 
 
@@ -190,6 +193,8 @@ def profile(script: dict[str, Any], folder: Path, timeout: float) -> Profiled:
     result.input_interval = ((report.get("intervals") or {}).get("input") or {}).get("share")
     result.notes = report.get("notes") or []
     result.input_inside_calls = bool(report.get("input_inside_calls"))
+    contention, step = report.get("pipeline_contention_s"), (report.get("step_time_s") or {}).get("median")
+    result.contention_share = contention / step if contention is not None and step else None
     if code != 0:
         result.error = last_line(stderr)
     return result
@@ -206,9 +211,13 @@ def row_text(row: dict[str, Any]) -> str:
     for run in row["profiles"]:
         interval = run.input_interval
         profiled = percent(run.input_share) + (f" [{percent(interval[0])}, {percent(interval[1])}]" if interval else "")
+        if run.contention_share:  # the independent share holds it too: the cached run frees the cores
+            profiled += f" + contention {percent(run.contention_share)}"
         diff = ("-" if run.input_share is None or ind.share is None
                 else "n/a: a lower bound" if run.input_inside_calls  # input inside the calls is not separated
                 else f"{100 * abs(run.input_share - ind.share):.0f}")
+        if run.contention_share and ind.share is not None and run.input_share is not None:
+            diff += f" ({100 * abs(run.input_share + run.contention_share - ind.share):.0f} with contention)"
         verdict = run.primary or f"error: {run.error}"
         cells.append(f"| {row['name']} | {row['style']} | {run.exit} | {run.wall_s:.0f} | {verdict} | "
                      f"{profiled} | {percent(ind.share) if ind.error is None else 'error: ' + ind.error} | {diff} |")
