@@ -208,3 +208,16 @@ def test_a_related_place_in_the_same_notebook_is_named_by_cell_and_line():
     [related] = finding.related
     assert (related.path, related.cell, related.line, related.end_line) == ("nb.ipynb", 3, 3, 3)
     assert related.to_json()["cell"] == 3
+
+
+def test_a_branch_no_cell_takes_is_not_reported():
+    loader = ("import tensorflow as tf\n"
+              "def get_dataset(files, ordered=False, cached=False):\n"
+              "    ds = tf.data.TFRecordDataset(files).map(parse).shuffle(2048).batch(64)\n"
+              "    if cached:\n"
+              "        ds = ds.cache()\n"
+              "    return ds.prefetch(tf.data.AUTOTUNE)\n")
+    never = _notebook(loader, "model.fit(get_dataset(TRAIN), validation_data=get_dataset(VALID, ordered=True))\n")
+    assert [f.code for f in lint_notebook(never, "nb.ipynb", Settings(root=ROOT))] == []
+    once = _notebook(loader, "model.fit(get_dataset(TRAIN, cached=True))\n")
+    assert [(f.code, f.cell, f.line) for f in lint_notebook(once, "nb.ipynb", Settings(root=ROOT))] == [("TFD204", 1, 5)]

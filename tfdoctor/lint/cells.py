@@ -14,11 +14,16 @@ def _opens_cell(lines: list[cst.EmptyLine] | tuple[cst.EmptyLine, ...]) -> bool:
     return any(line.comment is not None and CELL_MARKER.match(line.comment.value) for line in lines)
 
 
+def is_notebook_module(module: cst.Module) -> bool:
+    """Whether the module is a notebook's code cells joined (it holds cell markers)."""
+    return _opens_cell(module.header) or any(_opens_cell(statement.leading_lines) for statement in module.body)
+
+
 def displayed_statements(module: cst.Module) -> set[int]:
     """The ids of the top-level statement lines that end a notebook cell with an expression not silenced by
     `;`: Jupyter shows their value, so it is not thrown away. Empty for a module that is not a notebook's."""
     body = module.body
-    if not (_opens_cell(module.header) or any(_opens_cell(statement.leading_lines) for statement in body)):
+    if not is_notebook_module(module):
         return set()
     shown: set[int] = set()
     for index, statement in enumerate(body):

@@ -1,4 +1,5 @@
-"""Definitions that nothing names, whose code never runs: a finding inside one is not worth reading.
+"""Definitions that nothing names, and branches no call takes: their code never runs, so a finding inside one
+is not worth reading.
 
 In an application, a module-level function or class, or a method of a class with no base class, is dead
 when no other line of its module and no other file of its project (modules and notebooks) names it. An
@@ -7,6 +8,9 @@ setup.cfg or `[project]`/`[tool.poetry]` table: nobody imports it as a library. 
 (registered, or run by a framework), dunder methods, tests (`test_*`, `Test*`: pytest finds them by name)
 and methods of subclasses (hooks a framework calls: `build`, `on_epoch_end`) are never dead. A name in a
 string or a comment counts as naming it: when unsure, the finding stays.
+
+A branch no call takes is the body of `if flag:` on a parameter that defaults to False, None or 0 and that no
+call of its function sets, where every call is in sight (`SemanticModel.never_runs`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Iterator, Mapping
 import libcst as cst
 from libcst.metadata import CodeRange
 
+from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.findings import Violation
 from tfdoctor.lint.project import Project
 
 _LIBRARY_TABLES = (b"[project]", b"[tool.poetry]")
@@ -40,6 +46,13 @@ def dead_spans(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange], t
             where = positions[definition]
             spans.append((where.start.line, where.end.line))
     return spans
+
+
+def in_untaken_branch(facts: ModuleFacts, violation: Violation) -> bool:
+    """Whether a finding's call (or the statement it stands on) lies in a branch that no call takes."""
+    by_statement = facts.memo("calls by statement", lambda: {id(c.statement): c for c in reversed(facts.calls)})
+    call = facts.call_fact(violation.node) or by_statement.get(id(violation.statement))
+    return call is not None and facts.never_runs(call)
 
 
 def _candidates(module: cst.Module) -> Iterator[cst.FunctionDef | cst.ClassDef]:

@@ -27,7 +27,7 @@ from libcst.metadata import CodeRange
 
 from tfdoctor.config import ConfigError, Overrides, Settings, load_settings, settings_for
 from tfdoctor.lint.cache import Cache
-from tfdoctor.lint.dead_code import dead_spans
+from tfdoctor.lint.dead_code import dead_spans, in_untaken_branch
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.deep_stack import deep_stack
 from tfdoctor.lint.findings import Finding, Severity, Violation, with_evidence
@@ -188,6 +188,8 @@ def check_module(module: cst.Module, display_path: str, settings: Settings, path
         for rule in enabled_rules(settings, path):
             stage = rule.code
             found.extend((rule, violation) for violation in rule.check(facts, context))
+        stage = "dead code"
+        found = [(rule, violation) for rule, violation in found if not in_untaken_branch(facts, violation)]
         if not found:
             return []
         stage = "positions"

@@ -23,7 +23,8 @@ from typing import Callable, Hashable, Iterable, Iterator, Literal, Protocol, Ty
 
 import libcst as cst
 
-from tfdoctor.lint.names import call_arg, canonical, dotted
+from tfdoctor.lint.cells import is_notebook_module
+from tfdoctor.lint.names import call_arg, canonical, dotted, in_part
 from tfdoctor.lint.semantic.collector import (
     END_OF_SCOPE,
     AssignFact,
@@ -117,6 +118,7 @@ class SemanticModel:
         self.withs = collector.withs
         self.subscripts = collector.subscripts
         self.if_facts = collector.if_facts
+        self.notebook = is_notebook_module(module)  # a notebook's cells: nothing imports its functions
         for scope in self.scopes:
             scope.owner = self
         self._memo: dict[Hashable, object] = {}
@@ -533,6 +535,27 @@ class SemanticModel:
     def callers_of(self, scope: Scope) -> list[CallFact]:
         return self.callers.get(id(scope), [])
 
+    def never_runs(self, call: CallFact) -> bool:
+        """Whether a call lies in the body of an `if` on a parameter of its function that defaults to False,
+        None or 0 and that none of the function's calls sets (`if cached:` in `def get_dataset(files,
+        cached=False)`, never called with `cached=`). Only where every call is in sight: in a notebook, or in a
+        private function (`_load`) of a module."""
+        scope = call.scope
+        if not isinstance(scope.node, cst.FunctionDef) or not (self.notebook or scope.name.startswith("_")):
+            return False
+        callers = self.callers_of(scope)
+        if not callers:
+            return False
+        parameters = scope.value_params()
+        for branch in call.ifs:
+            name = branch.test.value if isinstance(branch.test, cst.Name) else None
+            if name not in parameters or not in_part(branch.body, call.statement):
+                continue
+            default = next((p.default for p in scope.node.params.params if p.name.value == name), None)
+            if _falsy(default) and not any(_sets(caller.node, name, parameters.index(name)) for caller in callers):
+                return True
+        return False
+
     def runs_before(self, first: CallFact | AssignFact, second: CallFact | AssignFact) -> bool | None:
         """Whether `first` surely runs before `second` in one run of the module: True when, in every function
         (or the module) that reaches both, directly or through the calls that lead to them (three levels
@@ -618,6 +641,23 @@ class SemanticModel:
         first time, so it is asked only for evidence a finding cites."""
         where = self._positions[node]
         return where.start.line, where.start.column + 1, where.end.line, where.end.column + 1
+
+
+def _falsy(value: cst.BaseExpression | None) -> bool:
+    return (isinstance(value, cst.Name) and value.value in ("False", "None")
+            or isinstance(value, cst.Integer) and value.value == "0")
+
+
+def _sets(call: cst.Call, name: str, index: int) -> bool:
+    """Whether a call may give a parameter a true value: by keyword or in its place, unless as False, None or
+    0; a `*args` or `**kwargs` may."""
+    for position, argument in enumerate(call.args):
+        if argument.star:
+            return True
+        given = (argument.keyword.value == name) if argument.keyword is not None else position == index
+        if given:
+            return not _falsy(argument.value)
+    return False
 
 
 class _Lookup:
