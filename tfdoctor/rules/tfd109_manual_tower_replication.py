@@ -160,6 +160,17 @@ def parallel(devices, fn, *args):
             outputs.append(fn(*[arg[i] for arg in args]))
     return outputs
 """,
+        # the same as a class that holds its devices, calling an item of the functions it was given
+        """import tensorflow as tf
+class Parallelism:
+    def __call__(self, fn, *args):
+        fns = fn if isinstance(fn, list) else [fn] * len(self._devices)
+        outputs = []
+        for i in range(len(self._devices)):
+            with tf.device(self._devices[i]):
+                outputs.append(fns[i](*[arg[i] for arg in args]))
+        return outputs
+""",
         # towers of a predictor: they run the model, they do not train it
         """import tensorflow.compat.v1 as tf
 class DataParallelOfflinePredictor:
@@ -340,11 +351,27 @@ def _communicates(scope: Scope | None) -> bool:
 
 def _applies_callers_function(facts: ModuleFacts, spec: cst.BaseExpression | None, device: CallFact,
                               builds: list[CallFact]) -> bool:
-    """A generic per-device helper (Mesh-TensorFlow's `parallel(devices, fn, *args)`): it runs only functions
-    its caller passes, on devices the caller names, so whether it builds model copies is the caller's choice."""
+    """A generic per-device helper (Mesh-TensorFlow's `parallel(devices, fn, *args)`, Tensor2Tensor's
+    `Parallelism.__call__(fn, ...)` calling `fns[i]`): it runs only functions its caller passes, on devices
+    the caller names, so whether it builds model copies is the caller's choice."""
     params = set(device.scope.value_params()) if device.scope.is_function else set()
     return bool(params) and not _mentions_gpu(facts, spec, device.scope) and all(
-        call.func in params for call in builds)
+        _passed_in(facts, call, params) for call in builds)
+
+
+def _passed_in(facts: ModuleFacts, call: CallFact, params: set[str]) -> bool:
+    """Whether a call calls a function its scope was given: a parameter (`fn(...)`), or an item of a name made
+    from parameters (`fns[i](...)` with `fns = fn if isinstance(fn, list) else [fn] * n`)."""
+    callee = call.node.func
+    if isinstance(callee, cst.Subscript):
+        callee = callee.value
+    name = dotted(callee)
+    if name is None:
+        return False
+    if name in params:
+        return True
+    made = facts.definitions(name, call.scope, call.order)
+    return bool(made) and all(assign.names & params for assign in made)
 
 
 def _picked_from_devices(facts: ModuleFacts, spec: cst.BaseExpression | None, device: CallFact,
