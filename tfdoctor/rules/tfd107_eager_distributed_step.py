@@ -25,7 +25,9 @@ class EagerDistributedStep(Rule):
     or one `strategy.run` outside any loop whose replica function applies no gradients (a look at one
     forward value or gradient, or a Python builtin such as `print`), or one before or after its function's own loop whose function applies none
     as far as the code shows (`strategy.run(hook.profiling_end)` once training is done). Code that builds a
-    TF 1 graph (in `with tf.Graph().as_default():`, or only called from there) runs nothing eagerly either.
+    TF 1 graph (in `with tf.Graph().as_default():`, or only called from there) runs nothing eagerly either. A
+    replica function given as a parameter of a function the module never calls (a benchmark harness's
+    `run_test(target_call, ...)`) may be a `tf.function`: the rule cannot tell, and stays silent.
 
     ## Why it is bad
     Outside a `tf.function`, every step dispatches each replica's operations one by one from Python, in
@@ -97,6 +99,12 @@ for b in dist_ds:
 """,
     )
     VALID = (
+        # the replica function is a parameter, given by callers in other modules: it may be a tf.function
+        """import tensorflow as tf
+def run_test(target_call, num_steps, strategy, iterator):
+    for _ in range(num_steps):
+        strategy.run(target_call, args=(next(iterator),))
+""",
         # one look at a value on each replica, with a Python builtin as the replica function
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -207,9 +215,12 @@ class Trainer:
             if scope.is_function:
                 if facts.runs_in_graph(scope):
                     continue
-                eager_callers = [c for c in facts.callers_of(scope) if not facts.runs_in_graph(c.scope)]
+                callers = facts.callers_of(scope)
+                eager_callers = [c for c in callers if not facts.runs_in_graph(c.scope)]
                 if not eager_callers and not run.loops:
                     continue  # never called here, and not a loop itself: cannot decide
+                if not callers and dotted(facts.replica_fn_expr(run)) in scope.value_params():
+                    continue  # the replica function comes from a caller not in sight: it may be a tf.function
                 yield self.report(run, "function", call=run.func or run.attr, function=scope.name)
             else:
                 yield self.report(run, "module", call=run.func or run.attr)
