@@ -20,7 +20,9 @@ class ShuffleAfterBatch(Rule):
     """
     ## What it does
     Finds `.batch(...)` (or `padded_batch`, `ragged_batch`, `apply(dense_to_ragged_batch(...))`) followed by
-    `.shuffle(...)` in a `tf.data` pipeline, with no `unbatch` between, whatever the pipeline's source. A
+    `.shuffle(...)` in a `tf.data` pipeline, with no `unbatch`, `map` or `flat_map` between (a `map` may make
+    one example of each batch: Tensor2Tensor's `batch(num_frames).map(features_from_batch)` builds a video),
+    whatever the pipeline's source. A
     shuffle followed by `take(k)` of a few batches (k <= 16: one batch drawn at random to look at) is left alone,
     and so is a pipeline over tensors drawn at random where it is made (a demo's synthetic data), batches
     whose examples were shuffled before batching, also before an `unbatch` and a new `batch` (a second
@@ -67,6 +69,11 @@ train_ds = tf.data.Dataset.from_tensor_slices((dict(dataframe), labels)).batch(3
 """,
     )
     VALID = (
+        # frames batched into one video example by a map, then the videos shuffled
+        """import tensorflow as tf
+dataset = frames.batch(num_frames, drop_remainder=True).map(features_from_batch)
+dataset = dataset.shuffle(128)
+""",
         # synthetic data drawn at random: no order to learn from
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices((tf.random.uniform([64, 32, 32, 3]), tf.random.uniform([64], maxval=10, dtype=tf.int32)))
@@ -116,6 +123,8 @@ ds = training_dataset().unbatch().batch(20).shuffle(20)
                     batched = literal_int(call_arg(op.call, 0, "batch_size")) != 1 and not shuffled
                 elif op.method == "unbatch":
                     batched = False  # examples again, in the order a shuffle before gave them
+                elif op.method in ("map", "flat_map"):
+                    batched = False  # it may make one example of each batch (`batch(num_frames).map(to_video)`)
                 elif op.method == "shuffle" and op.call is not call.node:
                     shuffled = True
                 elif op.method == "shuffle" and batched and not _batched_again(facts, call):
