@@ -20,9 +20,9 @@ class ShuffleAfterBatch(Rule):
     """
     ## What it does
     Finds `.batch(...)` (or `padded_batch`, `ragged_batch`, `apply(dense_to_ragged_batch(...))`) followed by
-    `.shuffle(...)` in a `tf.data` pipeline, with no `unbatch`, `map` or `flat_map` between (a `map` may make
-    one example of each batch: Tensor2Tensor's `batch(num_frames).map(features_from_batch)` builds a video),
-    whatever the pipeline's source. A
+    `.shuffle(...)` in a `tf.data` pipeline, with no `unbatch` between, nor a `map` after a `batch` whose size is
+    not named for a batch (it may make one example of each group: Tensor2Tensor's
+    `batch(num_frames).map(features_from_batch)` builds a video), whatever the pipeline's source. A
     shuffle followed by `take(k)` of a few batches (k <= 16: one batch drawn at random to look at) is left alone,
     and so is a pipeline over tensors drawn at random where it is made (a demo's synthetic data), batches
     whose examples were shuffled before batching, also before an `unbatch` and a new `batch` (a second
@@ -62,6 +62,10 @@ ds = ds.shuffle(50)  # TFD207
         """import tensorflow as tf
 def make():
     return tf.data.TFRecordDataset(files).map(parse).padded_batch(8).shuffle(4)  # TFD207
+""",
+        # a minibatch augmented by a map is still a minibatch
+        """import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).map(parse).batch(BATCH_SIZE).map(augment).shuffle(8)  # TFD207
 """,
         # a DataFrame's columns: real data, whatever builtins make the tuple
         """import tensorflow as tf
@@ -116,19 +120,28 @@ ds = training_dataset().unbatch().batch(20).shuffle(20)
             chain = facts.dataset_chain(call.node, call.scope, call.order + 1, any_source=True)
             if chain is None or _picks_a_few(facts, call) or random_data(facts, chain):
                 continue  # a few batches to look at, or random demo data whose order no one learns from
-            batched = shuffled = False
+            batched = shuffled = grouped = False
             for op in chain.ops:
                 if _is_batching(facts, op):
                     # batches of one are examples; batches of examples shuffled before are mixed anew each epoch
                     batched = literal_int(call_arg(op.call, 0, "batch_size")) != 1 and not shuffled
+                    grouped = _groups(op)
                 elif op.method == "unbatch":
                     batched = False  # examples again, in the order a shuffle before gave them
-                elif op.method in ("map", "flat_map"):
-                    batched = False  # it may make one example of each batch (`batch(num_frames).map(to_video)`)
+                elif op.method in ("map", "flat_map") and grouped:
+                    batched = False  # a group made one example (`batch(num_frames).map(to_video)`): no minibatch
                 elif op.method == "shuffle" and op.call is not call.node:
                     shuffled = True
                 elif op.method == "shuffle" and batched and not _batched_again(facts, call):
                     yield self.report(call.node.func.attr, statement=call.statement)
+
+
+def _groups(op: DatasetOp) -> bool:
+    """A `batch` whose size is not named for a batch (`batch(num_frames)`, `batch(window)`): it may group the
+    parts of one example, which a `map` after it then makes (not a literal, which says nothing)."""
+    size = call_arg(op.call, 0, "batch_size")
+    return (size is not None and literal_int(size) is None
+            and "batch" not in cst.Module([]).code_for_node(size).lower())
 
 
 def _is_batching(facts: ModuleFacts, op: DatasetOp) -> bool:
