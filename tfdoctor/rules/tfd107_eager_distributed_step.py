@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import applies_gradients, evaluation_name, in_test_code, runs_once
+from tfdoctor.lint.dataflow import applies_gradients, evaluation_name, graph_mode, in_test_code, runs_once
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import dotted
@@ -27,7 +27,9 @@ class EagerDistributedStep(Rule):
     as far as the code shows (`strategy.run(hook.profiling_end)` once training is done). Code that builds a
     TF 1 graph (in `with tf.Graph().as_default():`, or only called from there) runs nothing eagerly either. A
     replica function given as a parameter of a function the module never calls (a benchmark harness's
-    `run_test(target_call, ...)`) may be a `tf.function`: the rule cannot tell, and stays silent.
+    `run_test(target_call, ...)`) may be a `tf.function`: the rule cannot tell, and stays silent. A program
+    that turns eager execution off (`tf.compat.v1.disable_eager_execution()`, here or in a project module it
+    imports) builds graphs only; and a `run()` with no function to run is another kind of strategy's.
 
     ## Why it is bad
     Outside a `tf.function`, every step dispatches each replica's operations one by one from Python, in
@@ -99,6 +101,20 @@ for b in dist_ds:
 """,
     )
     VALID = (
+        # eager execution turned off: the loop builds a TF 1 graph
+        """import tensorflow as tf
+tf.compat.v1.disable_eager_execution()
+def train(strategy, batches):
+    for images, labels in batches:
+        strategy.run(step, args=(images, labels))
+""",
+        # another kind of strategy (an architecture search's), run with no function
+        """import tensorflow as tf
+class Experiment:
+    def start(self, steps):
+        for _ in range(steps):
+            self.strategy.run()
+""",
         # the replica function is a parameter, given by callers in other modules: it may be a tf.function
         """import tensorflow as tf
 def run_test(target_call, num_steps, strategy, iterator):
@@ -202,6 +218,8 @@ class Trainer:
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        if facts.run_calls and graph_mode(facts):
+            return  # eager execution is off: Python builds a TF 1 graph, and nothing runs eagerly
         for run in facts.run_calls:
             scope = run.scope
             if in_test_code(facts, scope) or _one_look(facts, run) or _evaluates(facts, run):

@@ -215,6 +215,17 @@ def distributed_program(facts: ModuleFacts) -> bool:
     return any(isinstance(m, ModuleFacts) and m is not facts and distributes(m) for m in near)
 
 
+_GRAPH_MODE = frozenset({"tensorflow.compat.v1.disable_eager_execution", "tensorflow.compat.v1.disable_v2_behavior",
+                         "tensorflow.disable_eager_execution", "tensorflow.disable_v2_behavior"})
+
+
+def graph_mode(facts: ModuleFacts) -> bool:
+    """Whether the program turns eager execution off (`tf.compat.v1.disable_eager_execution()`), in this module or
+    a project module it imports: then Python builds a TF 1 graph and runs nothing eagerly."""
+    return any(isinstance(m, ModuleFacts) and any(m.resolve(c.func) in _GRAPH_MODE for c in m.calls)
+               for m in (facts, *facts.imported_modules()))
+
+
 def trains(facts: ModuleFacts) -> bool:
     """Whether the module runs training itself (`fit`, `apply_gradients`, `minimize`, ...), rather than being a
     library or a helper of a training script."""

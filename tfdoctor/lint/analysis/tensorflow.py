@@ -318,10 +318,13 @@ class ModuleFacts(SemanticModel):
 
     @cached_property
     def run_calls(self) -> list[CallFact]:
-        """`strategy.run(fn, ...)`, `strategy.experimental_run_v2(...)`, `strategy.extended.call_for_each_replica(...)`."""
+        """`strategy.run(fn, ...)`, `strategy.experimental_run_v2(...)`, `strategy.extended.call_for_each_replica(...)`.
+        A call with no function to run (`self.strategy.run()` of a search strategy) is not one."""
         found = []
         for call in self.calls:
             receiver = call.receiver
+            if not call.node.args:
+                continue
             if call.attr in RUN_METHODS and self.is_strategy(receiver):
                 found.append(call)
             elif (
