@@ -6,7 +6,7 @@ import libcst as cst
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg, literal_str
+from tfdoctor.lint.names import call_arg, dotted, literal_str
 from tfdoctor.lint.rule import Context, Rule
 
 _POLICY_SETTERS = frozenset({"set_global_policy", "set_policy", "set_dtype_policy"})
@@ -16,7 +16,9 @@ class MixedPrecisionNoLossScale(Rule):
     """
     ## What it does
     Finds a `mixed_float16` policy in a program that trains with a custom loop (`GradientTape` and
-    `apply_gradients`) and never wraps its optimizer in `LossScaleOptimizer`.
+    `apply_gradients`) and never wraps its optimizer in `LossScaleOptimizer`. A Keras model's own
+    `train_step` applying `self.optimizer` is not such a loop: `fit` runs it, and `compile` wraps the optimizer
+    in a `LossScaleOptimizer` under a mixed policy.
 
     ## Why it is bad
     With float16 activations, small gradients underflow to zero. `model.fit` scales the loss for you; a
@@ -74,6 +76,20 @@ def step(x):
 """,
     )
     VALID = (
+        # a train_step override that fit runs: compile wraps self.optimizer in a LossScaleOptimizer
+        """import tensorflow as tf
+tf.keras.mixed_precision.set_global_policy("mixed_float16")
+class Classifier(tf.keras.Model):
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            loss = self.compute_loss(x, y, self(x, training=True))
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, self.trainable_variables), self.trainable_variables))
+        return {"loss": loss}
+model = Classifier()
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+model.fit(ds, epochs=3)
+""",
         # Keras fit scales the loss itself
         """import tensorflow as tf
 tf.keras.mixed_precision.set_global_policy("mixed_float16")
@@ -94,7 +110,7 @@ def step(x):
         policy = next((c for c in facts.calls if self._sets_float16(facts, c)), None)
         if policy is None:
             return
-        custom_loop = any(c.attr == "apply_gradients" for c in facts.calls) and any(
+        custom_loop = any(c.attr == "apply_gradients" and not _compiled_step(c) for c in facts.calls) and any(
             (facts.resolve(c.func) or "").endswith("GradientTape") for c in facts.calls
         )
         wrapped = any((facts.resolve(c.func) or "").endswith("LossScaleOptimizer") for c in facts.calls)
@@ -110,3 +126,9 @@ def step(x):
         if isinstance(argument, cst.Call) and (facts.resolve(argument.func) or "").endswith("Policy"):
             argument = call_arg(argument, 0, "name")
         return literal_str(argument) == "mixed_float16"
+
+
+def _compiled_step(call: CallFact) -> bool:
+    """`self.optimizer.apply_gradients(...)` in a Keras model's `train_step`: `fit` runs it, and `compile` wraps
+    the optimizer in a `LossScaleOptimizer` under a mixed policy."""
+    return call.scope.name == "train_step" and dotted(call.receiver) == "self.optimizer"
