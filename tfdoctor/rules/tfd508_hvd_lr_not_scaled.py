@@ -10,7 +10,7 @@ from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.dataflow import (
     horovod_init, horovod_scope, mentions_worker_count, optimizer_learning_rate, unknown_value,
 )
-from tfdoctor.lint.names import dotted
+from tfdoctor.lint.names import dotted, string_key
 from tfdoctor.lint.rule import Context, Rule
 
 _WARMUP = re.compile(r"warm_?up", re.IGNORECASE)
@@ -87,6 +87,14 @@ model = build_and_compile_model(max_lr=max_lr, filters=32)
 """,
     )
     VALID = (
+        # a global batch in a configuration mapping, divided among the GPUs
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+args = {"global_batch_size": 1024, "gpu_num": hvd.size()}
+args["local_batch_size"] = int(args["global_batch_size"] / args["gpu_num"])
+optimizer = tf.optimizers.Adam(learning_rate=1.0)
+""",
         # Adasum offered as the reduction: its learning-rate rule is not the linear one
         """import tensorflow as tf
 import horovod.tensorflow as hvd
@@ -152,15 +160,15 @@ opt = make_optimizer(lr=0.001 * hvd.size())
 
 
 class _Divisions(cst.CSTVisitor):
-    """`batch // hvd.size()`, `batch / world_size`, `batch % hvd_size`: a batch size divided by (or checked to
-    divide evenly into) something."""
+    """`batch // hvd.size()`, `batch / world_size`, `batch % hvd_size`, `args["global_batch_size"] / gpus`: a
+    batch size divided by (or checked to divide evenly into) something."""
 
     def __init__(self) -> None:
         self.found: list[cst.BinaryOperation] = []
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         if isinstance(node.operator, (cst.Divide, cst.FloorDivide, cst.Modulo)) and _BATCH.search(
-                dotted(node.left) or ""):
+                dotted(node.left) or string_key(node.left) or ""):
             self.found.append(node)
 
 
