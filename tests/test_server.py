@@ -291,17 +291,22 @@ async def test_notebook_cells_get_their_own_diagnostics_and_fixes(client: Langua
     await _eventually(client, cells[2], lambda found: not found)
 
 
-@on_one_server
-async def test_notebook_evidence_is_cited_by_cell_and_line(client: LanguageClient, tmp_path):
-    notebook = (tmp_path / "legacy.ipynb").as_uri()
-    cells = [f"{notebook}#cell{n}" for n in range(1, 3)]
-    texts = ["import tensorflow as tf\nfrom tensorflow import keras\nopt = keras.optimizers.legacy.Adam()",
-             "model.fit_generator(batches(), steps_per_epoch=10)"]
+def _open_python_notebook(client: LanguageClient, notebook: str, texts: list[str]) -> list[str]:
+    """Open a notebook of Python code cells, one per text; the cells' URIs."""
+    cells = [f"{notebook}#cell{n}" for n in range(1, len(texts) + 1)]
     client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
         notebook_document=types.NotebookDocument(uri=notebook, notebook_type="jupyter-notebook", version=1,
                                                  cells=[_cell(uri) for uri in cells]),
         cell_text_documents=[types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
                              for uri, text in zip(cells, texts)]))
+    return cells
+
+
+@on_one_server
+async def test_notebook_evidence_is_cited_by_cell_and_line(client: LanguageClient, tmp_path):
+    texts = ["import tensorflow as tf\nfrom tensorflow import keras\nopt = keras.optimizers.legacy.Adam()",
+             "model.fit_generator(batches(), steps_per_epoch=10)"]
+    cells = _open_python_notebook(client, (tmp_path / "legacy.ipynb").as_uri(), texts)
     found = await _eventually(client, cells[1], lambda found: _codes(found) == ["TFD401"])
     assert found[0].range.start.line == 0
     assert found[0].message.startswith("`fit_generator` is removed in Keras 3; use `fit` (Keras 2 assumed: "
@@ -311,17 +316,11 @@ async def test_notebook_evidence_is_cited_by_cell_and_line(client: LanguageClien
 
 @on_one_server
 async def test_a_related_place_in_another_cell_points_at_that_cell(client: LanguageClient, tmp_path):
-    notebook = (tmp_path / "towers.ipynb").as_uri()
-    cells = [f"{notebook}#cell{n}" for n in range(1, 4)]
     texts = ["import tensorflow.compat.v1 as tf",
              "for i in range(num_gpus):\n    with tf.device('/gpu:%d' % i):\n        outputs.append(model(inputs[i]))",
              "# the losses\nfor i in range(num_gpus):\n    with tf.device('/gpu:%d' % i):\n"
              "        losses.append(loss_fn(outputs[i]))"]
-    client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
-        notebook_document=types.NotebookDocument(uri=notebook, notebook_type="jupyter-notebook", version=1,
-                                                 cells=[_cell(uri) for uri in cells]),
-        cell_text_documents=[types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
-                             for uri, text in zip(cells, texts)]))
+    cells = _open_python_notebook(client, (tmp_path / "towers.ipynb").as_uri(), texts)
     found = await _eventually(client, cells[1], lambda found: _codes(found) == ["TFD109"])
     [related] = found[0].related_information
     assert related.location.uri == cells[2]

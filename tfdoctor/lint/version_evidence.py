@@ -221,6 +221,7 @@ def forget() -> None:
     _PROJECTS.clear()
     _ROOTS.clear()
     _PATHS.clear()
+    _BRANCH_IMPORTS.clear()
 
 
 _PROJECTS: dict[tuple[Path, Callable[[Path], bool], Callable[[Path], str]], tuple[Sighting, ...]] = {}
@@ -367,15 +368,14 @@ def _imports_branch(path: str, folder: str) -> bool:
             text = Path(path).read_bytes()
         except OSError:
             text = None
-        _BRANCH_IMPORTS[key] = text is None or not _SCRIPT.search(text) or re.search(
-            rb"^[ \t]*(?:from|import)[ \t]+" + re.escape(branch.encode()) + rb"\b", text, re.MULTILINE) is not None
+        _BRANCH_IMPORTS[key] = text is None or not _SCRIPT.search(text) or branch.encode() in _IMPORT.findall(text)
     return _BRANCH_IMPORTS[key]
 
 
 _SCRIPT = re.compile(rb"^(?:if __name__\s*==|[A-Za-z_][\w.]*\()", re.MULTILINE)  # a top-level call or main block
 
 
-_BRANCH_IMPORTS: dict[tuple[str, str], bool] = {}
+_BRANCH_IMPORTS: dict[tuple[str, str], bool] = {}  # (a file above, a branch below it): counts, once per run
 _PATHS: dict[tuple[int, str, tuple[str, ...]], tuple[tuple[Sighting, ...], tuple[Sighting, ...]]] = {}  # keeps each key's tuple alive
 
 
