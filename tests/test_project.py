@@ -238,3 +238,38 @@ def test_a_pipeline_trained_on_only_in_a_unit_test_is_not_reported(tmp_path: Pat
     assert [(f["code"], f["path"], f["line"], f["message"]) for f in trained["findings"]] == [
         ("TFD201", "loader.py", 5, "training is fed by `Dataset.from_generator`, one Python thread under the GIL; use "
                                    "a `tf.data` pipeline (trained on in `main` at train.py:9)")]
+
+
+def test_an_optimizer_given_by_another_module_decides_the_unscaled_loss_message(tmp_path: Path, monkeypatch):
+    """TFD104 follows `self.optimizer` to the Adam a training script passes to the trainer's constructor
+    (the `None` a prediction script passes applies nothing): a per-replica mean under Adam without clipping is left alone, and
+    the same trainer given SGD is reported."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "trainer.py").write_text(
+        "import tensorflow as tf\n\n\n"
+        "class Trainer:\n"
+        "    def __init__(self, model, strategy, optimizer=None):\n"
+        "        self.model = model\n"
+        "        self.strategy = strategy\n"
+        "        self.optimizer = optimizer\n\n"
+        "    def replica_step(self, x, y):\n"
+        "        with tf.GradientTape() as tape:\n"
+        "            loss = tf.reduce_mean(tf.square(self.model(x) - y))\n"
+        "        grads = tape.gradient(loss, self.model.trainable_variables)\n"
+        "        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))\n\n"
+        "    @tf.function\n"
+        "    def step(self, x, y):\n"
+        "        return self.strategy.run(self.replica_step, args=(x, y))\n")
+    script = ("import tensorflow as tf\nfrom trainer import Trainer\n\n"
+              "strategy = tf.distribute.MirroredStrategy()\n"
+              "trainer = Trainer(build_model(), strategy, optimizer=tf.optimizers.{}(1e-3))\n"
+              "for x, y in dataset:\n    trainer.step(x, y)\n")
+    (tmp_path / "train.py").write_text(script.format("Adam"))
+    (tmp_path / "predict.py").write_text("from trainer import Trainer\n\ntrainer = Trainer(load_model(), None, "
+                                         "optimizer=None)\nprint(trainer.model(inputs))\n")
+    monkeypatch.chdir(tmp_path)
+    assert [f.code for f in lint_paths(["."], Overrides(select=("TFD104",))).findings] == []
+    (tmp_path / "train.py").write_text(script.format("SGD"))
+    assert [(f.path, f.line, f.message) for f in lint_paths(["."], Overrides(select=("TFD104",))).findings] == [
+        ("trainer.py", 12, "the loss of replica function `replica_step` is a per-replica mean, so its summed gradients "
+                           "are N times too large")]

@@ -277,3 +277,24 @@ def elsewhere(ds, cache):
     assert not model.exclusive_branches(call["repeat"], call["shuffle"])  # `train` both times
     assert not model.exclusive_branches(call["cache"], call["batch"])
     assert not model.exclusive_branches(call["repeat"], call["take"])  # another function's `cache`
+
+
+def test_calls_in_if_bodies_that_pin_one_expression_to_two_literals_never_both_run():
+    source = """def main(flags):
+    if flags.strategy is None:
+        run = flags.repeat()
+    elif flags.strategy == "multi_worker":
+        run = flags.cache()
+    if flags.strategy is None and flags.eval:
+        flags.batch(8)
+    if flags.strategy == 'multi_worker':
+        flags.shuffle(8)
+    if flags.steps == 0:
+        flags.take(1)
+"""
+    model = ModuleFacts(cst.parse_module(source), "m.py", source.splitlines())
+    call = {c.attr: c.node for c in model.calls}
+    assert model.exclusive_branches(call["repeat"], call["cache"])
+    assert model.exclusive_branches(call["batch"], call["cache"])  # a part of an `and` chain
+    assert not model.exclusive_branches(call["cache"], call["shuffle"])  # one value, quoted two ways
+    assert not model.exclusive_branches(call["repeat"], call["take"])  # two expressions

@@ -36,6 +36,7 @@ from tfdoctor.lint.analysis.losses import (
 )
 from tfdoctor.lint.analysis.multiworker import (
     GUARD_WORDS,
+    apart_from_multi_worker,
     broadcasts_otherwise,
     call_list,
     callback_is,
@@ -116,7 +117,7 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 
 __all__ = [
     "DATASET_ONLY_METHODS", "FedElsewhere", "GUARD_WORDS", "Loss", "LossKind", "OneOfList", "Optimizer",
-    "PARALLELISES_STATELESS_MAPS", "PLAIN_TENSOR", "Provenance", "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "applied_optimizer",
+    "PARALLELISES_STATELESS_MAPS", "PLAIN_TENSOR", "Provenance", "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "apart_from_multi_worker", "applied_optimizer",
     "applies_gradients", "broadcasts_otherwise", "cached_later", "call_list", "callback_is", "calls_any", "calls_training_step", "costly_map",
     "counters_read", "definitions", "derived_names", "differentiated_losses", "escapes", "evaluation_name", "evaluation_step", "expression_names",
     "fed_elsewhere", "fit_callbacks", "gated_by_step_modulo", "gated_if", "graph_mode", "guard_test", "horovod_calls",

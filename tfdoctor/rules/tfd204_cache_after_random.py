@@ -20,13 +20,14 @@ class CacheAfterRandom(Rule):
     ## What it does
     Finds `cache()` placed after `shuffle`, a random augmentation (`map` with `tf.image.random_*`,
     `tf.random.*` or a Keras `Random*` layer, also in a helper the mapped function calls), `prefetch` or
-    `repeat` in a `tf.data` pipeline. A `shuffle` before a cache that a later `shuffle` reads (a shuffle of
-    the file names, then `if cache: ds = ds.cache()` and `ds.shuffle(n)`) is not frozen: the records are
-    shuffled again every epoch. Nor is `shuffle(..., reshuffle_each_iteration=False)`, whose order is the
-    same every epoch anyway. A step under `if not cache:` never runs before a cache under `if cache:`. A
-    cache in an evaluation pipeline (under `if validation:`, in the `else` of `if is_training:`, on a dataset
-    named `ds_val`) is left alone: what it freezes does not train; so is one over tensors drawn at random
-    where the pipeline is made (a demo's synthetic data).
+    an endless `repeat` in a `tf.data` pipeline (`repeat(n)` ends, and the cache after it completes). A
+    `shuffle` before a cache that a later `shuffle` reads (a shuffle of the file names, then `if cache: ds =
+    ds.cache()` and `ds.shuffle(n)`) is not frozen: the records are shuffled again every epoch. Nor is
+    `shuffle(..., reshuffle_each_iteration=False)`, whose order is the same every epoch anyway. A step under
+    `if not cache:` never runs before a cache under `if cache:`. A cache in an evaluation pipeline (under `if
+    validation:`, in the `else` of `if is_training:`, on a dataset named `ds_val`) is left alone: what it
+    freezes does not train; so is one over tensors drawn at random where the pipeline is made (a demo's
+    synthetic data).
 
     ## Why it is bad
     `cache()` stores what it receives during the first epoch and replays it afterwards. After `shuffle` or
@@ -160,6 +161,13 @@ def tile(values):
         """import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
 """,
+        # one batch of zeros, built by a finite repeat and cached whole: a benchmark's null input
+        """import tensorflow as tf
+def null_input_fn(batch_size):
+    ds = tf.data.Dataset.from_tensors((tf.zeros([224, 224, 3]), tf.constant(0)))
+    ds = ds.repeat(batch_size).batch(batch_size, drop_remainder=True)
+    return ds.take(1).cache().repeat()
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
@@ -199,6 +207,8 @@ ds = tf.data.TFRecordDataset(files).cache("/tmp/cache").map(augment_randomly)
 
     @staticmethod
     def _is_random(facts: ModuleFacts, op: DatasetOp, chain: DatasetChain) -> bool:
+        if op.method == "repeat":
+            return _endless(op)
         if op.method in _ALWAYS_RANDOM:
             return True
         if op.method != "map":
@@ -255,6 +265,16 @@ def _overlap_lost(facts: ModuleFacts, cache: cst.Call) -> bool:
                 return False
             lost = True
     return lost
+
+
+def _endless(repeat: DatasetOp) -> bool:
+    """Whether a `repeat` never ends: no count, or `None` or `-1` (`repeat(batch_size)` ends, and a cache after it
+    completes its first pass)."""
+    count = call_arg(repeat.call, 0, "count")
+    if count is None or (isinstance(count, cst.Name) and count.value == "None"):
+        return True
+    return isinstance(count, cst.UnaryOperation) and isinstance(count.operator, cst.Minus) \
+        and isinstance(count.expression, cst.Integer) and count.expression.value == "1"
 
 
 def _fixed_order(shuffle: DatasetOp) -> bool:

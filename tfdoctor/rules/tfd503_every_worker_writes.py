@@ -5,7 +5,7 @@ from typing import Iterator
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.dataflow import (
-    in_host_scratch, keras3_callback, keras3_file_name, multi_worker_mirrored, on_shared_storage, path_from_outside,
+    apart_from_multi_worker, in_host_scratch, keras3_callback, keras3_file_name, multi_worker_mirrored, on_shared_storage, path_from_outside,
     runs_on_one_worker, write_kind,
 )
 from tfdoctor.lint.rule import Context, Rule
@@ -27,7 +27,10 @@ class EveryWorkerWrites(Rule):
     or a helper such as `_is_chief`; a path built from the task or a temporary directory (the tutorial's
     `write_filepath`); a function only called under such a test; or a path that is a parameter of a
     function this module never calls (its caller, in another module, chooses the path per worker, or none).
-    A path under `/tmp` is the scratch space of each worker's own host or container, and is left alone.
+    A path under `/tmp` is the scratch space of each worker's own host or container, and is left alone. So is a
+    write on a path that does not make the strategy: a branch that excludes the one creating it (`if
+    flags.strategy is None:` beside `elif flags.strategy == "multi_worker_mirrored":`), or a method of a base
+    class that the multi-worker class replaces.
 
     Horovod programs are reported by TFD510 instead.
 
@@ -114,6 +117,23 @@ import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 model.fit(ds, callbacks=[tf.keras.callbacks.TensorBoard(log_dir="gs://bucket/logs")])  # TFD503
 """,
+        # the write follows a branch that makes the strategy, or a method the multi-worker class inherits
+        """import tensorflow as tf
+def main(flags):
+    if flags.strategy == "multi_worker_mirrored":
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    if flags.strategy == "multi_worker_mirrored" or flags.export:
+        model.save("gs://bucket/model")  # TFD503
+""",
+        """import tensorflow as tf
+class Executer:
+    def train_and_eval(self):
+        self.train()
+        writer = tf.summary.create_file_writer("gs://bucket/logs")  # TFD503
+class MultiWorkerExecuter(Executer):
+    def train(self):
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+""",
         # relative paths: one file per host, which clashes where workers share one
         """import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -177,6 +197,39 @@ strategy = tf.distribute.MultiWorkerMirroredStrategy()
 callbacks = [tf.keras.callbacks.TensorBoard(log_dir="logs")]
 model.fit(ds, callbacks=callbacks)
 """,
+        # the summaries of the path that makes no multi-worker strategy
+        """import tensorflow as tf
+def main(flags):
+    if flags.strategy is None:
+        run_config = tpu_config()
+    elif flags.strategy == "multi_worker_mirrored":
+        run_config = tf.estimator.RunConfig(train_distribute=tf.distribute.MultiWorkerMirroredStrategy())
+    if flags.strategy is None:
+        writer = tf.summary.create_file_writer("logs")
+    if flags.mode == "train_and_eval":
+        if flags.strategy is not None:
+            raise ValueError("no strategy for train_and_eval")
+        writer = tf.summary.create_file_writer("logs")
+""",
+        # a base class's method that the multi-worker class replaces, and one only its evaluator task runs
+        """import tensorflow as tf
+class Executer:
+    def evaluate(self):
+        writer = tf.summary.create_file_writer("eval")
+    def train_and_eval(self):
+        self.train()
+        writer = tf.summary.create_file_writer("logs")
+class MultiWorkerExecuter(Executer):
+    def is_eval_task(self):
+        return tf.distribute.cluster_resolver.TFConfigClusterResolver().task_type == "evaluator"
+    def train(self):
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    def train_and_eval(self):
+        if self.is_eval_task():
+            self.evaluate()
+        else:
+            self.train()
+""",
         # no Keras version chosen: the callbacks may be Keras 2's
         """import tensorflow as tf
 import tensorflow as tf
@@ -192,8 +245,10 @@ model.fit(ds, callbacks=callbacks)
         for call in facts.calls:
             kind = write_kind(facts, call)
             if (kind is None or (kind == "callback" and not keras3_callback(facts, call, context.targets.keras))
-                    or runs_on_one_worker(facts, call) or path_from_outside(facts, call) or in_host_scratch(facts, call)):
-                continue  # one worker writes, its caller picks the path, or it goes to each host's own /tmp
+                    or runs_on_one_worker(facts, call) or path_from_outside(facts, call) or in_host_scratch(facts, call)
+                    or apart_from_multi_worker(facts, call)):
+                continue  # one worker writes, its caller picks the path, it goes to each host's own /tmp, or the
+                # strategy is made on another path
             chosen = kind == "callback" and not keras3_file_name(call)
             shared = on_shared_storage(facts, call)
             yield self.report(call, kind if shared else f"{kind}-host", severity=None if shared else Severity.WARNING,

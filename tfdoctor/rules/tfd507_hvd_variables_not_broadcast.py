@@ -31,8 +31,10 @@ class HvdVariablesNotBroadcast(Rule):
     `DEHvdBroadcastGlobalVariablesCallback`) leave it open, and the rule stays silent, as does elastic
     Horovod (`hvd.elastic` state is synchronised from rank 0), and a `fit` given a keyword Keras' `fit` does not
     take (another library's trainer: `trainer.fit(module=..., train_dataset=...)`).
-    A custom loop can also be reported by TFD506 at the same `apply_gradients`: each names its own missing
-    piece.
+    A custom loop is reported once, at its first `apply_gradients`, with the module's others as related
+    places; one applied by a sharded-embedding library's optimizer (SOK's `OptimizerWrapper`, TFRA) updates
+    each rank's own shard of the tables and is left alone. A custom loop can also be reported by TFD506 at the
+    same `apply_gradients`: each names its own missing piece.
 
     ## Why it is bad
     Every rank initialises its variables with its own random seed. Without a broadcast from rank 0 the ranks
@@ -92,6 +94,35 @@ model.fit(x, y, callbacks=callbacks, epochs=3)  # TFD507
         """import horovod.tensorflow.keras as hvd
 hvd.init()
 model.fit(ds, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)] if hvd.rank() == 0 else None)  # TFD507
+""",
+        # SOK's optimizer updates each rank's shard of the embeddings; the dense weights still need the broadcast
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+import sparse_operation_kit as sok
+hvd.init()
+embedding_opt = sok.OptimizerWrapper(tf.optimizers.Adam(0.1))
+dense_opt = tf.optimizers.Adam(0.1)
+@tf.function
+def step(x, y):
+    with tf.GradientTape() as tape, tf.GradientTape() as embedding_tape:
+        loss = loss_fn(y, model(x))
+    dense_grads = hvd.DistributedGradientTape(tape).gradient(loss, dense_vars)
+    embedding_grads = embedding_tape.gradient(loss, embedding_vars)
+    embedding_opt.apply_gradients(zip(embedding_grads, embedding_vars))
+    dense_opt.apply_gradients(zip(dense_grads, dense_vars))  # TFD507
+""",
+        # one missing broadcast for the two optimizers of a GAN: one finding
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+@tf.function
+def step(x):
+    with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
+        g_loss, d_loss = losses(generator, discriminator, x)
+    g_grads = hvd.DistributedGradientTape(g_tape).gradient(g_loss, generator.trainable_variables)
+    d_grads = hvd.DistributedGradientTape(d_tape).gradient(d_loss, discriminator.trainable_variables)
+    g_opt.apply_gradients(zip(g_grads, generator.trainable_variables))  # TFD507
+    d_opt.apply_gradients(zip(d_grads, discriminator.trainable_variables))
 """,
     )
     VALID = (
@@ -167,15 +198,18 @@ model.fit(ds, callbacks=make_callbacks(), epochs=3)
             return
         broadcasts = bool(horovod_calls(facts, *_BROADCASTS)) or any(  # elastic state syncs from rank 0
             (horovod_member(facts, c.func) or "").startswith("elastic.") for c in facts.calls)
+        steps: list[Violation] = []
         for call in facts.method_calls("fit", "fit_generator", "apply_gradients"):
             if facts.resolve(call.func) is not None or not horovod_scope(facts, call.scope) or horovod_off(facts, call) \
                     or _image_generator(facts, call):
                 continue
             if call.attr == "apply_gradients":
-                if not broadcasts and not calls_any(facts, "fit", "fit_generator"):
-                    yield self.report(call, "loop")
+                if not broadcasts and not calls_any(facts, "fit", "fit_generator") and not _sharded(facts, call):
+                    steps.append(self.report(call, "loop"))
             elif not broadcasts and self._lacks_callback(facts, call):
                 yield self.report(call, "fit")
+        if steps:  # one missing broadcast, however many optimizers apply gradients
+            yield self.one_for_all(facts, steps, "another step")
 
     @staticmethod
     def _lacks_callback(facts: ModuleFacts, fit: CallFact) -> bool:
@@ -184,6 +218,18 @@ model.fit(ds, callbacks=make_callbacks(), epochs=3)
             return False
         found = [callback_is(facts, c, fit.scope, _CALLBACK) for c in callbacks]
         return all(f is False for f in found)
+
+
+# Model-parallel embedding libraries: the variables their optimizers update are shards, one per rank, on purpose.
+_SHARDED_EMBEDDINGS = ("sparse_operation_kit.", "tensorflow_recommenders_addons.")
+
+
+def _sharded(facts: ModuleFacts, call: CallFact) -> bool:
+    """`apply_gradients` of a sharded-embedding library's optimizer (SOK's `OptimizerWrapper`): it updates each
+    rank's own shard of the tables, which a broadcast would overwrite."""
+    return call.receiver is not None and any(
+        isinstance(origin.expr, cst.Call) and (facts.resolve(origin.expr.func) or "").startswith(_SHARDED_EMBEDDINGS)
+        for origin in facts.values_of(call.receiver, call.scope, call.order))
 
 
 def _image_generator(facts: ModuleFacts, call: CallFact) -> bool:

@@ -25,10 +25,11 @@ class HvdLrNotScaled(Rule):
     the module has no warm-up (`hvd.callbacks.LearningRateWarmupCallback`, or any schedule named warm-up).
     A learning rate given as a function's parameter is followed to the calls of that function in the module;
     one that comes from elsewhere, or is made by a function or schedule class of the project (which may scale
-    or warm it up), is left alone. So is a module that divides a batch size by the process count, or checks
-    that it divides evenly (`global_batch_size // hvd.size()`, `if batch_size % hvd.size():`): its global
-    batch does not grow with the processes. A module that reduces gradients with Adasum (`op=hvd.Adasum`, also
-    as an option) is left alone: Adasum's learning-rate rule is not the linear one.
+    or warm it up), is left alone. So is a module that divides a batch size by the process count (or by a GPU
+    count, `args["gpu_num"]`: one process per GPU), or checks that it divides evenly (`global_batch_size //
+    hvd.size()`, `if batch_size % hvd.size():`): its global batch does not grow with the processes. A module
+    that reduces gradients with Adasum (`op=hvd.Adasum`, also as an option) is left alone: Adasum's
+    learning-rate rule is not the linear one.
 
     ## Why it is bad
     With W processes each step averages W batches, so the effective batch is W times larger. The learning
@@ -93,6 +94,14 @@ import horovod.tensorflow as hvd
 hvd.init()
 args = {"global_batch_size": 1024, "gpu_num": hvd.size()}
 args["local_batch_size"] = int(args["global_batch_size"] / args["gpu_num"])
+optimizer = tf.optimizers.Adam(learning_rate=1.0)
+""",
+        # ... also when the GPU count is written down (Horovod runs one process per GPU)
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+args = {"global_batch_size": 1024, "gpu_num": 2}
+local_batch_size = args["global_batch_size"] // args["gpu_num"]
 optimizer = tf.optimizers.Adam(learning_rate=1.0)
 """,
         # Adasum offered as the reduction: its learning-rate rule is not the linear one
@@ -188,6 +197,16 @@ def _splits_global_batch(facts: ModuleFacts) -> bool:
     for expr, scope in (*((assign.value, assign.scope) for assign in facts.assigns), *tested):
         divisions = _Divisions()
         expr.visit(divisions)
-        if any(mentions_worker_count(facts, node.right, scope) for node in divisions.found):
+        if any(mentions_worker_count(facts, node.right, scope) or _GPU_COUNT.search(_named(node.right))
+               for node in divisions.found):
             return True
     return False
+
+
+# A divisor named for the GPU count (`args["gpu_num"]`, `num_gpus`): Horovod runs one process per GPU.
+_GPU_COUNT = re.compile(r"^((n|nb|num|number_of)_?gpus?|gpus?_?(num|count|number)|gpus)$", re.IGNORECASE)
+
+
+def _named(expr: cst.BaseExpression) -> str:
+    """The last part of a name, attribute or string key (`args["gpu_num"]` -> `gpu_num`)."""
+    return (dotted(expr) or string_key(expr) or "").rpartition(".")[2]

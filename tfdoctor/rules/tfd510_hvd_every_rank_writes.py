@@ -92,6 +92,25 @@ def get_callbacks(log_dir):
 """,
     )
     VALID = (
+        # each rank saves its own input iterator, to a folder named by its rank
+        """import os
+import tensorflow as tf
+import horovod.tensorflow as hvd
+from utils import get_rank
+hvd.init()
+@tf.function
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x))
+    grads = hvd.DistributedGradientTape(tape).gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+iter_checkpoint = tf.train.Checkpoint(train_iterator=train_iterator)
+iter_manager = tf.train.CheckpointManager(iter_checkpoint, os.path.join(ckpt_dir, f"iter_ckpt_rank_{get_rank():02}"),
+                                          max_to_keep=3)
+for step in range(steps):
+    train_step(*next(train_iterator))
+iter_manager.save(checkpoint_number=step)
+""",
         # a helper module: the checkpoint callback is made but never returned
         """import os
 import horovod.tensorflow.keras as hvd

@@ -17,6 +17,7 @@ from typing import Callable, Iterable
 import libcst as cst
 
 from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, RUN_METHODS, STRATEGY_WORD, ModuleFacts
+from tfdoctor.lint.semantic.conditions import excluded_after, exclusive
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, AssignFact, CallFact, Scope, WithFact, reads
 from tfdoctor.lint.semantic.model import Origin, SemanticModel
 from tfdoctor.lint.names import call_arg, dotted, in_part, literal_str, string_key
@@ -575,10 +576,62 @@ def _guard_names(facts: ModuleFacts, read: Iterable[str], scope: Scope) -> bool:
     if any(GUARD_WORDS.search(n) for n in names):
         return True
     for name in names:
-        for function in ([f] if (f := facts.function_named(name, scope)) else []):
+        for function in _functions_called(facts, name, scope):
             if GUARD_WORDS.search(_scope_text(facts, function)):
                 return True
     return False
+
+
+def _functions_called(facts: ModuleFacts, name: str, scope: Scope) -> list[Scope]:
+    """The module function, or the method of this class (`self.is_eval_task`), a name read in a test calls."""
+    if name.startswith("self.") and name.count(".") == 1:
+        class_name = facts.enclosing_class(scope)
+        method = facts.method_named(class_name, name[5:]) if class_name else None
+        return [method] if method is not None else []
+    function = facts.function_named(name, scope)
+    return [function] if function is not None else []
+
+
+def apart_from_multi_worker(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a call never runs where the module's `MultiWorkerMirroredStrategy` is made: in an `if` body that
+    excludes every construction's own (`if flags.strategy is None:` beside `elif flags.strategy ==
+    "multi_worker_mirrored":`), or after an `if` that exits unless it is excluded (`if flags.strategy is not
+    None: raise`), or in a method of a base class that every class making the strategy overrides
+    without calling it (a TPU executer's `train_and_eval`, replaced by the multi-worker executer's)."""
+    made = multi_worker_mirrored(facts)
+    exits = [f.node for f in facts.if_facts if f.scope is call.scope and f.order < call.order
+             and f.node not in call.ifs and _ends_flow(f.node.body)]  # what the flow passed to reach the call
+    if made and all(c.scope is call.scope and (any(exclusive(x, y) for x in c.ifs for y in call.ifs)
+                                               or any(excluded_after(x, y) for x in exits for y in c.ifs))
+                    for c in made):
+        return True
+    method = _method_around(call.scope)
+    if method is None or not made:
+        return False
+    base = method.class_name
+    for construction in made:
+        maker = _method_around(construction.scope)
+        if maker is None or maker.class_name == base or not _inherits(facts, maker.class_name, base):
+            return False
+        own = facts.class_named(maker.class_name).methods.get(method.name)  # type: ignore[union-attr]
+        if own is None or "super(" in _scope_text(facts, own) or f"{base}.{method.name}" in _scope_text(facts, own):
+            return False
+    return True
+
+
+def _method_around(scope: Scope | None) -> Scope | None:
+    """The method of a class (this module's) a scope is in, or None."""
+    while scope is not None and scope.class_name is None:
+        scope = scope.parent
+    return scope
+
+
+def _inherits(facts: ModuleFacts, name: str | None, base: str | None, depth: int = 0) -> bool:
+    """Whether class `name` of this module derives from class `base` (through classes defined here)."""
+    found = facts.class_named(name) if name else None
+    if found is None or base is None or depth > 4:
+        return False
+    return base in found.bases or any(_inherits(facts, b, base, depth + 1) for b in found.bases)
 
 
 def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:
@@ -590,9 +643,7 @@ def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bo
         return True
     if GUARD_WORDS.search(facts.module.code_for_node(call.statement)):
         return True
-    written = [a.value for a in call.node.args]
-    if not written and call.receiver is not None:  # `manager.save()`: the path is the manager's directory
-        written.append(call.receiver)
+    written = _written(call)
     written.extend(_with_items(call, frozenset().union(*(expression_names(v, strings=False) for v in written))))
     path_names = derived_names(facts, frozenset().union(*(expression_names(value, strings=False)
                                                           for value in written)), call.scope, strings=False)
@@ -633,11 +684,20 @@ def in_host_scratch(facts: ModuleFacts, call: CallFact) -> bool:
 
 def _path_strings(facts: ModuleFacts, call: CallFact) -> frozenset[str]:
     """The names and strings a write's path is built from."""
-    written = [a.value for a in call.node.args] or ([call.receiver] if call.receiver is not None else [])
+    written = _written(call)
     return derived_names(facts, frozenset().union(*(expression_names(v) for v in written)), call.scope)
 
 
 _HOST_SCRATCH = re.compile(r"^/tmp(/|$)")
+
+
+def _written(call: CallFact) -> list[cst.BaseExpression]:
+    """What a write's path is made from: its arguments, and its receiver when no argument is positional
+    (`manager.save(checkpoint_number=step)` writes to the manager's directory)."""
+    written = [a.value for a in call.node.args]
+    if call.receiver is not None and all(a.keyword is not None for a in call.node.args):
+        written.append(call.receiver)
+    return written
 
 
 def worker_guard(facts: ModuleFacts, call: CallFact) -> cst.If | None:

@@ -84,7 +84,8 @@ def _optimizer_of(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, be
         return None
     if isinstance(expr, cst.Call):
         return _constructed(facts, expr, scope, before, depth)
-    origins = [o for o in facts.values_of(expr, scope, before) if o.expr is not expr]
+    origins = [o for o in facts.values_of(expr, scope, before)  # a `None` default applies nothing
+               if o.expr is not expr and not (isinstance(o.expr, cst.Name) and o.expr.value == "None")]
     if not origins or any(o.kind != "value" or o.path or not isinstance(o.expr, cst.Call) for o in origins):
         return None
     found = {_constructed(o.model, o.expr, o.scope, o.order, depth + 1) for o in origins}  # type: ignore[arg-type]
