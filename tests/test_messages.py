@@ -68,6 +68,7 @@ EXPECTED = [
     ('TFD201', 5, 11, 11, 'training is fed by the Python `Sequence` class `Tiles`, 4 Python threads under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 5, 12, 11, 'training is fed by the Python `Sequence` class `Tiles` in a worker process, with every batch copied through pickling; use a `tf.data` pipeline'),
     ('TFD201', 5, 13, 11, 'training is fed by the Python `Sequence` class `Tiles` in Python threads or worker processes, as `use_multiprocessing` says; use a `tf.data` pipeline'),
+    ('TFD201', 5, 15, 15, 'training is fed by the Python `Sequence` class `Tiles` in Python threads or worker processes, as `use_multiprocessing` says; use a `tf.data` pipeline'),
     ('TFD201', 6, 6, 11, 'training is fed by `ImageDataGenerator.flow_from_directory`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD202', 0, 4, 9, '`map` in a training pipeline runs on one core; add `num_parallel_calls=T.data.AUTOTUNE`'),
     ('TFD202', 1, 4, 18, '`interleave` in a training pipeline runs on one core; add `num_parallel_calls=data.AUTOTUNE`'),
@@ -129,6 +130,7 @@ EXPECTED = [
     ('TFD401', 0, 3, 10, '`evaluate_generator` is removed in Keras 3; use `evaluate` (Keras 3.15 assumed: newest release)'),
     ('TFD401', 1, 2, 1, '`fit` arguments `use_multiprocessing`, `workers` are removed in Keras 3; pass them to a `keras.utils.PyDataset` (Keras 3.15 assumed: newest release)'),
     ('TFD401', 2, 3, 1, '`predict_generator` is removed in Keras 3; use `predict` (Keras 2.15 assumed: test)'),
+    ('TFD401', 3, 5, 1, '`fit_generator` is removed in Keras 3; use `fit` (Keras 3.15 assumed: newest release)'),
     ('TFD402', 0, 9, 13, 'this default-reduction loss in `replica` is divided again by the replicas, which Keras already does (Keras 3.15 assumed: newest release)'),
     ('TFD402', 1, 5, 12, 'this default-reduction loss in `replica` is divided again by the replicas, which Keras already does (Keras 3.8 assumed: test)'),
     ('TFD403', 0, 4, 18, '`get_scaled_loss` is removed in Keras 3; use `optimizer.scale_loss(loss)` (Keras 3.15 assumed: newest release)'),
@@ -228,7 +230,7 @@ SEVERITIES = [
 def test_a_python_feed_in_worker_processes_is_info_in_threads_a_warning():
     example = rule_by_code("TFD201").INVALID[5]
     assert [(f.line, f.severity.value) for f in lint_text(example, select=("TFD201",))] == [
-        (10, "info"), (11, "warning"), (12, "info"), (13, "warning")]
+        (10, "info"), (11, "warning"), (12, "info"), (13, "warning"), (15, "warning")]
 
 
 @pytest.mark.parametrize("code, index, severity", SEVERITIES)

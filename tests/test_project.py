@@ -273,3 +273,38 @@ def test_an_optimizer_given_by_another_module_decides_the_unscaled_loss_message(
     assert [(f.path, f.line, f.message) for f in lint_paths(["."], Overrides(select=("TFD104",))).findings] == [
         ("trainer.py", 12, "the loss of replica function `replica_step` is a per-replica mean, so its summed gradients "
                            "are N times too large")]
+
+
+def test_generator_methods_of_a_project_on_standalone_keras_before_2_4_are_not_removed_apis(tmp_path: Path,
+                                                                                            monkeypatch):
+    """TFD401: a script that trains with `fit_generator` the model of a project module that imports
+    `multi_gpu_model` from standalone Keras (gone in 2.4) targets Keras 2.3 or earlier, where `fit` takes no
+    generator; with `tf.keras` in that module instead, the script is reported."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "models.py").write_text("from keras.utils import multi_gpu_model\n\n\n"
+                                        "def build(gpus):\n    return multi_gpu_model(make(), gpus=gpus)\n")
+    (tmp_path / "bench.py").write_text("import tensorflow as tf\nfrom models import build\n\n"
+                                       "model = build(2)\nmodel.fit_generator(loader, epochs=1)\n")
+    monkeypatch.chdir(tmp_path)
+    assert lint_paths(["bench.py"], Overrides(select=("TFD401",))).findings == []
+    (tmp_path / "models.py").write_text("import tensorflow as tf\n\n\n"
+                                        "def build(gpus):\n    return make()\n")
+    assert [(f.line, f.message) for f in lint_paths(["bench.py"], Overrides(select=("TFD401",))).findings] == [
+        (5, "`fit_generator` is removed in Keras 3; use `fit`")]
+
+
+def test_a_project_module_standing_in_for_tensorflow_resolves_to_it(tmp_path: Path, monkeypatch):
+    """`import mylib.compat as tf`, where that module star-imports `tensorflow.compat.v2`: `@tf.function` is
+    TensorFlow's (TFD107 sees the graph), while a name the module defines itself stays the project's."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "mylib").mkdir()
+    (tmp_path / "mylib" / "__init__.py").write_text("")
+    (tmp_path / "mylib" / "compat.py").write_text("from tensorflow.compat.v2 import *\n\n\n"
+                                                  "def run_eagerly(fn):\n    return fn\n")
+    step = ("import mylib.compat as tf\n\nstrategy = tf.distribute.MirroredStrategy()\n\n\n"
+            "@tf.{}\ndef loop(batches):\n    for batch in batches:\n        strategy.run(replica, args=(batch,))\n")
+    (tmp_path / "train.py").write_text(step.format("function"))
+    monkeypatch.chdir(tmp_path)
+    assert lint_paths(["train.py"], Overrides(select=("TFD107",))).findings == []
+    (tmp_path / "train.py").write_text(step.format("run_eagerly"))
+    assert [f.line for f in lint_paths(["train.py"], Overrides(select=("TFD107",))).findings] == [9]

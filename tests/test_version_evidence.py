@@ -32,6 +32,10 @@ from tfdoctor.lint.version_evidence import forget as forget_project_evidence
     ("x = 1\n# we no longer call model.fit_generator(gen)\n", []),
     ('"""Migrated from `keras.ops`-free code."""\nimport keras\n', []),
     ("import tensorflow as tf\nif tf.__version__.startswith('1'):\n    s = tf.Session()\n", []),
+    ("import tensorflow as tf\nV1 = int(tf.__version__[0]) == 1\ns = tf.Session()\n", []),
+    # a version printed, not decided on, leaves the evidence standing
+    ("import tensorflow as tf\nlogging.info('TF Version: {}'.format(tf.__version__))\ns = tf.Session()\n",
+     [("tf.Session", 3)]),
     ("ds = ds.prefetch(tf.data.AUTOTUNE)\n", [("tf.data.AUTOTUNE", 1)]),
     ("d = s.experimental_distribute_datasets_from_function(fn)\n",
      [("experimental_distribute_datasets_from_function", 1)]),
@@ -248,7 +252,7 @@ def test_a_notebook_that_shows_the_keras_it_ran_under_is_judged_by_it(tmp_path):
     fit = ("model.fit_generator(batches, steps_per_epoch=100, epochs=30)", [])
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "book.ipynb").write_text(_notebook([shown, fit]))
-    (tmp_path / "unrun.ipynb").write_text(_notebook([(shown[0], []), fit]))
+    (tmp_path / "unrun.ipynb").write_text(_notebook([("from tensorflow import keras\nkeras.__version__", []), fit]))
     result = run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD401", ".", cwd=tmp_path)
     # standalone Keras 2.0.8, where fit_generator is the way to train on a generator: only the unrun one is told
     assert [line.split(": TFD401")[0] for line in result.stdout.splitlines() if "TFD401" in line] == [

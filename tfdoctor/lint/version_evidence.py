@@ -105,6 +105,14 @@ APIS: tuple[Api, ...] = (
 # version-specific calls sit in branches, and are no evidence.
 _VERSION_CHECK = re.compile(rb"\b(?:tf|tensorflow|keras|K)\.(?:__version__|version\.VERSION)\b|\bkeras_version\b")
 _VERSION_WORDS = (b"__version__", b"VERSION", b"keras_version")
+# A line that decides by the version it reads (compares, parses or branches on it); `print(tf.__version__)` does not.
+_DECIDES = re.compile(rb"\b(?:if|elif|assert|while)\b|[<>]|[=!]=|startswith|split|LooseVersion|StrictVersion|parse|"
+                     rb"\[\s*0\s*\]|int\(")
+
+
+def _line_end(source: bytes, at: int) -> int:
+    end = source.find(b"\n", at)
+    return len(source) if end < 0 else end
 _LITERALS = tuple((api, api.literal if isinstance(api.literal, tuple) else (api.literal,)) for api in APIS)
 
 
@@ -151,7 +159,9 @@ def scan(source: bytes, path: str) -> tuple[Sighting, ...]:
     """The first use of each API in a file's bytes, outside comments and docstrings; nothing in a file that
     checks the version it runs under."""
     found: list[Sighting] = []
-    if any(word in source for word in _VERSION_WORDS) and _VERSION_CHECK.search(source):
+    if any(word in source for word in _VERSION_WORDS) and any(
+            _DECIDES.search(source, source.rfind(b"\n", 0, m.start()) + 1, _line_end(source, m.end()))
+            for m in _VERSION_CHECK.finditer(source)):
         return ()
     for api, literals in _LITERALS:
         if not any(literal in source for literal in literals) or (api.skip_if and api.skip_if in source):

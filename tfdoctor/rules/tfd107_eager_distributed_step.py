@@ -101,6 +101,23 @@ for b in dist_ds:
 """,
     )
     VALID = (
+        # TensorFlow 1.15 (a pin, or `# tfdoctor: target-tensorflow=1.15`): graph mode is the default
+        """# tfdoctor: target-tensorflow=1.15
+import tensorflow.compat.v1 as tf
+strategy = tf.distribute.experimental.TPUStrategy(resolver)
+def distributed(fn, args):
+    return strategy.experimental_run_v2(fn, args=args)
+for _ in range(10):
+    outputs = distributed(sample_fn, (noise,))
+""",
+        # a SavedModel's signature is a concrete function: each replica runs its graph
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    inference = tf.saved_model.load(path).signatures["serving_default"]
+for batch in strategy.experimental_distribute_dataset(dataset):
+    outputs = strategy.run(inference, args=(batch,))
+""",
         # eager execution turned off: the loop builds a TF 1 graph
         """import tensorflow as tf
 tf.compat.v1.disable_eager_execution()
@@ -218,8 +235,8 @@ class Trainer:
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        if facts.run_calls and graph_mode(facts):
-            return  # eager execution is off: Python builds a TF 1 graph, and nothing runs eagerly
+        if facts.run_calls and (graph_mode(facts) or context.targets.tensorflow.below(2)):
+            return  # eager execution is off (or TF 1's default): Python builds a graph, and nothing runs eagerly
         for run in facts.run_calls:
             scope = run.scope
             if in_test_code(facts, scope) or _one_look(facts, run) or _evaluates(facts, run):
@@ -230,6 +247,8 @@ class Trainer:
             if replicas and all(facts.runs_in_graph(r) for r in replicas if r.owner is facts) and all(
                     r.owner is facts for r in replicas):
                 continue  # the replica function is itself a tf.function: each replica runs a graph
+            if _saved_signature(facts, run):
+                continue  # a SavedModel's signature is a concrete function: a graph
             if scope.is_function:
                 if facts.runs_in_graph(scope):
                     continue
@@ -242,6 +261,14 @@ class Trainer:
                 yield self.report(run, "function", call=run.func or run.attr, function=scope.name)
             else:
                 yield self.report(run, "module", call=run.func or run.attr)
+
+
+def _saved_signature(facts: ModuleFacts, run: CallFact) -> bool:
+    """Whether the replica function is a signature of a loaded SavedModel (`loaded.signatures[key]`), by every
+    value it may hold."""
+    origins = facts.values_of(facts.replica_fn_expr(run), run.scope, run.order)
+    return bool(origins) and all(isinstance(o.expr, cst.Subscript) and isinstance(o.expr.value, cst.Attribute)
+                                 and o.expr.value.attr.value == "signatures" for o in origins)
 
 
 _METRIC_METHODS = frozenset({"update_state", "result", "reset_state", "reset_states"})  # a Keras metric's API

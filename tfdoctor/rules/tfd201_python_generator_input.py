@@ -181,6 +181,8 @@ model.fit_generator(Tiles(), epochs=5, workers=WORKERS, use_multiprocessing=True
 model.fit(Tiles(), epochs=5, workers=4)  # TFD201
 model.fit(Tiles(), epochs=5, workers=1, use_multiprocessing=True)  # TFD201
 model.fit(Tiles(), epochs=5, workers=8, use_multiprocessing=args.processes)  # TFD201
+def train(**options):
+    model.fit(Tiles(), epochs=5, **options)  # TFD201
 """,
         # the iterator that flow_from_directory returns, given to fit by name
         """import tensorflow as tf
@@ -375,6 +377,8 @@ def _workers(facts: ModuleFacts, fit: CallFact) -> tuple[str, str]:
     given = call_arg(fit.node, None, "workers")
     workers = _literal(facts, given, fit) if given is not None else 1
     multiprocessing = call_arg(fit.node, None, "use_multiprocessing")
+    if multiprocessing is None and any(a.star == "**" for a in fit.node.args):
+        return "threads-or-processes", ""  # `fit_generator(gen, **kwargs)`: the caller's arguments say which
     processes = _literal(facts, multiprocessing, fit) if multiprocessing is not None else False
     if not isinstance(processes, bool):
         return "threads-or-processes", ""  # `use_multiprocessing=args.mp`: the code does not say which

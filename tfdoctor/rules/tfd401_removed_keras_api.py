@@ -4,8 +4,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Fix, Severity, Violation
+from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
 
 _GENERATOR_METHODS = {"fit_generator": "fit", "evaluate_generator": "evaluate", "predict_generator": "predict"}
@@ -22,7 +23,8 @@ class RemovedKerasApi(Rule):
     Code written for standalone Keras before 2.4 (a Keras target below 2.4 that is not derived from
     TensorFlow's `tf.keras`), or for `tf.keras` before TF 2.1, where these are the way to do it, is not
     flagged; nor is standalone Keras (`import keras`) when the code shows Keras 2 but not which: before 2.4,
-    `fit` does not take a generator.
+    `fit` does not take a generator. A model another library builds (DeepChem's `KerasModel`) has methods of
+    its own by these names, and is left alone.
 
     ## Why it is bad
     Under Keras 3 these calls raise `AttributeError`/`TypeError`. Under Keras 2 they are deprecated
@@ -66,6 +68,13 @@ model.fit(seq, epochs=3, use_multiprocessing=True, workers=8)  # TFD401
 import tensorflow as tf
 model.predict_generator(test_seq)  # TFD401
 """,
+        # a Keras model another library builds, compiled here
+        """import segmentation_models as sm
+import tensorflow as tf
+model = sm.Unet("resnet34")
+model.compile("adam", "binary_crossentropy")
+model.fit_generator(batches, epochs=3)  # TFD401
+""",
     )
     VALID = (
         """import tensorflow as tf
@@ -80,6 +89,13 @@ model.fit(seq, epochs=3, workers=4, use_multiprocessing=True)
         """# tfdoctor: target-keras=2.2.4 target-tensorflow=1.12
 import keras
 model.fit_generator(gen(), steps_per_epoch=10)
+""",
+        # DeepChem's model wrapper: `fit_generator` and `evaluate_generator` are its own methods
+        """import deepchem as dc
+import tensorflow as tf
+model = dc.models.KerasModel(tf.keras.Sequential(layers), dc.models.losses.L2Loss())
+model.fit_generator(batches(train, epochs=10))
+print(model.evaluate_generator(batches(valid), [metric], transformers))
 """,
         # standalone Keras 2.3: not deprecated there, whatever the TensorFlow
         """# tfdoctor: target-keras=2.3.1 target-tensorflow=2.2
@@ -98,10 +114,13 @@ model.fit_generator(gen(), steps_per_epoch=10)
         else:
             old_keras = len(keras.version) > 1 and keras.below(2, 4)  # a bare "2" is Keras 2 at large
             if keras.kind == "code" and keras.below(3) and not keras.label.startswith(">="):
-                old_keras = _standalone(facts)  # the code shows Keras 2, not which: standalone Keras may be 2.3
+                # the code shows Keras 2, not which: standalone Keras may be 2.3; or it shows one before 2.4
+                old_keras = _standalone(facts) or (keras.label.startswith("<=") and keras.below(2, 4))
         if old_keras:
             return  # standalone Keras 2.3 or earlier, or tf.keras of TF 1.x/2.0: how generators are trained
         for call in facts.calls:
+            if _another_librarys_model(facts, call):
+                continue
             removed = [a.keyword.value for a in call.node.args if a.keyword and a.keyword.value in _REMOVED_ARGUMENTS]
             if call.attr in _GENERATOR_METHODS:
                 replacement = _GENERATOR_METHODS[call.attr]
@@ -114,6 +133,31 @@ model.fit_generator(gen(), steps_per_epoch=10)
                 yield self.report(call, "arguments", assumed=self.assumed(context, "keras", facts, call.node),
                                   method=call.attr,
                                   arguments=", ".join(f"`{name}`" for name in removed))
+
+
+_KERAS_HOMES = frozenset({"keras", "tensorflow", "tf_keras"})
+
+
+def _another_librarys_model(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether the receiver of a call is, by every value it may hold, an object another installed library built
+    and that this module never compiles (DeepChem's `dc.models.KerasModel(...)`: its `fit_generator` is its own
+    method, not Keras')."""
+    if call.attr not in _GENERATOR_METHODS and call.attr not in ("fit", "evaluate", "predict") or call.receiver is None:
+        return False
+    receiver = dotted(call.receiver)
+    if any(c.attr == "compile" and dotted(c.receiver) == receiver for c in facts.calls):
+        return False  # a Keras model another library built (`deepcell.model_zoo.PanopticNet(...)`), compiled here
+    origins = facts.values_of(call.receiver, call.scope, call.order)
+    return bool(origins) and all(_library_call(origin.model, origin.expr) for origin in origins)
+
+
+def _library_call(model: object, expr: cst.CSTNode) -> bool:
+    """A call of an installed library other than Keras and TensorFlow (not of a project module)."""
+    if not isinstance(expr, cst.Call) or not isinstance(model, ModuleFacts):
+        return False
+    name, resolved = dotted(expr.func), model.resolve(expr.func)
+    return (name is not None and resolved is not None and resolved.partition(".")[0] not in _KERAS_HOMES
+            and model.imported(name.partition(".")[0]) is None)
 
 
 _TF_KERAS_MODELS = ("tensorflow.keras.models", "tensorflow.keras.layers", "tensorflow.keras.applications")

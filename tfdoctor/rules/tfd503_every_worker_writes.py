@@ -161,6 +161,14 @@ def train(model, dataset, save_dir):
     if save_dir:
         model.save(save_dir)
 """,
+        # ... also through a name made from it (the launcher passes `save_dir=""` to the workers that are not chief)
+        """import os
+import tensorflow as tf
+def train(trainer, save_dir="logs"):
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    summary_dir = os.path.join(save_dir, "summaries", "train")
+    writer = tf.summary.create_file_writer(summary_dir)
+""",
         # the tutorial's helpers
         """import os
 import tempfile

@@ -9,11 +9,14 @@ from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.dataflow import (
     callback_is, calls_any, fit_callbacks, horovod_calls, horovod_init, horovod_member, horovod_off, horovod_scope,
 )
+from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
 
 _CALLBACK = "BroadcastGlobalVariablesCallback"
 # Any of these broadcasts the variables by other means (TF 1 hooks, elastic state, one tensor at a time).
 _BROADCASTS = ("broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook", "broadcast")
+# A library's own broadcast over Horovod (distributed-embeddings' `dmp.broadcast_variables`, which skips the shards).
+_LIBRARY_BROADCASTS = frozenset({"broadcast_variables", "broadcast_global_variables"})
 
 
 class HvdVariablesNotBroadcast(Rule):
@@ -24,7 +27,8 @@ class HvdVariablesNotBroadcast(Rule):
       `hvd.callbacks.BroadcastGlobalVariablesCallback(0)`. A callback built into a list that never reaches
       `fit`, or given on rank 0 only (the other ranks never join the broadcast), counts as none.
     - a custom loop's `apply_gradients(...)` when the module never calls `hvd.broadcast_variables` (or the
-      TF 1 `broadcast_global_variables`/`BroadcastGlobalVariablesHook`).
+      TF 1 `broadcast_global_variables`/`BroadcastGlobalVariablesHook`, or a library's own
+      `broadcast_variables`, such as distributed-embeddings' `dmp.broadcast_variables`).
 
     Callbacks that come from an unknown function or a parameter, a list bound one way or another (`if
     has_horovod(): callbacks = [...] else: ...`), or another library's subclass of the callback (TFRA's
@@ -126,6 +130,30 @@ def step(x):
 """,
     )
     VALID = (
+        # distributed-embeddings broadcasts the replicated weights itself, after the first step
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+from distributed_embeddings.python.layers import dist_model_parallel as dmp
+hvd.init()
+@tf.function
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(bce(y, model(x)))
+    gradients = dmp.DistributedGradientTape(tape).gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+for step, (x, y) in enumerate(dataset):
+    train_step(x, y)
+    if step == 0:
+        dmp.broadcast_variables(model.variables, root_rank=0)
+""",
+        # a generator that is never imported (the script fails before): its fit is still not the model's
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+datagen = ImageDataGenerator(horizontal_flip=True)
+datagen.fit(x_train)
+model.fit(datagen.flow(x_train, y_train), callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+""",
         # an ImageDataGenerator's fit computes feature statistics; the model's fit gets the broadcast
         """import horovod.keras as hvd
 from keras.preprocessing.image import ImageDataGenerator
@@ -197,7 +225,8 @@ model.fit(ds, callbacks=make_callbacks(), epochs=3)
         if not horovod_init(facts):
             return
         broadcasts = bool(horovod_calls(facts, *_BROADCASTS)) or any(  # elastic state syncs from rank 0
-            (horovod_member(facts, c.func) or "").startswith("elastic.") for c in facts.calls)
+            (horovod_member(facts, c.func) or "").startswith("elastic.") or c.attr in _LIBRARY_BROADCASTS
+            for c in facts.calls)
         steps: list[Violation] = []
         for call in facts.method_calls("fit", "fit_generator", "apply_gradients"):
             if facts.resolve(call.func) is not None or not horovod_scope(facts, call.scope) or horovod_off(facts, call) \
@@ -236,5 +265,6 @@ def _image_generator(facts: ModuleFacts, call: CallFact) -> bool:
     """`datagen.fit(x_train)` of an `ImageDataGenerator`: it computes feature statistics, it trains no model."""
     if call.receiver is None:
         return False
-    return any(isinstance(origin.expr, cst.Call) and (facts.resolve(origin.expr.func) or "").endswith("ImageDataGenerator")
+    return any(isinstance(origin.expr, cst.Call)  # also by name alone: a script that never imports it
+               and (facts.resolve(origin.expr.func) or dotted(origin.expr.func) or "").endswith("ImageDataGenerator")
                for origin in facts.values_of(call.receiver, call.scope, call.order))

@@ -519,7 +519,8 @@ def parameter_arguments(facts: ModuleFacts, name: str, scope: Scope) -> list[tup
 def path_from_outside(facts: ModuleFacts, call: CallFact) -> bool:
     """Whether a write's target comes from a parameter of a function this module never calls: its caller in
     another module chooses it (per worker, or none on the other workers)."""
-    names = frozenset().union(*(expression_names(a.value, strings=False) for a in call.node.args))
+    names = derived_names(facts, frozenset().union(*(expression_names(a.value, strings=False) for a in call.node.args)),
+                          call.scope, strings=False)  # `summary_dir = os.path.join(save_dir, ...)` too
     return any(_given_from_outside(facts, name.split(".")[0], call.scope) for name in names)
 
 

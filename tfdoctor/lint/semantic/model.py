@@ -142,7 +142,23 @@ class SemanticModel:
             return None
         if imported.partition(".")[0] not in _LIBRARIES and self.loader is not None:
             imported = self.memo(("re-export", head), lambda: self._reexported(head, imported))
+            shim = self.memo(("shim", imported), lambda: self._tensorflow_shim(imported))
+            if shim is not None and rest and rest.partition(".")[0] not in shim[1]:
+                imported = shim[0]  # `import lingvo.compat as tf`: `tf.function` is TensorFlow's
         return canonical(imported + ("." + rest if rest else ""))
+
+    def _tensorflow_shim(self, module: str) -> tuple[str, frozenset[str]] | None:
+        """For a project module that stands in for TensorFlow (`lingvo/compat.py`: `from tensorflow.compat.v2
+        import *`, then its own changes): the TensorFlow module it star-imports, and the names it binds itself."""
+        other = self.loader.load(self, module, 0)  # type: ignore[union-attr]
+        if other is None or other is self:
+            return None
+        star = next((name for name, level in other.star_imports if not level and name.partition(".")[0] == "tensorflow"),
+                    None)
+        if star is None:
+            return None
+        own = {*other.aliases, *_defined_symbols(other), *(t for a in other.module_scope.assigns for t in a.targets)}
+        return star, frozenset(own)
 
     def _reexported(self, local: str, imported: str) -> str:
         """What `from pkg import tf` names when the project's own `pkg` does `import tensorflow as tf`: the
