@@ -308,3 +308,25 @@ def test_a_project_module_standing_in_for_tensorflow_resolves_to_it(tmp_path: Pa
     assert lint_paths(["train.py"], Overrides(select=("TFD107",))).findings == []
     (tmp_path / "train.py").write_text(step.format("run_eagerly"))
     assert [f.line for f in lint_paths(["train.py"], Overrides(select=("TFD107",))).findings] == [9]
+
+
+def test_a_model_built_in_the_scope_of_the_script_distributes_the_trainer_modules_fit(tmp_path: Path, monkeypatch):
+    """TFD203: a trainer module fits `self.model` on a pipeline without `prefetch`; the script that builds the
+    model inside `strategy.scope()` and gives it to the trainer (imported through its package's `__init__`)
+    makes that `fit` distribute the dataset, which prefetches to the devices."""
+    (tmp_path / "pyproject.toml").write_text('[tool.tfdoctor]\ntarget-tensorflow = "2.3"\n')
+    (tmp_path / "pkg" / "train").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train" / "__init__.py").write_text("from .trainer import Trainer\n")
+    (tmp_path / "pkg" / "train" / "trainer.py").write_text(
+        "import tensorflow as tf\n\n\nclass Trainer:\n    def __init__(self, model):\n        self.model = model\n\n"
+        "    def fit(self, files):\n        ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=8).batch(8)\n"
+        "        self.model.fit(ds, epochs=3)\n")
+    script = ("import tensorflow as tf\n\n\ndef main():\n{}        model = build()\n        from pkg.train import Trainer\n"
+              "        trainer = Trainer(model)\n    trainer.fit(files)\n")
+    (tmp_path / "train.py").write_text(script.format("    with tf.distribute.MirroredStrategy().scope():\n"))
+    monkeypatch.chdir(tmp_path)
+    assert lint_paths(["."], Overrides(select=("TFD203",))).findings == []
+    (tmp_path / "train.py").write_text(script.format("    if True:\n"))
+    assert [(f.path, f.line) for f in lint_paths(["."], Overrides(select=("TFD203",))).findings] == [
+        ("pkg/train/trainer.py", 9)]

@@ -279,13 +279,22 @@ def training_inputs(facts: ModuleFacts) -> list[TrainingInput]:
 
 def under_strategy(facts: ModuleFacts, call: CallFact) -> bool:
     """A Keras `fit` (or `evaluate`, `predict`) that runs inside `strategy.scope()`, or whose model was built
-    there: Keras distributes its input itself."""
+    there (here, or by the module that builds it or gives it to this one inside the scope): Keras distributes
+    its input itself."""
     if facts.in_strategy_scope(call.scope, call.withs):
         return True
     receiver = dotted(call.receiver)
-    return receiver is not None and any(
-        facts.in_strategy_scope(a.scope, a.withs) for a in facts.definitions(receiver, call.scope, call.order)
-    )
+    if receiver is None:
+        return False
+    if any(facts.in_strategy_scope(a.scope, a.withs) for a in facts.definitions(receiver, call.scope, call.order)):
+        return True
+    for origin in facts.values_of(call.receiver, call.scope, call.order):  # a model another module built or passed
+        for node, scope in [(origin.expr, origin.scope), *((step.call, step.caller) for step in origin.via)]:
+            owner = scope.owner
+            made = owner.call_fact(node) if isinstance(owner, ModuleFacts) and owner is not facts else None
+            if made is not None and owner.in_strategy_scope(made.scope, made.withs):
+                return True
+    return False
 
 
 def _unwrap(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: int) -> cst.BaseExpression:

@@ -501,7 +501,11 @@ class SemanticModel:
             foreign = self.foreign(name)
             if foreign is not None:
                 model, symbol = foreign
-                return model._named_callable(symbol, model.module_scope, cross_module=False)
+                found = model._named_callable(symbol, model.module_scope, cross_module=False)
+                again = model.foreign(symbol) if not found and model is not self else None
+                if again is not None:  # a package's `__init__` that re-exports it (`from .trainer import Trainer`)
+                    found = again[0]._named_callable(again[1], again[0].module_scope, cross_module=False)
+                return found
         return []
 
     def callee(self, call: CallFact) -> Scope | None:
