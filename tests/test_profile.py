@@ -273,8 +273,10 @@ def test_a_worker_killed_while_it_traces_keeps_its_measurements(tmp_path):
             for pid in killed:
                 os.kill(pid, signal.SIGABRT)
 
+    # Each step waits 0.3 s for its input, so the traced steps last far longer than the signal takes to land: a
+    # 7 ms trace once finished first, on a busy machine.
     options = Options(gpus=2, steps=8, warmup=2, workload="tests.profile.workloads:build", one_replica=False,
-                      params={"inject": "none"}, timeout_s=300, logdir=tmp_path)
+                      params={"inject": "input_delay", "input_delay": 0.3}, timeout_s=300, logdir=tmp_path)
     report = profile(options, on_event)
     assert len(killed) == 1
     assert report.breakdown is not None and report.breakdown.step.median > 0 and report.verdict.primary

@@ -330,3 +330,14 @@ def test_a_model_built_in_the_scope_of_the_script_distributes_the_trainer_module
     (tmp_path / "train.py").write_text(script.format("    if True:\n"))
     assert [(f.path, f.line) for f in lint_paths(["."], Overrides(select=("TFD203",))).findings] == [
         ("pkg/train/trainer.py", 9)]
+
+
+def test_generator_methods_of_keras_1_code_are_not_removed_apis(tmp_path: Path, monkeypatch):
+    """TFD401: a script on Keras 1 (`nb_val_samples=`, `border_mode=`; its Keras comes through a star import),
+    where `fit` takes no generator."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "train.py").write_text("import tensorflow as tf\nfrom utils2 import *\n\n"
+                                       "x = Convolution2D(64, 3, 3, border_mode='same')(inputs)\n"
+                                       "model.fit_generator(gen, 1000, 10, validation_data=val, nb_val_samples=100)\n")
+    monkeypatch.chdir(tmp_path)
+    assert lint_paths(["train.py"], Overrides(select=("TFD401",))).findings == []

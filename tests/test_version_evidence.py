@@ -41,6 +41,8 @@ from tfdoctor.lint.version_evidence import forget as forget_project_evidence
      [("experimental_distribute_datasets_from_function", 1)]),
     ("lstm.reset_states()\nfor m in metrics:\n    m.reset_states()\n", []),  # RNN layers keep it in Keras 3
     ("model.reset_states()\ntrain_accuracy.reset_states()\n", [("metric.reset_states()", 2)]),
+    ("model.fit_generator(gen, samples_per_epoch=n, nb_epoch=3)\n", [("Keras 1 arguments", 1), ("fit_generator", 1)]),
+    ("x = Convolution2D(64, 3, 3, border_mode='same')(x)\n", [("Keras 1 arguments", 1)]),
     ("import time\nstart = time.clock()\n", [("time.clock()", 2)]),  # Python <= 3.7: never Keras 3
     ("import sys, time\nnow = time.clock() if sys.version_info < (3, 8) else time.perf_counter()\n", []),
 ])

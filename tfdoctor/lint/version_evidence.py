@@ -45,6 +45,7 @@ class Api:
 
 
 _KERAS2 = dict(package=KERAS, low=(2,), high=(2, 15), label="2")
+_KERAS1 = dict(package=KERAS, low=None, high=(2, 2), label="<= 2.2")
 _TF1 = dict(package=TENSORFLOW, low=(1,), high=(1, 15), label="1", skip_if=b"compat.v1")
 _KERAS3 = dict(package=KERAS, low=(3,), high=None, label="3")
 _IMPORT = rb"^[ \t]*(?:from|import)[ \t]+"
@@ -67,6 +68,9 @@ APIS: tuple[Api, ...] = (
     Api("tf.data.AUTOTUNE", TENSORFLOW, (2, 4), None, ">= 2.4", b"data.AUTOTUNE", rb"\bdata\.AUTOTUNE\b"),
     Api("distribute_datasets_from_function", TENSORFLOW, (2, 4), None, ">= 2.4",
         b"distribute_datasets_from_function", rb"(?<!experimental_)\bdistribute_datasets_from_function\s*\("),
+    # Keras 1's argument names (Keras 2.0-2.2 still took them through its legacy interfaces, with a warning).
+    Api("Keras 1 arguments", literal=(b"nb_", b"samples_per_epoch", b"border_mode", b"W_regularizer"),
+        pattern=rb"\b(?:nb_epoch|nb_val_samples|samples_per_epoch|border_mode|W_regularizer)\s*=", **_KERAS1),
     # Keras 2 only (Keras 3 removed these; `tf.keras` is Keras 3 from TF 2.16).
     Api("get_scaled_loss", literal=b"get_scaled_loss", pattern=rb"\.get_scaled_loss\s*\(", **_KERAS2),
     Api("get_unscaled_gradients", literal=b"get_unscaled_gradients", pattern=rb"\.get_unscaled_gradients\s*\(",

@@ -29,7 +29,8 @@ class HvdLrNotScaled(Rule):
     count, `args["gpu_num"]`: one process per GPU), or checks that it divides evenly (`global_batch_size //
     hvd.size()`, `if batch_size % hvd.size():`): its global batch does not grow with the processes. A module
     that reduces gradients with Adasum (`op=hvd.Adasum`, also as an option) is left alone: Adasum's
-    learning-rate rule is not the linear one.
+    learning-rate rule is not the linear one; so is one that sums them (`op=hvd.Sum`), whose step already
+    grows with the processes.
 
     ## Why it is bad
     With W processes each step averages W batches, so the effective batch is W times larger. The learning
@@ -103,6 +104,12 @@ hvd.init()
 args = {"global_batch_size": 1024, "gpu_num": 2}
 local_batch_size = args["global_batch_size"] // args["gpu_num"]
 optimizer = tf.optimizers.Adam(learning_rate=1.0)
+""",
+        # gradients summed over the processes: the step grows with them already
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.Adagrad(0.01), op=hvd.Sum)
 """,
         # Adasum offered as the reduction: its learning-rate rule is not the linear one
         """import tensorflow as tf
@@ -182,11 +189,12 @@ class _Divisions(cst.CSTVisitor):
 
 
 def _adasum(facts: ModuleFacts) -> bool:
-    """Whether the module reduces gradients with Adasum (`op=hvd.Adasum`, also as an option): Adasum combines
-    the processes' gradients adaptively, and its rule for the learning rate is not the linear one."""
+    """Whether the module reduces gradients with Adasum or a sum (`op=hvd.Adasum`, `op=hvd.Sum`, also as an
+    option): Adasum combines the processes' gradients adaptively, and its rule for the learning rate is not the
+    linear one; a sum already grows the step with the process count."""
     values = [arg.value for call in facts.calls for arg in call.node.args]
     values += [branch for value in values if isinstance(value, cst.IfExp) for branch in (value.body, value.orelse)]
-    return any((facts.resolve(value) or "").endswith(".Adasum") for value in values)
+    return any((facts.resolve(value) or "").endswith((".Adasum", ".Sum")) for value in values)
 
 
 def _splits_global_batch(facts: ModuleFacts) -> bool:

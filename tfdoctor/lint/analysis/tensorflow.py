@@ -509,9 +509,24 @@ class ModuleFacts(SemanticModel):
         modules). `before` is the visit order of the use, so `ds` means its latest assignment before it.
         With `any_source`, `tf.data` methods on a source the code does not show still make a chain (with
         source ""), for questions about the order of the methods only. A transformation whose result is
-        discarded (`ds.shuffle(n)` as a statement of its own) is no step of the pipeline: datasets are immutable."""
+        discarded (`ds.shuffle(n)` as a statement of its own) is no step of the pipeline: datasets are immutable.
+        Remembered per question: a function of many conditional `ds = ds.map(...)` steps asks for the same
+        earlier pipeline along every combination of its branches (a 600-line decoder took over four minutes)."""
         if expr is None or depth > 8:
             return None
+        model: ModuleFacts = seen_from.owner  # type: ignore[assignment]
+        key = (id(expr), id(seen_from), before, path, any_source)
+        chains = model._chains
+        if key not in chains:
+            chains[key] = model._dataset_chain(expr, seen_from, before, depth, path, any_source)
+        return chains[key]
+
+    @cached_property
+    def _chains(self) -> dict[tuple[object, ...], DatasetChain | None]:
+        return {}
+
+    def _dataset_chain(self, expr: cst.BaseExpression, seen_from: Scope, before: int, depth: int,
+                       path: tuple[int, ...], any_source: bool) -> DatasetChain | None:
         model: ModuleFacts = seen_from.owner  # type: ignore[assignment]
         ops: list[DatasetOp] = []
         node = expr
