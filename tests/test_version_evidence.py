@@ -271,3 +271,16 @@ def test_a_script_above_counts_only_when_it_imports_the_branch(tmp_path):
     assert settings.for_file(project / "examples/quantized/train.py").targets.tensorflow.kind != "code"
     model = settings.for_file(project / "models/net.py").targets.tensorflow  # the root script imports models
     assert (model.kind, model.source) == ("code", f"`tf.Session` at {project / 'train.py'}:3")
+
+
+def test_a_script_elsewhere_that_imports_the_module_is_its_evidence(tmp_path):
+    """A training script in another folder that imports the module (through `sys.path`) runs it: its Keras 2
+    optimizer (`Adam(lr=...)`) is the module's evidence; a script that imports nothing of it is not."""
+    step = "import tensorflow as tf\n\n\ndef train_step(x):\n    return x\n"
+    script = "import sys\nsys.path.append('../lib')\nfrom utils.steps import train_step\nopt = Adam(lr=1e-4)\n"
+    project = _project(tmp_path, {"lib/utils/steps.py": step, "scripts/run/train.py": script,
+                                  "lib/utils/other.py": step})
+    settings = load_settings(project)
+    keras = settings.for_file(project / "lib/utils/steps.py").targets.keras
+    assert (keras.kind, keras.source) == ("code", f"`optimizer lr=` at {project / 'scripts/run/train.py'}:4")
+    assert settings.for_file(project / "lib/utils/other.py").targets.keras.kind != "code"

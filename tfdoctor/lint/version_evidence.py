@@ -236,6 +236,7 @@ def forget() -> None:
     _ROOTS.clear()
     _PATHS.clear()
     _BRANCH_IMPORTS.clear()
+    _IMPORTED_NAMES.clear()
 
 
 _PROJECTS: dict[tuple[Path, Callable[[Path], bool], Callable[[Path], str]], tuple[Sighting, ...]] = {}
@@ -319,6 +320,9 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
         root = _ROOTS[folder]
         imported = tuple(sorted(cite(p) for p in _imported_packages(source or b"", root)))
         project = _on_its_path(project_sightings(root, excluded, cite), cite(folder), imported)
+        importers = tuple(s for s in project_sightings(root, excluded, cite)
+                          if path.stem != "__init__" and path.stem in _imported_names(s.path) and s not in project)
+        project = project + importers  # a script elsewhere that imports this module (through `sys.path`) runs it
     others = tuple(s for s in project if s.path != here)
     sightings = own + others
     if not own and len(others) == len(project):  # nothing of its own: what the project decides (cached)
@@ -327,6 +331,23 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
         ranges = tuple(decide(sightings, package) for package in (TENSORFLOW, KERAS))
     ranges = tuple(found or decide(own, package) for found, package in zip(ranges, (TENSORFLOW, KERAS)))
     return CodeEvidence(sightings, *ranges)
+
+
+def _imported_names(path: str) -> frozenset[str]:
+    """Every name in a file's `import` and `from ... import` lines (`from utils.opt_model import step` gives
+    utils, opt_model and step), read once per run."""
+    if path not in _IMPORTED_NAMES:
+        try:
+            text = Path(path).read_bytes()
+        except OSError:
+            text = b""
+        _IMPORTED_NAMES[path] = frozenset(name.decode() for line in _IMPORT_LINE.findall(text)
+                                          for name in re.findall(rb"[A-Za-z_]\w*", line))
+    return _IMPORTED_NAMES[path]
+
+
+_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[^\n]*|import[ \t]+[^\n]*)", re.MULTILINE)
+_IMPORTED_NAMES: dict[str, frozenset[str]] = {}  # a sighting's file -> the names its imports mention, once per run
 
 
 def _on_its_path(sightings: tuple[Sighting, ...], folder: str, imported: tuple[str, ...]) -> tuple[Sighting, ...]:
