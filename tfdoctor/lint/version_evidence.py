@@ -236,7 +236,7 @@ def forget() -> None:
     _ROOTS.clear()
     _PATHS.clear()
     _BRANCH_IMPORTS.clear()
-    _IMPORTED_NAMES.clear()
+    _IMPORT_LINES.clear()
 
 
 _PROJECTS: dict[tuple[Path, Callable[[Path], bool], Callable[[Path], str]], tuple[Sighting, ...]] = {}
@@ -320,8 +320,10 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
         root = _ROOTS[folder]
         imported = tuple(sorted(cite(p) for p in _imported_packages(source or b"", root)))
         project = _on_its_path(project_sightings(root, excluded, cite), cite(folder), imported)
+        # `model_build_utils.multitask_opt_model`, with its folder: not every `utils` of a collection of examples
+        named = re.compile(rf"\b{re.escape(path.parent.name)}\.{re.escape(path.stem)}\b")
         importers = tuple(s for s in project_sightings(root, excluded, cite)
-                          if path.stem != "__init__" and path.stem in _imported_names(s.path) and s not in project)
+                          if path.stem != "__init__" and s not in project and named.search(_import_lines(s.path)))
         project = project + importers  # a script elsewhere that imports this module (through `sys.path`) runs it
     others = tuple(s for s in project if s.path != here)
     sightings = own + others
@@ -333,21 +335,19 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
     return CodeEvidence(sightings, *ranges)
 
 
-def _imported_names(path: str) -> frozenset[str]:
-    """Every name in a file's `import` and `from ... import` lines (`from utils.opt_model import step` gives
-    utils, opt_model and step), read once per run."""
-    if path not in _IMPORTED_NAMES:
+def _import_lines(path: str) -> str:
+    """A file's `import` and `from ... import` lines, joined, read once per run."""
+    if path not in _IMPORT_LINES:
         try:
             text = Path(path).read_bytes()
         except OSError:
             text = b""
-        _IMPORTED_NAMES[path] = frozenset(name.decode() for line in _IMPORT_LINE.findall(text)
-                                          for name in re.findall(rb"[A-Za-z_]\w*", line))
-    return _IMPORTED_NAMES[path]
+        _IMPORT_LINES[path] = b"\n".join(_IMPORT_LINE.findall(text)).decode(errors="replace")
+    return _IMPORT_LINES[path]
 
 
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[^\n]*|import[ \t]+[^\n]*)", re.MULTILINE)
-_IMPORTED_NAMES: dict[str, frozenset[str]] = {}  # a sighting's file -> the names its imports mention, once per run
+_IMPORT_LINES: dict[str, str] = {}  # a sighting's file -> its import lines, once per run
 
 
 def _on_its_path(sightings: tuple[Sighting, ...], folder: str, imported: tuple[str, ...]) -> tuple[Sighting, ...]:
