@@ -93,7 +93,7 @@ def test_select_ignore_and_pyproject_settings(tmp_path):
 
 
 def test_vendored_and_archived_folders_are_skipped_unless_named(tmp_path):
-    for folder in ("third_party/lib", "third/official", "Vendor", " archived", "Archive/2019", "old", "Deprecated/v1", "obsolete"):
+    for folder in ("third_party/lib", "third/official", "Vendor", " archived", "Archive/2019", "old", "Legacy", "Deprecated/v1", "obsolete"):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "old_train.py").write_text(BAD)
     (tmp_path / "train.py").write_text(BAD)

@@ -240,6 +240,39 @@ def test_a_pipeline_trained_on_only_in_a_unit_test_is_not_reported(tmp_path: Pat
                                    "a `tf.data` pipeline (trained on in `main` at train.py:9)")]
 
 
+def test_a_loader_whose_flag_picks_a_file_reader_is_not_reported(tmp_path: Path):
+    """TFD201 leaves a loader's `from_generator` pipeline alone when a flag picks a TFRecord reader instead
+    (the fast path is already there), and reports it once the reader is gone."""
+    (tmp_path / "setup.cfg").write_text("[metadata]\nname = proj\n")
+    loader = ("import tensorflow as tf\n\n\n"
+              "class Loader:\n"
+              "    def __init__(self, from_tfrecords):\n"
+              "        self.from_tfrecords = from_tfrecords\n\n"
+              "    def __call__(self):\n"
+              "        if not self.from_tfrecords:\n"
+              "            dataset = self.from_audio()\n"
+              "        else:\n"
+              "            dataset = tf.data.TFRecordDataset(FILES).map(parse)\n"
+              "        return dataset.batch(8)\n\n"
+              "    def from_audio(self):\n"
+              "        dataset = tf.data.Dataset.from_generator(read_audio, output_signature=SIGNATURE)\n"
+              "        return dataset\n")
+    (tmp_path / "loader.py").write_text(loader)
+    (tmp_path / "train.py").write_text(
+        "import tensorflow as tf\nfrom loader import Loader\n\n\ndef main(args):\n"
+        "    strategy = tf.distribute.MirroredStrategy()\n"
+        "    with strategy.scope():\n"
+        "        model = build_model()\n"
+        "    loader = Loader(args.from_tfrecords)\n"
+        "    model.fit(loader(), epochs=1)\n")
+    def findings() -> list[tuple[str, str, int]]:
+        out = run_cli("lint", "--no-cache", "--format", "json", "--exit-zero", "--select", "TFD201", ".", cwd=tmp_path)
+        return [(f["code"], f["path"], f["line"]) for f in json.loads(out.stdout)["findings"]]
+    assert findings() == []
+    (tmp_path / "loader.py").write_text(loader.replace("tf.data.TFRecordDataset(FILES).map(parse)", "self.from_audio()"))
+    assert findings() == [("TFD201", "loader.py", 16)]
+
+
 def test_an_optimizer_given_by_another_module_decides_the_unscaled_loss_message(tmp_path: Path, monkeypatch):
     """TFD104 follows `self.optimizer` to the Adam a training script passes to the trainer's constructor
     (the `None` a prediction script passes applies nothing): a per-replica mean under Adam without clipping is left alone, and

@@ -275,12 +275,15 @@ def test_a_script_above_counts_only_when_it_imports_the_branch(tmp_path):
 
 def test_a_script_elsewhere_that_imports_the_module_is_its_evidence(tmp_path):
     """A training script in another folder that imports the module (through `sys.path`) runs it: its Keras 2
-    optimizer (`Adam(lr=...)`) is the module's evidence; a script that imports nothing of it is not."""
+    optimizer (`Adam(lr=...)`) is the evidence of that module and of the other modules of its package; another
+    folder of the same name, whose modules the script does not name, is another program."""
     step = "import tensorflow as tf\n\n\ndef train_step(x):\n    return x\n"
     script = "import sys\nsys.path.append('../lib')\nfrom utils.steps import train_step\nopt = Adam(lr=1e-4)\n"
     project = _project(tmp_path, {"lib/utils/steps.py": step, "scripts/run/train.py": script,
-                                  "lib/utils/other.py": step})
+                                  "lib/utils/other.py": step, "examples/utils/helpers.py": step})
     settings = load_settings(project)
-    keras = settings.for_file(project / "lib/utils/steps.py").targets.keras
-    assert (keras.kind, keras.source) == ("code", f"`optimizer lr=` at {project / 'scripts/run/train.py'}:4")
-    assert settings.for_file(project / "lib/utils/other.py").targets.keras.kind != "code"
+    cited = ("code", f"`optimizer lr=` at {project / 'scripts/run/train.py'}:4")
+    for module in ("lib/utils/steps.py", "lib/utils/other.py"):
+        keras = settings.for_file(project / module).targets.keras
+        assert (keras.kind, keras.source) == cited
+    assert settings.for_file(project / "examples/utils/helpers.py").targets.keras.kind != "code"

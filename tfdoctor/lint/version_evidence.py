@@ -237,6 +237,7 @@ def forget() -> None:
     _PATHS.clear()
     _BRANCH_IMPORTS.clear()
     _IMPORT_LINES.clear()
+    _package_import.cache_clear()
 
 
 _PROJECTS: dict[tuple[Path, Callable[[Path], bool], Callable[[Path], str]], tuple[Sighting, ...]] = {}
@@ -320,8 +321,7 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
         root = _ROOTS[folder]
         imported = tuple(sorted(cite(p) for p in _imported_packages(source or b"", root)))
         project = _on_its_path(project_sightings(root, excluded, cite), cite(folder), imported)
-        # `model_build_utils.multitask_opt_model`, with its folder: not every `utils` of a collection of examples
-        named = re.compile(rf"\b{re.escape(path.parent.name)}\.{re.escape(path.stem)}\b")
+        named = _package_import(path.parent)
         importers = tuple(s for s in project_sightings(root, excluded, cite)
                           if path.stem != "__init__" and s not in project and named.search(_import_lines(s.path)))
         project = project + importers  # a script elsewhere that imports this module (through `sys.path`) runs it
@@ -333,6 +333,20 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
         ranges = tuple(decide(sightings, package) for package in (TENSORFLOW, KERAS))
     ranges = tuple(found or decide(own, package) for found, package in zip(ranges, (TENSORFLOW, KERAS)))
     return CodeEvidence(sightings, *ranges)
+
+
+@lru_cache(maxsize=1024)
+def _package_import(folder: Path) -> re.Pattern[str]:
+    """An import of a module of `folder` named with the folder (`model_build_utils.save` for
+    `model_build_utils/opt_model_gpus.py`): a script that imports a package runs code written for the same
+    Keras as its modules. Only the folder's own module names count: not every `utils` of a collection of
+    examples is the one a script imports."""
+    try:
+        modules = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+    except OSError:
+        modules = []
+    names = "|".join(re.escape(stem) for stem in modules) or r"(?!)"
+    return re.compile(rf"\b{re.escape(folder.name)}\.(?:{names})\b")
 
 
 def _import_lines(path: str) -> str:

@@ -113,6 +113,26 @@ show(generator, sample, True)
 """,
     )
     VALID = (
+        # distributed on the branch that has a strategy: the attribute holds either dataset
+        """import tensorflow as tf
+class Process:
+    def init(self, train_dataset):
+        if self.strategy is not None:
+            self.train_dataset = self.strategy.experimental_distribute_dataset(train_dataset)
+        else:
+            self.train_dataset = train_dataset
+        self.train_iter = iter(self.train_dataset)
+    def replica(self, x, y):
+        return self.model(x)
+    @tf.function
+    def inner(self, x, y):
+        return self.strategy.run(self.replica, args=(x, y))
+    def train_step(self):
+        x, y = next(self.train_iter)
+        return self.inner(x, y)
+process = Process()
+process.init(tf.data.TFRecordDataset(files).batch(64))
+""",
         # a test gives every replica the same tensor, then checks what each returns
         """import tensorflow as tf
 class UpdateTest(tf.test.TestCase):

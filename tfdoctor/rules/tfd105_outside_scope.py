@@ -202,6 +202,21 @@ strategy = tf.distribute.MirroredStrategy()
 with strategy.scope():
     trainer = Trainer(strategy)
 """,
+        # built by a method called through an alias of self, inside the scope
+        """import tensorflow as tf
+class Process:
+    def init(self):
+        this = self
+        with self.strategy.scope():
+            this.init_net()
+    def init_net(self):
+        self.model = tf.keras.Sequential([tf.keras.layers.Dense(4)])
+    def replica(self, x):
+        return self.model(x)
+    @tf.function
+    def step(self, x):
+        return self.strategy.run(self.replica, args=(x,))
+""",
         # rebuilt inside the scope before use
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()

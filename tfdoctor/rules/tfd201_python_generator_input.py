@@ -194,6 +194,20 @@ model.fit(train_gen, epochs=20)  # TFD201
 """,
     )
     VALID = (
+        # a flag picks a TFRecord reader or the generator: the file path is already there
+        """import tensorflow as tf
+def make_dataset(from_tfrecords):
+    if from_tfrecords:
+        ds = tf.data.TFRecordDataset(files).map(parse)
+    else:
+        ds = tf.data.Dataset.from_generator(read_audio, output_signature=signature)
+    return ds.batch(64)
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = build_model()
+    model.compile(optimizer="adam", loss="mse")
+model.fit(make_dataset(args.from_tfrecords), epochs=3)
+""",
         # TF1: slices of arrays in memory, cut in a loop that counts steps (through a progress bar)
         """import tensorflow.compat.v1 as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -310,8 +324,8 @@ for images, labels in batches(files):
         if not any(c.attr == "from_generator" and id(c.node) not in seen for c in facts.calls):
             return  # asking the importers costs their analysis: only for a generator source it has not reported
         for feed in fed_elsewhere(facts):  # a loader's `from_generator` pipeline, trained on in another module
-            if (feed.source_call is not None and feed.source.endswith(".from_generator") and id(feed.source_call) not in seen
-                    and distributes(feed.use.scope.owner)):  # type: ignore[arg-type]
+            if (feed.source_call is not None and _generators(feed.source, *feed.other_sources)
+                    and id(feed.source_call) not in seen and distributes(feed.use.scope.owner)):  # type: ignore[arg-type]
                 seen.add(id(feed.source_call))
                 call = facts.call_fact(feed.source_call)
                 yield self.report(feed.source_call, statement=call.statement if call else None,
@@ -329,7 +343,7 @@ for images, labels in batches(files):
             fit = _fit_of(facts, use.expr, statement) if use.via == "fit" else None
             chain = facts.dataset_chain(expr, scope, order)
             if chain is not None:
-                if chain.source.endswith(".from_generator"):
+                if _generators(*(c.source for c in (chain, *chain.alternatives))):
                     source = facts.call_fact(chain.source_call)
                     yield chain.source_call, source.statement if source else statement, "`Dataset.from_generator`", None
                 continue
@@ -363,6 +377,12 @@ for images, labels in batches(files):
                 arg.keyword is None or arg.keyword.value not in _NO_WORK for arg in receiver.args):  # type: ignore[union-attr]
             return None  # `ImageDataGenerator().flow(x, y)`: batches of arrays in memory, a copy each
         return expr.func.attr.value
+
+
+def _generators(*sources: str) -> bool:
+    """Whether every pipeline the input may be starts at `from_generator`: where a flag picks a file reader
+    instead (`if not from_tfrecords: ... from_generator ... else: TFRecordDataset`), the fast path is there."""
+    return all(source.endswith(".from_generator") for source in sources)
 
 
 def _fit_of(facts: ModuleFacts, expr: cst.BaseExpression, statement: cst.CSTNode) -> CallFact | None:

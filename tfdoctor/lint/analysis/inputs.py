@@ -484,6 +484,7 @@ class FedElsewhere:
     final_batch: DatasetOp | None = None  # the chain's last `batch`/`padded_batch`, when it is one of `ops`
     steps: tuple[DatasetOp, ...] = ()  # the pipeline's steps after its source, here and in the other module
     ends_here: bool = False        # its last step (or, with none, its source) is in this module
+    other_sources: tuple[str, ...] = ()  # the sources of the other pipelines the input may be (`if flag: ...`)
 
 
 def fed_elsewhere(facts: ModuleFacts) -> list[FedElsewhere]:
@@ -500,30 +501,38 @@ def _fed_elsewhere(facts: ModuleFacts) -> Iterator[FedElsewhere]:
         return
     home = facts.file.resolve()
     for other in _training_modules(facts, home):
-        for chain, use in ((c, use) for found, use in training_chains(other) for c in (found, *found.alternatives)):
-            if in_test_code(other, use.scope):
-                continue  # a unit test that fits a few batches trains nothing
-            here = [op for op in chain.ops if _in_file(op.scope, home)]
-            source_here = _in_file(chain.source_scope, home)
-            copy = here[0].scope.owner if here else chain.source_scope.owner if source_here else None
-            # The importer sees this module as parsed from disk: its nodes are this module's only if the
-            # text is the same (an editor's unsaved buffer is not), and then the n-th call is the n-th call.
-            if not isinstance(copy, SemanticModel) or copy.source_lines != facts.source_lines:
-                continue
-            index = {id(call.node): number for number, call in enumerate(copy.calls)}
-            mine = [facts.calls[index[id(op.call)]] for op in here if id(op.call) in index]
-            if len(mine) < len(here) or (source_here and id(chain.source_call) not in index):
-                continue
-            ops = tuple(DatasetOp(op.method, call.node, call.scope) for op, call in zip(here, mine))
-            source_call = facts.calls[index[id(chain.source_call)]].node if source_here else None
-            what = f"trained on in `{use.scope.name}`" if use.scope.is_function else "trained on"  # placed at path:line
-            last = chain.last_batch()
-            final = next((mapped for op, mapped in zip(here, ops) if op is last), None)
-            own = chain.own_ops
-            ends_here = bool(here) and bool(own) and own[-1] is here[-1] or not own and source_here
-            yield FedElsewhere(ops, chain.source, source_call,
-                               Evidence(what, other.path, other, use.expr), use, final,
-                               own, ends_here)
+        for found, use in training_chains(other):
+            for chain in (found, *found.alternatives):
+                others = tuple(c.source for c in (found, *found.alternatives) if c is not chain)
+                yield from _fed_here(facts, home, other, chain, use, others)
+
+
+def _fed_here(facts: ModuleFacts, home: Path, other: ModuleFacts, chain: DatasetChain, use: TrainingInput,
+              others: tuple[str, ...]) -> Iterator[FedElsewhere]:
+    """The part of one pipeline that another module trains on that lies in this module, if any."""
+    if in_test_code(other, use.scope):
+        return  # a unit test that fits a few batches trains nothing
+    here = [op for op in chain.ops if _in_file(op.scope, home)]
+    source_here = _in_file(chain.source_scope, home)
+    copy = here[0].scope.owner if here else chain.source_scope.owner if source_here else None
+    # The importer sees this module as parsed from disk: its nodes are this module's only if the
+    # text is the same (an editor's unsaved buffer is not), and then the n-th call is the n-th call.
+    if not isinstance(copy, SemanticModel) or copy.source_lines != facts.source_lines:
+        return
+    index = {id(call.node): number for number, call in enumerate(copy.calls)}
+    mine = [facts.calls[index[id(op.call)]] for op in here if id(op.call) in index]
+    if len(mine) < len(here) or (source_here and id(chain.source_call) not in index):
+        return
+    ops = tuple(DatasetOp(op.method, call.node, call.scope) for op, call in zip(here, mine))
+    source_call = facts.calls[index[id(chain.source_call)]].node if source_here else None
+    what = f"trained on in `{use.scope.name}`" if use.scope.is_function else "trained on"  # placed at path:line
+    last = chain.last_batch()
+    final = next((mapped for op, mapped in zip(here, ops) if op is last), None)
+    own = chain.own_ops
+    ends_here = bool(here) and bool(own) and own[-1] is here[-1] or not own and source_here
+    yield FedElsewhere(ops, chain.source, source_call,
+                       Evidence(what, other.path, other, use.expr), use, final,
+                       own, ends_here, others)
 
 
 def _training_modules(facts: ModuleFacts, home: Path) -> list[ModuleFacts]:

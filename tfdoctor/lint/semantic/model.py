@@ -473,6 +473,11 @@ class SemanticModel:
         found = []
         for origin in self.values_of(receiver, seen_from, before, parameters=False, depth=depth):
             value = origin.expr
+            if origin.kind == "parameter" and _is_self(origin):  # `this = self; this.init_net()`
+                class_name = origin.model.enclosing_class(origin.scope)
+                own = origin.model.method_named(class_name, method, False) if class_name else None
+                found.extend([own] if own is not None else [])
+                continue
             if origin.kind != "value" or origin.path or not isinstance(value, cst.Call):
                 continue
             known = origin.model.class_and_module(dotted(value.func))
@@ -676,6 +681,13 @@ class SemanticModel:
         return where.start.line, where.start.column + 1, where.end.line, where.end.column + 1
 
 
+def _is_self(origin: Origin) -> bool:
+    """The `self` parameter of a method: the first one, named so."""
+    node = origin.scope.node
+    return (isinstance(origin.expr, cst.Name) and origin.expr.value == "self" and isinstance(node, cst.FunctionDef)
+            and bool(node.params.params) and node.params.params[0].name.value == "self")
+
+
 def _falsy(value: cst.BaseExpression | None) -> bool:
     return (isinstance(value, cst.Name) and value.value in ("False", "None")
             or isinstance(value, cst.Integer) and value.value == "0")
@@ -749,8 +761,8 @@ class _Lookup:
         active = active | {key}
         if name.startswith("self."):
             assigned = model.definitions(name, scope)
-            local = [a for a in assigned if a.scope is scope and a.order < before]
-            for assign in local[-1:] or assigned:
+            local = _reaching_bindings([a for a in assigned if a.scope is scope], before)
+            for assign in local or assigned:
                 self._assigned(assign, name, path, via, bound, depth, active)
             if not assigned or any(name in assign.names for assign in assigned):
                 # `self.step = tf.function(self.step)` wraps the method: the attribute may be the method too
