@@ -194,6 +194,13 @@ model.fit(train_gen, epochs=20)  # TFD201
 """,
     )
     VALID = (
+        # a wrapper of the same name: its callers' `fit_generator` calls say how they run the generator
+        """import tensorflow as tf
+class Net:
+    def fit_generator(self, generator, **kwargs):
+        self.model.fit_generator(generator, **kwargs)
+strategy = tf.distribute.MirroredStrategy()
+""",
         # a flag picks a TFRecord reader or the generator: the file path is already there
         """import tensorflow as tf
 def make_dataset(from_tfrecords):
@@ -334,7 +341,7 @@ for images, labels in batches(files):
     def _python_feeds(self, facts: ModuleFacts) -> Iterator[tuple[cst.CSTNode, cst.CSTNode, str, CallFact | None]]:
         """(node, statement, what feeds it, the `fit`/`fit_generator` call that it feeds, if one does)."""
         for call in facts.method_calls("fit_generator"):
-            if not in_test_code(facts, call.scope):  # a unit test's dummy batches train nothing
+            if not in_test_code(facts, call.scope) and not _forwarding_wrapper(call):  # a unit test trains nothing
                 yield call.node, call.statement, "`fit_generator`", call
         for use in training_inputs(facts):
             scope, order, expr, statement = use.scope, use.order, use.expr, use.statement
@@ -383,6 +390,16 @@ def _generators(*sources: str) -> bool:
     """Whether every pipeline the input may be starts at `from_generator`: where a flag picks a file reader
     instead (`if not from_tfrecords: ... from_generator ... else: TFRecordDataset`), the fast path is there."""
     return all(source.endswith(".from_generator") for source in sources)
+
+
+def _forwarding_wrapper(call: CallFact) -> bool:
+    """`def fit_generator(self, generator, **kwargs): self.model.fit_generator(generator, **kwargs)`: a wrapper
+    of the same name, whose callers' own `fit_generator` calls are reported, with the arguments they pass."""
+    node = call.scope.node
+    if not isinstance(node, cst.FunctionDef) or node.name.value != call.attr:
+        return False
+    star = node.params.star_kwarg
+    return star is not None and any(a.star == "**" and dotted(a.value) == star.name.value for a in call.node.args)
 
 
 def _fit_of(facts: ModuleFacts, expr: cst.BaseExpression, statement: cst.CSTNode) -> CallFact | None:
