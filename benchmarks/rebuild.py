@@ -1,7 +1,7 @@
 """Rebuild the development corpus of real code outside the repository, from the corpus manifests.
 
 For every repository a manifest names, writes the project's `.py`, `.ipynb`, `pyproject.toml`, `setup.py`,
-`setup.cfg` and `requirements*.txt` files at the manifest's commit into DEST/owner__name/ (the whole
+`setup.cfg`, `requirements*.txt` and `environment.yml` files at the manifest's commit into DEST/owner__name/ (the whole
 project, since the linter reads the modules a file imports), and an empty `.git` folder where a clone has
 its own, so that the project root is found as in a real checkout. Files come from a local bare mirror when one
 exists (MIRRORS/owner+name/repo or repo/.git, as the `fetch` tool leaves them), else from a blob-less, sparse clone of
@@ -27,7 +27,8 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_DEST = Path("/work/corpus/files")
 DEFAULT_MIRRORS = Path("/work/.mirror")
 GITHUB_URL = "https://github.com/{repo}.git"
-KEPT = ("*.py", "*.ipynb", "pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt")
+KEPT = ("*.py", "*.ipynb", "pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt", "environment.yml",
+        "environment.yaml")  # the files the linter reads: code, and where the versions are pinned
 STAMP = ".corpus_commit"
 CHECKOUT_MARKER = ".git"  # an empty folder: the linter finds the project root where a real clone has it
 REGULAR_FILE_MODES = {"100644", "100755"}

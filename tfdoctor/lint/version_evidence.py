@@ -87,7 +87,9 @@ APIS: tuple[Api, ...] = (
         rb"\bkeras\.backend\.tensorflow_backend\b"),
     Api("tensorflow.python.keras", literal=b"tensorflow.python.keras",
         pattern=_IMPORT + rb"tensorflow\.python\.keras\b", **_KERAS2),
-    Api("fit_generator", literal=b"_generator", pattern=rb"\.(?:fit|evaluate|predict)_generator\s*\(", **_KERAS2),
+    # not `self.predict_generator(`: a class of the project's own (ktrain's predictors) by that name
+    *(Api(f"{method}_generator", literal=b"_generator", pattern=rb"(?<!\bself)\.%b_generator\s*\(" % method.encode(),
+          **_KERAS2) for method in ("fit", "evaluate", "predict")),
     Api("fit(workers=...)", literal=(b"workers", b"use_multiprocessing", b"max_queue_size"),
         pattern=rb"\.(?:fit|evaluate|predict)\((?:[^()]|\([^()]*\))*?"  # one level of nested parentheses
                 rb"\b(?:workers|use_multiprocessing|max_queue_size)\s*=", **_KERAS2),

@@ -6,7 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import evaluation_name
+from tfdoctor.lint.dataflow import evaluation_name, horovod_scope
 from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
@@ -151,6 +151,28 @@ class Tacotron:
 """,
     )
     VALID = (
+        # towers that run a network forward and fetch its outputs (StyleGAN's `Network.run`): inference
+        """import tensorflow as tf
+class Network:
+    def run(self, *inputs, num_gpus=1):
+        in_expr = [tf.placeholder(tf.float32) for _ in self.input_names]
+        out_split = []
+        for gpu in range(num_gpus):
+            with tf.device("/gpu:%d" % gpu):
+                net_gpu = self.clone()
+                out_split.append(net_gpu.get_output_for(*in_expr))
+        return tf.get_default_session().run(out_split, dict(zip(in_expr, inputs)))
+""",
+        # towers inside a Horovod rank: Horovod already runs one process per GPU
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+def training_loop(num_gpus):
+    hvd.init()
+    for gpu in range(num_gpus):
+        with tf.device("/gpu:%d" % gpu):
+            G_gpu = G.clone()
+            loss = compute_loss(G_gpu)
+""",
         # a generic helper that runs its caller's function on its caller's devices (Mesh-TensorFlow's `parallel`)
         """import tensorflow as tf
 def parallel(devices, fn, *args):
@@ -286,7 +308,8 @@ for gpu in tf.config.list_physical_devices("GPU"):
                            or _picked_from_devices(facts, spec, device, loop_vars))
                 if per_gpu and builds and not _handles_gradients(facts, device, block.calls) \
                         and not _predicts(facts, device.scope) and not _communicates(device.scope) \
-                        and not _applies_callers_function(facts, spec, device, builds):
+                        and not _applies_callers_function(facts, spec, device, builds) \
+                        and not _infers(facts, device.scope) and not horovod_scope(facts, device.scope):
                     yield self.report(device)
 
 
@@ -329,6 +352,40 @@ def _predicts(facts: ModuleFacts, scope: Scope | None) -> bool:
     stem = Path(facts.path).stem
     return evaluation_name(stem) and "train" not in stem.lower() and not any(
         call.attr in _GRADIENT_CALLS or (call.func or "").rpartition(".")[2] in _GRADIENT_CALLS for call in facts.calls)
+
+
+_TRAINING_WORD = re.compile(r"grad|minimi[sz]e|loss|optimi[sz]er", re.IGNORECASE)
+
+
+def _infers(facts: ModuleFacts, scope: Scope) -> bool:
+    """Whether the function around the towers runs what it builds (`sess.run`, `tfutil.run`) while neither it
+    nor its class (Tacotron's `initialize` builds the towers, `add_loss` their losses) calls anything that works
+    on a loss, gradients or an optimizer: StyleGAN's `Network.run` runs a model forward, it does not train one."""
+    function = scope
+    while function.parent is not None and function.parent.is_function:
+        function = function.parent
+    if not function.is_function:
+        return False  # the module's top level: a script, whose training may follow in any form
+    found = facts.class_named(function.class_name) if function.class_name is not None else None
+    functions = list(found.methods.values()) if found is not None else [function]
+    calls = [call for inner in facts.scopes if any(inner is f or _inside(inner, f) for f in functions)
+             for call in inner.calls]
+    runs = any(call.attr == "run" and _inside_or_is(call.scope, function) for call in calls)
+    return runs and not any(_TRAINING_WORD.search(call.func or call.attr or "")
+                            or any(_TRAINING_WORD.search(callee.name) for callee in facts.callees(call))
+                            for call in calls)
+
+
+def _inside_or_is(scope: Scope, function: Scope) -> bool:
+    return scope is function or _inside(scope, function)
+
+
+def _inside(scope: Scope, function: Scope) -> bool:
+    while scope.parent is not None:
+        if scope.parent is function:
+            return True
+        scope = scope.parent
+    return False
 
 
 _GRADIENT_CALLS = frozenset({"gradients", "gradient", "compute_gradients", "minimize", "apply_gradients"})

@@ -73,6 +73,13 @@ train_ds = tf.data.Dataset.from_tensor_slices((dict(dataframe), labels)).batch(3
 """,
     )
     VALID = (
+        # a graph query of another library (GraphLearn): its `shuffle` takes no buffer
+        """import tensorflow as tf
+import graphlearn as gl
+def train(g, config):
+    seed = g.E("train").batch(config["batch_size"]).shuffle(traverse=True)
+    return seed.outV().alias("src")
+""",
         # frames batched into one video example by a map, then the videos shuffled
         """import tensorflow as tf
 dataset = frames.batch(num_frames, drop_remainder=True).map(features_from_batch)
@@ -117,6 +124,8 @@ ds = training_dataset().unbatch().batch(20).shuffle(20)
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for call in facts.method_calls("shuffle"):
+            if call_arg(call.node, 0, "buffer_size") is None:
+                continue  # `tf.data`'s shuffle needs a buffer: `batch(n).shuffle(traverse=True)` is GraphLearn's query
             chain = facts.dataset_chain(call.node, call.scope, call.order + 1, any_source=True)
             if chain is None or _picks_a_few(facts, call) or random_data(facts, chain):
                 continue  # a few batches to look at, or random demo data whose order no one learns from

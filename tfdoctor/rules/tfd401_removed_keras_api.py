@@ -77,6 +77,14 @@ model.fit_generator(batches, epochs=3)  # TFD401
 """,
     )
     VALID = (
+        # a method of the project's own class that bears the name (ktrain's predictor)
+        """import tensorflow as tf
+class ImagePredictor:
+    def predict(self, data):
+        return self.predict_generator(self.preprocess(data))
+    def predict_generator(self, generator, steps=None):
+        return self.model.predict(generator, steps=steps)
+""",
         """import tensorflow as tf
 model.fit(seq, epochs=3)
 """,
@@ -119,7 +127,7 @@ model.fit_generator(gen(), steps_per_epoch=10)
         if old_keras:
             return  # standalone Keras 2.3 or earlier, or tf.keras of TF 1.x/2.0: how generators are trained
         for call in facts.calls:
-            if _another_librarys_model(facts, call):
+            if _another_librarys_model(facts, call) or _own_method(facts, call):
                 continue
             removed = [a.keyword.value for a in call.node.args if a.keyword and a.keyword.value in _REMOVED_ARGUMENTS]
             if call.attr in _GENERATOR_METHODS:
@@ -149,6 +157,15 @@ def _another_librarys_model(facts: ModuleFacts, call: CallFact) -> bool:
         return False  # a Keras model another library built (`deepcell.model_zoo.PanopticNet(...)`), compiled here
     origins = facts.values_of(call.receiver, call.scope, call.order)
     return bool(origins) and all(_library_call(origin.model, origin.expr) for origin in origins)
+
+
+def _own_method(facts: ModuleFacts, call: CallFact) -> bool:
+    """`self.predict_generator(...)` in a class that defines that method (ktrain's `Predictor`): the project's
+    own method, not Keras'."""
+    if dotted(call.receiver) != "self" or call.attr not in _GENERATOR_METHODS:
+        return False
+    class_name = facts.enclosing_class(call.scope)
+    return class_name is not None and facts.method_named(class_name, call.attr, cross_module=True) is not None
 
 
 def _library_call(model: object, expr: cst.CSTNode) -> bool:

@@ -98,6 +98,15 @@ with tf.Session() as sess:
 """,
     )
     VALID = (
+        # pinning commented out: a CPU run on purpose
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+config = tf.ConfigProto(intra_op_parallelism_threads=flags.intraop)
+# config.gpu_options.visible_device_list = str(hvd.local_rank())
+with tf.train.MonitoredTrainingSession(hooks=hooks, config=config) as sess:
+    sess.run(train_op)
+""",
         # TF 1 session config
         """import tensorflow as tf
 import horovod.keras as hvd
@@ -146,10 +155,20 @@ hvd.init()
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         inits = horovod_init(facts)
-        if not inits or not trains(facts) or _chooses_devices(facts) or _placed_by_scheduler(facts):
+        if (not inits or not trains(facts) or _chooses_devices(facts) or _placed_by_scheduler(facts)
+                or _pinning_commented_out(facts)):
             return
         for call in inits:
             yield self.report(call)
+
+
+_COMMENTED_PIN = re.compile(r"^\s*#.*(visible_device|set_visible_devices|CUDA_VISIBLE_DEVICES).*local_rank\(\)")
+
+
+def _pinning_commented_out(facts: ModuleFacts) -> bool:
+    """A pinning line the author commented out (`# config.gpu_options.visible_device_list =
+    str(hvd.local_rank())`): the job runs without GPUs on purpose (Intel's CPU Horovod trainer)."""
+    return any(_COMMENTED_PIN.search(line) for line in facts.source_lines)
 
 
 def _placed_by_scheduler(facts: ModuleFacts) -> bool:
