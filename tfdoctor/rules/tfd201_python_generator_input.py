@@ -12,6 +12,7 @@ from tfdoctor.lint.dataflow import (
     fed_elsewhere,
     in_test_code,
     iterable_provenance,
+    repeats_one_batch,
     session_feeds,
     training_inputs,
 )
@@ -194,6 +195,21 @@ model.fit(train_gen, epochs=20)  # TFD201
 """,
     )
     VALID = (
+        # a benchmark's synthetic input: the same arrays, made once, handed back each step
+        """import numpy as np
+import tensorflow as tf
+X = np.random.random((64, 224, 224, 3)).astype("float32")
+Y = np.random.random((64, 1000)).astype("float32")
+def gen():
+    while True:
+        yield (X, Y)
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = build_model()
+    model.compile(optimizer="sgd", loss="categorical_crossentropy")
+model.fit(gen(), epochs=100, steps_per_epoch=50)
+model.fit_generator(gen(), epochs=100, steps_per_epoch=50)
+""",
         # a wrapper of the same name: its callers' `fit_generator` calls say how they run the generator
         """import tensorflow as tf
 class Net:
@@ -341,8 +357,10 @@ for images, labels in batches(files):
     def _python_feeds(self, facts: ModuleFacts) -> Iterator[tuple[cst.CSTNode, cst.CSTNode, str, CallFact | None]]:
         """(node, statement, what feeds it, the `fit`/`fit_generator` call that it feeds, if one does)."""
         for call in facts.method_calls("fit_generator"):
-            if not in_test_code(facts, call.scope) and not _forwarding_wrapper(call):  # a unit test trains nothing
-                yield call.node, call.statement, "`fit_generator`", call
+            if in_test_code(facts, call.scope) or _forwarding_wrapper(call) or repeats_one_batch(
+                    facts, call_arg(call.node, 0, "generator"), call.scope, call.order):
+                continue  # a unit test trains nothing; a benchmark's one batch costs no Python per step
+            yield call.node, call.statement, "`fit_generator`", call
         for use in training_inputs(facts):
             scope, order, expr, statement = use.scope, use.order, use.expr, use.statement
             if in_test_code(facts, scope):

@@ -107,9 +107,27 @@ def _python_source(facts: ModuleFacts, call: cst.Call, functions: list[Scope]) -
     described = is_python_iterator_class(facts, dotted(call.func))
     if described:
         return Provenance("undistributed", described, call)
-    if len(functions) == 1 and functions[0].is_generator and not _regroups(functions[0]):
+    if len(functions) == 1 and functions[0].is_generator and not _regroups(functions[0]) \
+            and not _yields_the_same(functions[0]):
         return Provenance("undistributed", f"the Python generator `{functions[0].name}`", call)
     return None
+
+
+def repeats_one_batch(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int) -> bool:
+    """Whether every value of `expr` is a call of a generator that hands back the same batch each time."""
+    if expr is None:
+        return False
+    values = [o.expr for o in facts.values_of(expr, scope, before)] if dotted(expr) else [expr]
+    return bool(values) and all(
+        isinstance(v, cst.Call) and (found := facts.callables_of(v.func, scope)) != []
+        and all(f.is_generator and _yields_the_same(f) for f in found) for v in values)
+
+
+def _yields_the_same(generator: Scope) -> bool:
+    """`while True: yield X, Y` over arrays made once, outside: a generator that calls, assigns and iterates
+    over nothing hands the same batch back each time (a benchmark's synthetic input), with no work per batch."""
+    return not generator.calls and not generator.assigns and not any(isinstance(loop.node, cst.For)
+                                                                     for loop in generator.loops)
 
 
 def _regroups(generator: Scope) -> bool:
