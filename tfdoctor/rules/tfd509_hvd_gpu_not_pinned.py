@@ -98,6 +98,17 @@ with tf.Session() as sess:
 """,
     )
     VALID = (
+        # a Flyte MPI task that requests CPUs and memory, no GPU
+        """import tensorflow as tf
+from flytekit import Resources, task
+@task(requests=Resources(cpu="1", mem="1000Mi"), limits=Resources(cpu="2"))
+def horovod_train_task(batch_size: int):
+    import horovod.tensorflow as hvd
+    hvd.init()
+    model = build_model()
+    model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01)), loss="mse")
+    model.fit(make_dataset(batch_size), epochs=1)
+""",
         # pinning commented out: a CPU run on purpose
         """import tensorflow as tf
 import horovod.tensorflow as hvd
@@ -156,7 +167,7 @@ hvd.init()
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         inits = horovod_init(facts)
         if (not inits or not trains(facts) or _chooses_devices(facts) or _placed_by_scheduler(facts)
-                or _pinning_commented_out(facts)):
+                or _pinning_commented_out(facts) or _requests_no_gpu(facts)):
             return
         for call in inits:
             yield self.report(call)
@@ -169,6 +180,14 @@ def _pinning_commented_out(facts: ModuleFacts) -> bool:
     """A pinning line the author commented out (`# config.gpu_options.visible_device_list =
     str(hvd.local_rank())`): the job runs without GPUs on purpose (Intel's CPU Horovod trainer)."""
     return any(_COMMENTED_PIN.search(line) for line in facts.source_lines)
+
+
+def _requests_no_gpu(facts: ModuleFacts) -> bool:
+    """A task whose resource requests (flytekit's `Resources(cpu="1", mem="1000Mi")`) name no GPU: its pods
+    have none to share."""
+    requests = [c for c in facts.calls if facts.resolve(c.func) == "flytekit.Resources"]
+    return bool(requests) and not any(a.keyword is not None and a.keyword.value == "gpu"
+                                      for c in requests for a in c.node.args)
 
 
 def _placed_by_scheduler(facts: ModuleFacts) -> bool:
