@@ -287,3 +287,19 @@ def test_a_script_elsewhere_that_imports_the_module_is_its_evidence(tmp_path):
         keras = settings.for_file(project / module).targets.keras
         assert (keras.kind, keras.source) == cited
     assert settings.for_file(project / "examples/utils/helpers.py").targets.keras.kind != "code"
+
+
+def test_a_notebook_takes_no_evidence_from_the_scripts_beside_it(tmp_path):
+    """A notebook is a program of its own: a TF 1 script beside it says nothing of its versions, and a script
+    above a folder (`with tf.Session() as sess:` at its top level) says nothing of a folder it does not import;
+    a module the notebook imports does."""
+    session = "import tensorflow as tf\nwith tf.Session() as sess:\n    sess.run(op)\n"
+    project = _project(tmp_path, {"keras_tf_mnist.py": session, "text/helpers.py": "import tensorflow as tf\n",
+                                  "lib/steps.py": "import tensorflow as tf\nsess = tf.Session()\n"})
+    (project / "book.ipynb").write_text(_notebook([("import tensorflow as tf\nds = tf.data.Dataset.range(4)", [])]))
+    (project / "uses_lib.ipynb").write_text(_notebook([("from lib import steps", [])]))
+    settings = load_settings(project)
+    assert settings.for_file(project / "book.ipynb").targets.tensorflow.kind != "code"
+    assert settings.for_file(project / "text/helpers.py").targets.tensorflow.kind != "code"
+    imported = settings.for_file(project / "uses_lib.ipynb").targets.tensorflow
+    assert (imported.kind, imported.source) == ("code", f"`tf.Session` at {project / 'lib/steps.py'}:2")

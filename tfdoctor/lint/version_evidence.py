@@ -321,8 +321,11 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
         if folder not in _ROOTS:
             _ROOTS[folder] = project_root(folder)
         root = _ROOTS[folder]
-        imported = tuple(sorted(cite(p) for p in _imported_packages(source or b"", root)))
+        code = _notebook_code(source or b"") if path.suffix == ".ipynb" else source or b""
+        imported = tuple(sorted(cite(p) for p in _imported_packages(code, root)))
         project = _on_its_path(project_sightings(root, excluded, cite), cite(folder), imported)
+        if path.suffix == ".ipynb":  # a notebook is a program of its own: only the modules it imports run with it
+            project = tuple(s for s in project if any(s.path == m or s.path.startswith(m + "/") for m in imported))
         named = _package_import(path.parent)
         importers = tuple(s for s in project_sightings(root, excluded, cite)
                           if path.stem != "__init__" and s not in project and named.search(_import_lines(s.path)))
@@ -423,11 +426,20 @@ def _imports_branch(path: str, folder: str) -> bool:
     return _BRANCH_IMPORTS[key]
 
 
-_SCRIPT = re.compile(rb"^(?:if __name__\s*==|[A-Za-z_][\w.]*\()", re.MULTILINE)  # a top-level call or main block
+# a top-level call, `with` or `for` (`with tf.Session() as sess:`), or a main block
+_SCRIPT = re.compile(rb"^(?:if __name__\s*==|[A-Za-z_][\w.]*\(|with\s|for\s)", re.MULTILINE)
 
 
 _BRANCH_IMPORTS: dict[tuple[str, str], bool] = {}  # (a file above, a branch below it): counts, once per run
 _PATHS: dict[tuple[int, str, tuple[str, ...]], tuple[tuple[Sighting, ...], tuple[Sighting, ...]]] = {}  # keeps each key's tuple alive
+
+
+def _notebook_code(source: bytes) -> bytes:
+    """A notebook's code cells as one module (nothing for a file that is no notebook)."""
+    try:
+        return read_notebook(source).python.encode()
+    except NotebookError:
+        return b""
 
 
 def _notebook_scan(source: bytes, here: str) -> tuple[Sighting, ...]:
