@@ -10,7 +10,7 @@ from tfdoctor.lint.rule import all_rules, rule_by_code
 GENERATOR = """import tensorflow as tf
 def batches():
     while True:
-        yield x, y
+        yield load_batch()
 model.fit_generator(batches(), steps_per_epoch=10)
 strategy = tf.distribute.MirroredStrategy()
 """

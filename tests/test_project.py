@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, run_cli
+from tests.conftest import FIXTURES, lint_text, run_cli
 from tfdoctor.config import Overrides
 from tfdoctor.lint.engine import lint_paths
 
@@ -374,3 +374,17 @@ def test_generator_methods_of_keras_1_code_are_not_removed_apis(tmp_path: Path, 
                                        "model.fit_generator(gen, 1000, 10, validation_data=val, nb_val_samples=100)\n")
     monkeypatch.chdir(tmp_path)
     assert lint_paths(["train.py"], Overrides(select=("TFD401",))).findings == []
+
+
+def test_a_branch_that_a_module_constant_rules_out_is_not_reported():
+    """`gpus = 1` set once at the top of a script, then `if gpus >= 2: multi_gpu_model(...)`: that call never
+    runs. With `gpus = 2` it does, and so does a constant the script sets again (from a flag)."""
+    script = ("import tensorflow as tf\n"
+              "gpus = {gpus}\n"
+              "model = build_model()\n"
+              "if gpus >= 2:\n"
+              "    model = tf.keras.utils.multi_gpu_model(model, gpus=gpus)\n")
+    assert [f.code for f in lint_text(script.format(gpus=1), select=("TFD101",))] == []
+    assert [(f.code, f.line) for f in lint_text(script.format(gpus=2), select=("TFD101",))] == [("TFD101", 5)]
+    again = script.format(gpus=1) + "gpus = args.gpus\n"
+    assert [(f.code, f.line) for f in lint_text(again, select=("TFD101",))] == [("TFD101", 5)]

@@ -16,6 +16,8 @@ Another module of the project enters only through a `ModuleLoader`, given by the
 
 from __future__ import annotations
 
+import operator
+
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -577,7 +579,11 @@ class SemanticModel:
         """Whether a call lies in the body of an `if` on a parameter of its function that defaults to False,
         None or 0 and that none of the function's calls sets (`if cached:` in `def get_dataset(files,
         cached=False)`, never called with `cached=`). Only where every call is in sight: in a notebook, or in a
-        private function (`_load`) of a module."""
+        private function (`_load`) of a module. Also the body of an `if` that compares a module constant set once
+        to a literal with a number it fails (`gpus = 1` ... `if gpus >= 2:`)."""
+        if any(in_part(branch.body, call.statement) and self._constant_test(branch.test) is False
+               for branch in call.ifs):
+            return True
         scope = call.scope
         if not isinstance(scope.node, cst.FunctionDef) or not (self.notebook or scope.name.startswith("_")):
             return False
@@ -593,6 +599,22 @@ class SemanticModel:
             if _falsy(default) and not any(_sets(caller.node, name, parameters.index(name)) for caller in callers):
                 return True
         return False
+
+    def _constant_test(self, test: cst.BaseExpression) -> bool | None:
+        """The value of `NAME op INTEGER` where NAME is bound once in the module, at its top level, to an integer
+        literal; None for any other test."""
+        if not (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1):
+            return None
+        target = test.comparisons[0]
+        compare = _COMPARE.get(type(target.operator))
+        if compare is None or not isinstance(target.comparator, cst.Integer):
+            return None
+        name = test.left.value
+        bindings = [b for scope in self.scopes for b in self._bindings_in(scope).get(name, ())]
+        if len(bindings) != 1 or not isinstance(bindings[0], AssignFact) or bindings[0].scope is not self.module_scope \
+                or not isinstance(bindings[0].value, cst.Integer) or bindings[0].operator != "=":
+            return None
+        return compare(int(bindings[0].value.value, 0), int(target.comparator.value, 0))
 
     def runs_before(self, first: CallFact | AssignFact, second: CallFact | AssignFact) -> bool | None:
         """Whether `first` surely runs before `second` in one run of the module: True when, in every function
@@ -679,6 +701,10 @@ class SemanticModel:
         first time, so it is asked only for evidence a finding cites."""
         where = self._positions[node]
         return where.start.line, where.start.column + 1, where.end.line, where.end.column + 1
+
+
+_COMPARE = {cst.GreaterThan: operator.gt, cst.GreaterThanEqual: operator.ge, cst.LessThan: operator.lt,
+            cst.LessThanEqual: operator.le, cst.Equal: operator.eq, cst.NotEqual: operator.ne}
 
 
 def _is_self(origin: Origin) -> bool:
