@@ -209,6 +209,19 @@ for x in dist:
 """,
     )
     VALID = (
+        # prioritized replay: the TD errors read on the host decide which transitions the next step trains on
+        """import numpy as np
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+@tf.function
+def update_agent(**batch):
+    return strategy.run(replica_update, kwargs=batch)
+for iteration in range(steps):
+    batch_data = sample_batch(exp_replay, batch_size=64)
+    indexes = batch_data.pop("td_indexes")
+    loss_t = update_agent(**batch_data)
+    exp_replay.update_td_error(indexes, np.abs(loss_t.numpy().flatten()))
+""",
         # a loop run while a TF 1 graph is built: the step returns symbolic tensors, and print shows no value
         """import tensorflow as tf
 def train(strategy, iterator, steps):
@@ -365,7 +378,7 @@ for x, y in batches:
                 continue
             if id(call.statement) in flagged:
                 continue
-            if outputs and not read and self._syncs(call, outputs):
+            if outputs and not read and self._syncs(call, outputs) and not _feeds_the_next_batch(facts, loop, call):
                 read = True
                 flagged.add(id(call.statement))
                 yield self.report(call, func=call.func or call.attr)
@@ -485,6 +498,40 @@ for x, y in batches:
         if call.func in _CONVERTERS:
             return any(reads(names, out) for names in call.arg_names for out in outputs)
         return False
+
+
+def _feeds_the_next_batch(facts: ModuleFacts, loop: LoopFact, read: CallFact) -> bool:
+    """Whether the value read goes into an object that the loop then draws a step's input from: prioritized
+    replay (`replay.update_td_error(idx, loss.numpy())`, then `batch = sample_batch(replay)` feeds the step).
+    The next batch waits for this value, so the read cannot be deferred."""
+    consumer = next((c for c in loop.calls if c is not read and c.statement is read.statement and c.receiver is not None
+                     and any(_holds(arg.value, read.node) for arg in c.node.args)), None)
+    store = _root_name(consumer.receiver) if consumer is not None else None
+    if not store:
+        return False
+    step_inputs = [names for c in loop.calls if calls_training_step(facts, c) for names in c.arg_names]
+    return any(isinstance(a.value, cst.Call) and a.loops and a.loops[-1] is loop
+               and any(reads(names, store) for names in facts.call_fact(a.value).arg_names)  # type: ignore[union-attr]
+               and any(reads(names, target) for target in a.targets for names in step_inputs)
+               for a in facts.assigns if facts.call_fact(a.value) is not None)
+
+
+def _root_name(expr: cst.CSTNode | None) -> str | None:
+    """The variable an attribute or item chain starts from: `replays` for `replays[name].buffer`."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+def _holds(part: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether `node` is `part` or lies inside it."""
+    stack = [part]
+    while stack:
+        current = stack.pop()
+        if current is node:
+            return True
+        stack.extend(current.children)
+    return False
 
 
 def _distributed(facts: ModuleFacts) -> bool:
