@@ -44,6 +44,8 @@ from tfdoctor.lint.version_evidence import forget as forget_project_evidence
     ("model.fit_generator(gen, samples_per_epoch=n, nb_epoch=3)\n", [("Keras 1 arguments", 1), ("fit_generator", 1)]),
     ("x = Convolution2D(64, 3, 3, border_mode='same')(x)\n", [("Keras 1 arguments", 1)]),
     ("import time\nstart = time.clock()\n", [("time.clock()", 2)]),  # Python <= 3.7: never Keras 3
+    ("from keras.engine.training import Model\n", [("keras.engine", 1)]),  # standalone Keras 1 and 2 only
+    ("preds = self.predict_generator(gen)\nm.evaluate_generator(gen)\n", [("evaluate_generator", 2)]),
     ("import sys, time\nnow = time.clock() if sys.version_info < (3, 8) else time.perf_counter()\n", []),
 ])
 def test_scan_finds_the_first_use_of_each_api_outside_comments_and_docstrings(source, expected):

@@ -87,6 +87,8 @@ APIS: tuple[Api, ...] = (
         rb"\bkeras\.backend\.tensorflow_backend\b"),
     Api("tensorflow.python.keras", literal=b"tensorflow.python.keras",
         pattern=_IMPORT + rb"tensorflow\.python\.keras\b", **_KERAS2),
+    # standalone Keras 1 and 2 had `keras.engine`; Keras 3 has no such module
+    Api("keras.engine", literal=b"keras.engine", pattern=_IMPORT + rb"keras\.engine\b", **_KERAS2),
     # not `self.predict_generator(`: a class of the project's own (ktrain's predictors) by that name
     *(Api(f"{method}_generator", literal=b"_generator", pattern=rb"(?<!\bself)\.%b_generator\s*\(" % method.encode(),
           **_KERAS2) for method in ("fit", "evaluate", "predict")),

@@ -195,6 +195,21 @@ model.fit(train_gen, epochs=20)  # TFD201
 """,
     )
     VALID = (
+        # a distributed validation pipeline: its loop runs a step that computes no gradients
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+datasetv = tf.data.Dataset.from_generator(parser.generator, output_signature=signature).batch(8)
+dist_datasetv = strategy.experimental_distribute_dataset(datasetv)
+@tf.function
+def test_step(inputs):
+    def test_fn(batch):
+        x, y = batch
+        return metric(y, model(x, training=False))
+    return strategy.run(test_fn, args=(inputs,))
+bar = tqdm(dist_datasetv)
+for s in bar:
+    accuracy = test_step(s)
+""",
         # a benchmark's synthetic input: the same arrays, made once, handed back each step
         """import numpy as np
 import tensorflow as tf

@@ -21,10 +21,12 @@ class RemovedKerasApi(Rule):
     and `max_queue_size=` on `fit`/`evaluate`/`predict` (removed there; they moved to `PyDataset`).
     Severity follows the target: a warning under Keras 2, an error under Keras 3, where the call fails.
     Code written for standalone Keras before 2.4 (a Keras target below 2.4 that is not derived from
-    TensorFlow's `tf.keras`), or for `tf.keras` before TF 2.1, where these are the way to do it, is not
-    flagged; nor is standalone Keras (`import keras`) when the code shows Keras 2 but not which: before 2.4,
-    `fit` does not take a generator. A model another library builds (DeepChem's `KerasModel`) has methods of
-    its own by these names, and is left alone.
+    TensorFlow's `tf.keras`), or for TensorFlow before 2.1 (its `tf.Session` shows it), where these are the way
+    to do it, is not flagged; nor is standalone Keras (`import keras`) when the code shows Keras 2 but not
+    which: before 2.4, `fit` does not take a generator. A model another library builds (DeepChem's
+    `KerasModel`) and a class of the project's own (ktrain's `self.predict_generator`) have methods of their
+    own by these names, and are left alone; so is a call in a branch taken by the Keras version
+    (`if keras.__version__ ...`).
 
     ## Why it is bad
     Under Keras 3 these calls raise `AttributeError`/`TypeError`. Under Keras 2 they are deprecated
@@ -77,6 +79,21 @@ model.fit_generator(batches, epochs=3)  # TFD401
 """,
     )
     VALID = (
+        # a branch for the Keras version the code runs under
+        """import keras
+if int(keras.__version__.split(".")[0]) == 1:
+    model.fit_generator(generator, steps_per_epoch=n, epochs=epochs)
+else:
+    model.fit(generator, steps_per_epoch=n, epochs=epochs)
+""",
+        # TF 1 code (its `tf.Session` shows it): its Keras trains generators with fit_generator
+        """# tfdoctor: target-tensorflow=1.15
+import tensorflow as tf
+from tensorflow.python.keras.optimizers import Adam
+sess = tf.Session(config=config)
+model.compile(optimizer=Adam(lr=1e-3), loss="mse")
+model.fit_generator(train_generator, epochs=10)
+""",
         # a method of the project's own class that bears the name (ktrain's predictor)
         """import tensorflow as tf
 class ImagePredictor:
@@ -124,10 +141,10 @@ model.fit_generator(gen(), steps_per_epoch=10)
             if keras.kind == "code" and keras.below(3) and not keras.label.startswith(">="):
                 # the code shows Keras 2, not which: standalone Keras may be 2.3; or it shows one before 2.4
                 old_keras = _standalone(facts) or (keras.label.startswith("<=") and keras.below(2, 4))
-        if old_keras:
-            return  # standalone Keras 2.3 or earlier, or tf.keras of TF 1.x/2.0: how generators are trained
+        if old_keras or context.targets.tensorflow.below(2, 1):
+            return  # standalone Keras 2.3 or earlier, or the Keras of TF 1.x/2.0: how generators are trained
         for call in facts.calls:
-            if _another_librarys_model(facts, call) or _own_method(facts, call):
+            if _another_librarys_model(facts, call) or _own_method(facts, call) or _version_branch(call):
                 continue
             removed = [a.keyword.value for a in call.node.args if a.keyword and a.keyword.value in _REMOVED_ARGUMENTS]
             if call.attr in _GENERATOR_METHODS:
@@ -157,6 +174,12 @@ def _another_librarys_model(facts: ModuleFacts, call: CallFact) -> bool:
         return False  # a Keras model another library built (`deepcell.model_zoo.PanopticNet(...)`), compiled here
     origins = facts.values_of(call.receiver, call.scope, call.order)
     return bool(origins) and all(_library_call(origin.model, origin.expr) for origin in origins)
+
+
+def _version_branch(call: CallFact) -> bool:
+    """A call in a branch the code takes by the version it runs under (`if int(keras.__version__[0]) == 1:`):
+    the author wrote it for that version."""
+    return any("__version__" in cst.Module([]).code_for_node(branch.test) for branch in call.ifs)
 
 
 def _own_method(facts: ModuleFacts, call: CallFact) -> bool:

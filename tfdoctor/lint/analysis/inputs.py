@@ -270,7 +270,7 @@ def training_inputs(facts: ModuleFacts) -> list[TrainingInput]:
         if call.attr not in DISTRIBUTE_DATASET_METHODS or not facts.is_strategy(call.receiver):
             continue
         targets = next((a.targets for a in facts.assigns if a.statement is call.statement), ())
-        if any(_NOT_TRAINING.search(t) for t in targets):
+        if any(_NOT_TRAINING.search(t) for t in targets) or (targets and _only_evaluated(facts, targets[0])):
             continue  # `eval_iterator = iter(strategy.experimental_distribute_dataset(ds))`
         if call.attr == "experimental_distribute_dataset":
             dataset = call_arg(call.node, 0, "dataset")
@@ -293,6 +293,37 @@ def training_inputs(facts: ModuleFacts) -> list[TrainingInput]:
                                                call.statement, "next"))
     facts.__dict__["_training_inputs"] = found
     return found
+
+
+# what a call that may train is named: `apply_gradients`, `tape.gradient`, `model.train_step`, `update_weights`
+_TRAINING_CALL = re.compile(r"train|grad|minimi[sz]e|optimi[sz]e|update|apply|fit|loss", re.IGNORECASE)
+
+
+def _only_evaluated(facts: ModuleFacts, name: str) -> bool:
+    """Whether the loops over a distributed dataset (`for batch in tqdm(dist_valid):`) run steps that compute
+    no gradients, here or in the replica functions they hand to `strategy.run`: an evaluation pipeline, whatever
+    its name (`dist_datasetv`). False when no loop over it, or no replica function of its steps, is in sight."""
+    loops = [loop for loop in facts.loops if loop.iter_expr is not None and (
+        _reads_name(loop.iter_expr, name) or any(o.kind == "value" and isinstance(o.expr, cst.BaseExpression)
+                                                 and _reads_name(o.expr, name)  # `bar = tqdm(dist); for s in bar:`
+                                                 for o in facts.values_of(loop.iter_expr, loop.scope, loop.order)))]
+    if not loops:
+        return False
+    reached = facts.transitive_callees(c for loop in loops for call in loop.calls if (c := facts.callee(call)))
+    runs = [run for run in facts.run_calls if any(run.scope is s for s in reached)]
+    given = [facts.callables_of(facts.replica_fn_expr(run), run.scope) for run in runs]
+    if not runs or not all(found and all(fn.owner is facts for fn in found) for found in given):
+        return False  # no replica step in sight, or one this module does not define: it may train
+    replicas = facts.transitive_callees(fn for found in given for fn in found)
+    return not any(_TRAINING_CALL.search(call.func or call.attr or "")
+                   for scope in (*loops, *reached, *replicas) for call in scope.calls)
+
+
+def _reads_name(expr: cst.BaseExpression, name: str) -> bool:
+    """`name`, or a call that wraps it (`tqdm(name)`, `enumerate(name)`, `iter(name)`)."""
+    while isinstance(expr, cst.Call) and expr.args:
+        expr = expr.args[0].value
+    return dotted(expr) == name
 
 
 def under_strategy(facts: ModuleFacts, call: CallFact) -> bool:
