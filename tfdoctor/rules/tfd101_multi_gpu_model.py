@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.facts import CallFact, ModuleFacts
+from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
 
@@ -11,8 +11,7 @@ class MultiGpuModel(Rule):
     """
     ## What it does
     Finds calls to `keras.utils.multi_gpu_model`, in any import spelling (`tf.keras.utils`, standalone
-    `keras`, `keras.utils.training_utils`, or an alias). Standalone Keras under TensorFlow 1 (a pin, or code
-    that shows it) is left alone: `tf.distribute` cannot hold its models, so there is nothing to move to.
+    `keras`, `keras.utils.training_utils`, or an alias).
 
     ## Why it is bad
     `multi_gpu_model` was removed in TensorFlow 2.4. It keeps the template model's weights on one device
@@ -51,11 +50,6 @@ class MultiGpuModel(Rule):
         "import tensorflow.compat.v1 as tf\nm = tf.keras.utils.multi_gpu_model(base, gpus=2, cpu_merge=False)  # TFD101\n",
     )
     VALID = (
-        # standalone Keras on TF 1 (a pin): MirroredStrategy cannot hold its models
-        """# tfdoctor: target-tensorflow=1.15
-from keras.utils import multi_gpu_model
-parallel = multi_gpu_model(model, gpus=n_gpus)
-""",
         "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\nwith strategy.scope():\n"
         "    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n",
         "import tensorflow as tf\ndef multi_gpu_model(m):\n    return m\nmodel = multi_gpu_model(tf.keras.Sequential())\n",
@@ -63,16 +57,7 @@ parallel = multi_gpu_model(model, gpus=n_gpus)
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        tf1 = context.targets.tensorflow.below(2)
         for call in facts.calls:
             name = facts.resolve(call.func)
             if name is not None and name.startswith("keras.") and name.endswith(".multi_gpu_model"):
-                if tf1 and _standalone(facts, call):
-                    continue  # standalone Keras on TF 1: `tf.distribute` cannot hold its models, so no way out
                 yield self.report(call)
-
-
-def _standalone(facts: ModuleFacts, call: CallFact) -> bool:
-    """Whether the call is standalone Keras' (`from keras.utils import multi_gpu_model`), not `tf.keras`'."""
-    root = (call.func or "").split(".")[0]
-    return facts.aliases.get(root, root).split(".")[0] == "keras"

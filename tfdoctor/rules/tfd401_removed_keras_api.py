@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterator
 
 import libcst as cst
@@ -141,7 +142,7 @@ model.fit_generator(gen(), steps_per_epoch=10)
             if keras.kind == "code" and keras.below(3) and not keras.label.startswith(">="):
                 # the code shows Keras 2, not which: standalone Keras may be 2.3; or it shows one before 2.4
                 old_keras = _standalone(facts) or (keras.label.startswith("<=") and keras.below(2, 4))
-        if old_keras or context.targets.tensorflow.below(2, 1):
+        if old_keras or _tensorflow_1(context, facts):
             return  # standalone Keras 2.3 or earlier, or the Keras of TF 1.x/2.0: how generators are trained
         for call in facts.calls:
             if _another_librarys_model(facts, call) or _own_method(facts, call) or _version_branch(call):
@@ -174,6 +175,16 @@ def _another_librarys_model(facts: ModuleFacts, call: CallFact) -> bool:
         return False  # a Keras model another library built (`deepcell.model_zoo.PanopticNet(...)`), compiled here
     origins = facts.values_of(call.receiver, call.scope, call.order)
     return bool(origins) and all(_library_call(origin.model, origin.expr) for origin in origins)
+
+
+def _tensorflow_1(context: Context, facts: ModuleFacts) -> bool:
+    """Whether the target is TensorFlow before 2.1, set by a pin or the user, or shown by this file's own code
+    (`tf.Session` at its top): a sibling's `tf.Session` may be a leftover of another program."""
+    tensorflow = context.targets.tensorflow
+    if not tensorflow.below(2, 1):
+        return False
+    return tensorflow.kind != "code" or any(Path(path).resolve() == Path(facts.path).resolve()
+                                            for _, path, _ in tensorflow.sightings[:1])
 
 
 def _version_branch(call: CallFact) -> bool:
