@@ -22,9 +22,9 @@ class RemovedKerasApi(Rule):
     and `max_queue_size=` on `fit`/`evaluate`/`predict` (removed there; they moved to `PyDataset`).
     Severity follows the target: a warning under Keras 2, an error under Keras 3, where the call fails.
     Code written for standalone Keras before 2.4 (a Keras target below 2.4 that is not derived from
-    TensorFlow's `tf.keras`), or for TensorFlow before 2.1 (its `tf.Session` shows it), where these are the way
-    to do it, is not flagged; nor is standalone Keras (`import keras`) when the code shows Keras 2 but not
-    which: before 2.4, `fit` does not take a generator. A model another library builds (DeepChem's
+    TensorFlow's `tf.keras`), or for TensorFlow before 2.1 (a pin, or the file's own `tf.Session`), where
+    these are the way to do it, is not flagged; nor is standalone Keras (`import keras`) when the code shows
+    Keras 2 but not which: before 2.4, `fit` does not take a generator. A model another library builds (DeepChem's
     `KerasModel`) and a class of the project's own (ktrain's `self.predict_generator`) have methods of their
     own by these names, and are left alone; so is a call in a branch taken by the Keras version
     (`if keras.__version__ ...`).
