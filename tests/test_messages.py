@@ -141,6 +141,7 @@ EXPECTED = [
     ('TFD502', 0, 5, 50, 'sharding is turned off and nothing calls `shard(...)`, so every worker trains on the same examples'),
     ('TFD502', 1, 4, 46, 'sharding is turned off and nothing calls `shard(...)`, so every worker trains on the same examples'),
     ('TFD502', 2, 4, 53, 'sharding is turned off and nothing calls `shard(...)`, so every worker reads every example, in its own shuffled order'),
+    ('TFD502', 3, 8, 53, 'sharding is turned off and nothing calls `shard(...)`, so every worker reads every example, in its own shuffled order'),
     ('TFD503', 0, 8, 5, 'every worker writes this checkpoint to the same path; use a temporary directory on the other workers'),
     ('TFD503', 0, 9, 10, 'every worker writes summaries to the same logs; give the other workers a temporary directory'),
     ('TFD503', 0, 10, 1, 'every worker saves this model to the same path; save to a temporary directory on the other workers'),

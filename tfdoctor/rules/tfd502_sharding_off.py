@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 import libcst as cst
 
 from tfdoctor.lint.dataflow import calls_any, definitions, guard_test, multi_worker_mirrored, training_inputs
-from tfdoctor.lint.facts import AssignFact, CallFact, ModuleFacts
+from tfdoctor.lint.facts import AssignFact, CallFact, DatasetChain, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
@@ -85,6 +86,18 @@ options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoSha
 ds = tf.data.TFRecordDataset(files).shuffle(10000).batch(64).with_options(options)
 model.fit(ds)
 """,
+        # each worker's generator draws its own random order
+        """import numpy as np
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+def samples():
+    for index in np.random.permutation(len(dataset)):
+        yield dataset[int(index)]
+options = tf.data.Options()
+options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF  # TFD502
+ds = tf.data.Dataset.from_generator(samples, output_signature=signature).with_options(options).batch(64)
+model.fit(ds)
+""",
     )
     VALID = (
         # sharded by hand
@@ -153,6 +166,8 @@ def _shuffled_per_worker(facts: ModuleFacts, with_options: CallFact) -> bool:
     """Whether each worker shuffles the pipeline in its own order: a `shuffle` with no seed while the program
     sets no global seed (`tf.random.set_seed`), or with a seed computed from the worker's identity."""
     chain = facts.dataset_chain(with_options.node, with_options.scope, with_options.order, any_source=True)
+    if chain is not None and chain.source.endswith(".from_generator") and _draws_its_own_order(facts, chain):
+        return True
     shuffles = [op for op in chain.ops if op.method == "shuffle"] if chain is not None else []
     if not shuffles:
         return False
@@ -165,6 +180,20 @@ def _shuffled_per_worker(facts: ModuleFacts, with_options: CallFact) -> bool:
         elif guard_test(facts, seed, with_options.scope):
             return True
     return False
+
+
+_RANDOM_ORDER = re.compile(r"^(numpy\.random\.(permutation|shuffle|choice)|random\.(shuffle|sample|choice))$")
+
+
+def _draws_its_own_order(facts: ModuleFacts, chain: DatasetChain) -> bool:
+    """A `from_generator` source whose generator draws a random order (`np.random.permutation(n)`) while the
+    program seeds no random generator: each worker's process draws its own."""
+    generator = call_arg(chain.source_call, 0, "generator")
+    scope = chain.source_scope or chain.scope
+    functions = facts.callables_of(generator, scope) if generator is not None else []
+    return bool(functions) and not calls_any(facts, "seed") and any(
+        _RANDOM_ORDER.match(function.owner.resolve(call.func) or "")  # type: ignore[union-attr]
+        for function in functions for call in function.calls if call.func)
 
 
 def _policy_off(facts: ModuleFacts, with_options: CallFact) -> AssignFact | None:
