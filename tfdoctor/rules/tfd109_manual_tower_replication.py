@@ -368,24 +368,12 @@ def _infers(facts: ModuleFacts, scope: Scope) -> bool:
         return False  # the module's top level: a script, whose training may follow in any form
     found = facts.class_named(function.class_name) if function.class_name is not None else None
     functions = list(found.methods.values()) if found is not None else [function]
-    calls = [call for inner in facts.scopes if any(inner is f or _inside(inner, f) for f in functions)
+    calls = [call for inner in facts.scopes if any(inner.within(f) for f in functions)
              for call in inner.calls]
-    runs = any(call.attr == "run" and _inside_or_is(call.scope, function) for call in calls)
+    runs = any(call.attr == "run" and call.scope.within(function) for call in calls)
     return runs and not any(_TRAINING_WORD.search(call.func or call.attr or "")
                             or any(_TRAINING_WORD.search(callee.name) for callee in facts.callees(call))
                             for call in calls)
-
-
-def _inside_or_is(scope: Scope, function: Scope) -> bool:
-    return scope is function or _inside(scope, function)
-
-
-def _inside(scope: Scope, function: Scope) -> bool:
-    while scope.parent is not None:
-        if scope.parent is function:
-            return True
-        scope = scope.parent
-    return False
 
 
 _GRADIENT_CALLS = frozenset({"gradients", "gradient", "compute_gradients", "minimize", "apply_gradients"})

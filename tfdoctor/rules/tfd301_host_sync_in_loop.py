@@ -505,15 +505,15 @@ def _feeds_the_next_batch(facts: ModuleFacts, loop: LoopFact, read: CallFact) ->
     replay (`replay.update_td_error(idx, loss.numpy())`, then `batch = sample_batch(replay)` feeds the step).
     The next batch waits for this value, so the read cannot be deferred."""
     consumer = next((c for c in loop.calls if c is not read and c.statement is read.statement and c.receiver is not None
-                     and any(_holds(arg.value, read.node) for arg in c.node.args)), None)
+                     and read.func is not None and any(read.func in names for names in c.arg_names)), None)
     store = _root_name(consumer.receiver) if consumer is not None else None
     if not store:
         return False
     step_inputs = [names for c in loop.calls if calls_training_step(facts, c) for names in c.arg_names]
-    return any(isinstance(a.value, cst.Call) and a.loops and a.loops[-1] is loop
-               and any(reads(names, store) for names in facts.call_fact(a.value).arg_names)  # type: ignore[union-attr]
+    return any(a.loops and a.loops[-1] is loop and (drawn := facts.call_fact(a.value)) is not None
+               and any(reads(names, store) for names in drawn.arg_names)
                and any(reads(names, target) for target in a.targets for names in step_inputs)
-               for a in facts.assigns if facts.call_fact(a.value) is not None)
+               for a in facts.assigns)
 
 
 def _root_name(expr: cst.CSTNode | None) -> str | None:
@@ -521,17 +521,6 @@ def _root_name(expr: cst.CSTNode | None) -> str | None:
     while isinstance(expr, (cst.Attribute, cst.Subscript)):
         expr = expr.value
     return expr.value if isinstance(expr, cst.Name) else None
-
-
-def _holds(part: cst.CSTNode, node: cst.CSTNode) -> bool:
-    """Whether `node` is `part` or lies inside it."""
-    stack = [part]
-    while stack:
-        current = stack.pop()
-        if current is node:
-            return True
-        stack.extend(current.children)
-    return False
 
 
 def _distributed(facts: ModuleFacts) -> bool:

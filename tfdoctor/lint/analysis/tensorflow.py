@@ -386,7 +386,7 @@ class ModuleFacts(SemanticModel):
                     if other is self or not isinstance(other, ModuleFacts) or not target.value_params():
                         continue
                     first = target.value_params()[0]
-                    if any(dotted(other.replica_fn_expr(run)) == first and _inside(run.scope, target)
+                    if any(dotted(other.replica_fn_expr(run)) == first and run.scope.within(target)
                            for run in other.run_calls):
                         yield scope
 
@@ -587,11 +587,3 @@ def _alternatives(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
         yield from _alternatives(expr.orelse)
     else:
         yield expr
-
-
-def _inside(scope: Scope | None, outer: Scope) -> bool:
-    while scope is not None:
-        if scope is outer:
-            return True
-        scope = scope.parent
-    return False

@@ -234,6 +234,15 @@ class Scope:
     def assignments_of(self, var: str) -> list[AssignFact]:
         return [a for a in self.assigns if var in a.targets]
 
+    def within(self, outer: Scope) -> bool:
+        """Whether this scope is `outer` or nested in it."""
+        scope: Scope | None = self
+        while scope is not None:
+            if scope is outer:
+                return True
+            scope = scope.parent
+        return False
+
 
 @dataclass(frozen=True)
 class DatasetOp:

@@ -17,7 +17,6 @@ Another module of the project enters only through a `ModuleLoader`, given by the
 from __future__ import annotations
 
 import operator
-
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
