@@ -11,13 +11,14 @@ For each script rebuilt by `benchmarks/real_scripts/rebuild.py` (DEST/<name>/), 
    (clamped at 0);
 2. `tfdoctor profile <profile flags> --format json -- <command>` runs `--runs` times, each with its own logdir.
 
-Prints a table (name, style, exit, wall, verdict, profiler input share with its interval, independent share,
-their difference in points; none where the profile says input read inside each call is not separated, its share
+Prints a table (name, style, exit, wall, verdict, profiler input share with its interval, independent share
+with the range of its `--pairs`, their difference in points; none where the profile says input read inside each call is not separated, its share
 then a lower bound; on logical CPU devices also with the profile's pipeline contention added, which the cached
 run's speed-up holds too: there the pipeline's threads slow the step on the shared cores) and writes the rows as
 JSON with `--json PATH`. Usage:
 
-    python benchmarks/real_scripts.py [--dest /work/real_scripts] [--only NAME ...] [--runs K] [--json PATH]
+    python benchmarks/real_scripts.py [--dest /work/real_scripts] [--only NAME ...] [--runs K] [--pairs P]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -44,13 +45,15 @@ LAUNCH = "--launch"  # internal: run a script on N replicas, as the plain runs d
 
 @dataclass
 class Independent:
-    """The plain runs: median step intervals on real and cached input, and the input share they give."""
+    """The plain runs: median step intervals on real and cached input, and the input share they give (the
+    median over the pairs of runs, with the pairs' lowest and highest shares)."""
 
     real_s: float | None = None
     cached_s: float | None = None
     share: float | None = None
     steps: tuple[int, int] = (0, 0)
     error: str | None = None
+    shares: list[float] = field(default_factory=list)  # one per pair of plain runs (real, then cached)
 
 
 @dataclass
@@ -145,22 +148,31 @@ def median_interval(times: Path, warmup: int, window: int) -> tuple[float | None
     return (statistics.median(gaps) if gaps else None), len(gaps)
 
 
-def independent(script: dict[str, Any], folder: Path, warmup: int, window: int, timeout: float) -> Independent:
-    """Real then cached plain runs and the input share they give."""
+def independent(script: dict[str, Any], folder: Path, warmup: int, window: int, timeout: float,
+                pairs: int = 1) -> Independent:
+    """`pairs` times, a real then a cached plain run; the input share each pair gives, and their median. A
+    script's own speed differs from launch to launch (an autotuned pipeline on shared cores), so one pair
+    alone may be off by as much as the profile it checks."""
     result = Independent()
-    medians, counts = [], []
+    reals, cacheds = [], []
     with tempfile.TemporaryDirectory(prefix="real-scripts-times-") as tmp:
-        for cached in (False, True):
-            times = Path(tmp) / f"{'cached' if cached else 'real'}.txt"
-            error = plain_run(script, folder, cached, times, timeout)
-            median, count = median_interval(times, warmup, window)
-            if error or median is None:
-                result.error = f"{'cached' if cached else 'real'} run: {error or f'{count} step intervals'}"
-                return result
-            medians.append(median)
-            counts.append(count)
-    result.real_s, result.cached_s, result.steps = medians[0], medians[1], (counts[0], counts[1])
-    result.share = max(0.0, 1.0 - medians[1] / medians[0])
+        for pair in range(pairs):
+            medians, counts = [], []
+            for cached in (False, True):
+                times = Path(tmp) / f"{'cached' if cached else 'real'}-{pair}.txt"
+                error = plain_run(script, folder, cached, times, timeout)
+                median, count = median_interval(times, warmup, window)
+                if error or median is None:
+                    result.error = f"{'cached' if cached else 'real'} run: {error or f'{count} step intervals'}"
+                    return result
+                medians.append(median)
+                counts.append(count)
+            reals.append(medians[0])
+            cacheds.append(medians[1])
+            result.shares.append(max(0.0, 1.0 - medians[1] / medians[0]))
+    result.real_s, result.cached_s, result.steps = statistics.median(reals), statistics.median(cacheds), (
+        counts[0], counts[1])
+    result.share = statistics.median(result.shares)
     return result
 
 
@@ -219,8 +231,9 @@ def row_text(row: dict[str, Any]) -> str:
         if run.contention_share and ind.share is not None and run.input_share is not None:
             diff += f" ({100 * abs(run.input_share + run.contention_share - ind.share):.0f} with contention)"
         verdict = run.primary or f"error: {run.error}"
-        cells.append(f"| {row['name']} | {row['style']} | {run.exit} | {run.wall_s:.0f} | {verdict} | "
-                     f"{profiled} | {percent(ind.share) if ind.error is None else 'error: ' + ind.error} | {diff} |")
+        spread = f" [{percent(min(ind.shares))}, {percent(max(ind.shares))}]" if len(ind.shares) > 1 else ""
+        cells.append(f"| {row['name']} | {row['style']} | {run.exit} | {run.wall_s:.0f} | {verdict} | {profiled} | "
+                     f"{percent(ind.share) + spread if ind.error is None else 'error: ' + ind.error} | {diff} |")
     return "\n".join(cells)
 
 
@@ -262,6 +275,8 @@ def main() -> int:
     parser.add_argument("--window", type=int, default=10, help="step intervals in the plain runs' medians (the "
                         "profile's default steps)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
+    parser.add_argument("--pairs", type=int, default=1, help="pairs of plain runs (real, cached) per script: the "
+                        "independent share is their median, shown with their range")
     parser.add_argument("--no-independent", action="store_true", help="profile only")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
@@ -279,7 +294,7 @@ def main() -> int:
             print(f"| {name} | {script.get('style', '')} | - | - | not built: run rebuild.py | - | - | - |")
             continue
         ind = Independent(error="not run") if args.no_independent else independent(
-            script, folder, args.warmup, args.window, args.timeout)
+            script, folder, args.warmup, args.window, args.timeout, args.pairs)
         runs = [profile(script, folder, args.timeout) for _ in range(args.runs)]
         row = {"name": name, "style": script.get("style", ""), "independent": ind, "profiles": runs}
         rows.append(row)

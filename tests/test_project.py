@@ -388,3 +388,33 @@ def test_a_branch_that_a_module_constant_rules_out_is_not_reported():
     assert [(f.code, f.line) for f in lint_text(script.format(gpus=2), select=("TFD101",))] == [("TFD101", 5)]
     again = script.format(gpus=1) + "gpus = args.gpus\n"
     assert [(f.code, f.line) for f in lint_text(again, select=("TFD101",))] == [("TFD101", 5)]
+
+
+def test_a_loader_branch_that_the_callers_literal_argument_rules_out_is_not_trained_on(tmp_path: Path, monkeypatch):
+    """`reader.make(files, "valid")` feeds only `validation_data`: the unscaled batch in the loader's `else`
+    (taken when `self.mode != "train"`) is not what `fit` trains on; it is once the training call passes it."""
+    (tmp_path / "setup.cfg").write_text("[metadata]\nname = proj\n")
+    (tmp_path / "loader.py").write_text(
+        "import tensorflow as tf\n\n\n"
+        "class Reader:\n"
+        "    def make(self, files, mode=\"train\"):\n"
+        "        self.mode = mode\n"
+        "        ds = tf.data.TFRecordDataset(files)\n"
+        "        if self.mode == \"train\":\n"
+        "            ds = ds.shuffle(1000).batch(64 * strategy.num_replicas_in_sync)\n"
+        "        else:\n"
+        "            ds = ds.batch(64)\n"
+        "        return ds\n")
+    train = ("import tensorflow as tf\nfrom loader import Reader\n\n"
+             "strategy = tf.distribute.MirroredStrategy()\n"
+             "with strategy.scope():\n"
+             "    model = build_model()\n"
+             "reader = Reader()\n"
+             "train = reader.make(TRAIN, \"train\")\n"
+             "valid = reader.make(VALID, \"valid\")\n"
+             "model.fit(train, validation_data=valid, epochs=10)\n")
+    (tmp_path / "train.py").write_text(train)
+    monkeypatch.chdir(tmp_path)
+    assert lint_paths(["."], Overrides(select=("TFD106",))).findings == []
+    (tmp_path / "train.py").write_text(train.replace("(TRAIN, \"train\")", "(TRAIN, mode=\"test\")"))
+    assert [(f.path, f.line) for f in lint_paths(["."], Overrides(select=("TFD106",))).findings] == [("loader.py", 11)]

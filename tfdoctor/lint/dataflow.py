@@ -86,7 +86,13 @@ from tfdoctor.lint.analysis.multiworker import (
 )
 from tfdoctor.lint.analysis.optimizers import Optimizer, applied_optimizer
 from tfdoctor.lint.analysis.sessions import SecondPull, SessionFeed, runs_training_op, second_pulls, session_feeds
-from tfdoctor.lint.analysis.stateful import PARALLELISES_STATELESS_MAPS, costly_map, map_function_stateful, stateful_map
+from tfdoctor.lint.analysis.stateful import (
+    PARALLELISES_STATELESS_MAPS,
+    cheap_map,
+    costly_map,
+    map_function_stateful,
+    stateful_map,
+)
 from tfdoctor.lint.analysis.steps import (
     TRAINING_ATTRS,
     applies_gradients,
@@ -119,7 +125,7 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 __all__ = [
     "DATASET_ONLY_METHODS", "FedElsewhere", "GUARD_WORDS", "Loss", "LossKind", "OneOfList", "Optimizer",
     "PARALLELISES_STATELESS_MAPS", "PLAIN_TENSOR", "Provenance", "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "apart_from_multi_worker", "applied_optimizer",
-    "applies_gradients", "broadcasts_otherwise", "cached_later", "call_list", "callback_is", "calls_any", "calls_training_step", "costly_map",
+    "applies_gradients", "broadcasts_otherwise", "cached_later", "call_list", "callback_is", "calls_any", "calls_training_step", "cheap_map", "costly_map",
     "counters_read", "definitions", "derived_names", "differentiated_losses", "escapes", "evaluation_name", "evaluation_step", "expression_names",
     "fed_elsewhere", "fit_callbacks", "gated_by_step_modulo", "gated_if", "graph_mode", "guard_test", "horovod_calls",
     "horovod_init", "horovod_member", "horovod_module", "horovod_off", "horovod_place_sets", "horovod_scope",

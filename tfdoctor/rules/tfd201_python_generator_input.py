@@ -210,6 +210,18 @@ bar = tqdm(dist_datasetv)
 for s in bar:
     accuracy = test_step(s)
 """,
+        # a distributed dataset that nothing reads: the generator feeds only `evaluate` and a prediction loop
+        """import tensorflow as tf
+if __name__ == "__main__":
+    strategy = tf.distribute.MirroredStrategy()
+    datasetv = tf.data.Dataset.from_generator(parser.generator, output_signature=signature).batch(8)
+    with strategy.scope():
+        model = build_model()
+        dist_datasetv = strategy.experimental_distribute_dataset(datasetv)
+    model.evaluate(datasetv)
+    for x, y in datasetv:
+        save(model(x, training=False))
+""",
         # a benchmark's synthetic input: the same arrays, made once, handed back each step
         """import numpy as np
 import tensorflow as tf

@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import costly_map, fed_elsewhere, slices_of_memory, training_chains
+from tfdoctor.lint.dataflow import cheap_map, costly_map, fed_elsewhere, slices_of_memory, training_chains
 from tfdoctor.lint.facts import DATASET_METHODS, END_OF_SCOPE, DatasetOp, ModuleFacts, Scope
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import call_arg
@@ -35,8 +35,9 @@ class NoPrefetch(Rule):
     parallel map computes elements ahead into its own buffer) and serial ones that visibly do only cheap work
     (a slice, a cast; see TFD202 for what counts as costly), or whose function the module does not show; a pipeline without one is reported at its last
     step before them, where `prefetch` goes. A pipeline that only slices, shuffles and batches arrays already in
-    memory (`from_tensor_slices`, `from_tensors`, `range`, with no `map`, `interleave` or `filter`) is not
-    reported: a batch of it costs a copy, and overlapping that with the step saves next to nothing.
+    memory (`from_tensor_slices`, `from_tensors`, `range`, with no `interleave` or `filter`, and only `map`s that
+    visibly do cheap work: a cast, a reshape, a one-hot, arithmetic) is not reported: a batch of it costs little
+    more than a copy, and overlapping that with the step saves next to nothing.
 
     From TensorFlow 2.12 on, with autotuning on (the default), TensorFlow injects an autotuned prefetch after
     a pipeline that ends in a synchronous step (`tf.data.Options().experimental_optimization.inject_prefetch`),
@@ -179,6 +180,16 @@ import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(1000).batch(64)
 model.fit(ds, epochs=5)
 """,
+        # in-memory MNIST whose map only casts, scales and one-hots: waiting for it costs next to nothing
+        """# tfdoctor: target-tensorflow=2.0
+import tensorflow as tf
+def preprocess(x, y):
+    x = tf.cast(x, tf.float32) / 255.
+    x = tf.reshape(x, [28 * 28])
+    return x, tf.one_hot(tf.cast(y, tf.int32), depth=10)
+db = tf.data.Dataset.from_tensor_slices((x_train, y_train)).map(preprocess).shuffle(60000).batch(128)
+model.fit(db, epochs=5)
+""",
         # take() after the prefetch keeps it
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().shuffle(5000).batch(64).prefetch(1)
@@ -206,7 +217,7 @@ for images, labels in ds.take(steps):
                 continue
             if not methods and not chain.source.startswith("tensorflow.data."):
                 continue  # Keras' dataset utilities prefetch; what tfds returns is not shown here
-            if slices_of_memory(chain.source, steps):
+            if _memory_cheaply(facts, chain.source, steps):
                 continue
             end = steps[len(methods) - 1] if methods else None  # the last step that is not a trailing one
             last = end.call if end is not None else chain.source_call
@@ -227,7 +238,7 @@ for images, labels in ds.take(steps):
             return  # asking the importers costs their analysis: only for a loader that returns such a pipeline
         for feed in fed_elsewhere(facts):  # a loader's pipeline, trained on undistributed in another module
             if (feed.use.distributed or not feed.ends_here or not feed.steps or _prefetched(facts, feed.steps)
-                    or slices_of_memory(feed.source, feed.steps)):
+                    or _memory_cheaply(facts, feed.source, feed.steps)):
                 continue
             last = feed.ops[-1].call
             if id(last) in seen:
@@ -274,6 +285,12 @@ def _prefetched(facts: ModuleFacts, steps: tuple[DatasetOp, ...]) -> bool:
     while kept and kept[-1] in _TRAILING_OK:
         kept.pop()
     return bool(kept) and (kept[-1] == "prefetch" or _maps_keep_prefetch(facts, steps[:len(kept)]))
+
+
+def _memory_cheaply(facts: ModuleFacts, source: str, steps: tuple[DatasetOp, ...]) -> bool:
+    """A pipeline over arrays already in memory whose only work on elements is `map`s that visibly do cheap
+    work (`x / 255`, a cast, a one-hot): its batches cost little more than a copy."""
+    return slices_of_memory(source, tuple(op for op in steps if not (op.method == "map" and cheap_map(facts, op))))
 
 
 def _maps_keep_prefetch(facts: ModuleFacts, steps: tuple[DatasetOp, ...]) -> bool:

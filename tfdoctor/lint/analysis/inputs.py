@@ -272,6 +272,9 @@ def training_inputs(facts: ModuleFacts) -> list[TrainingInput]:
         targets = next((a.targets for a in facts.assigns if a.statement is call.statement), ())
         if any(_NOT_TRAINING.search(t) for t in targets) or (targets and _only_evaluated(facts, targets[0])):
             continue  # `eval_iterator = iter(strategy.experimental_distribute_dataset(ds))`
+        if len(targets) == 1 and "." not in targets[0] and _private(facts, call) and not facts.read_later(
+                targets[0], call.scope, 0):
+            continue  # `dist_test = strategy.experimental_distribute_dataset(ds)`, and nothing can read it
         if call.attr == "experimental_distribute_dataset":
             dataset = call_arg(call.node, 0, "dataset")
             if dataset is not None and not _NOT_TRAINING.search(dotted(dataset) or ""):
@@ -317,6 +320,13 @@ def _only_evaluated(facts: ModuleFacts, name: str) -> bool:
     replicas = facts.transitive_callees(fn for found in given for fn in found)
     return not any(_TRAINING_CALL.search(call.func or call.attr or "")
                    for scope in (*loops, *reached, *replicas) for call in scope.calls)
+
+
+def _private(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether what the call's statement binds is seen only by this module: a function's local, or a name
+    bound under `if __name__ == "__main__":`, which no importer runs."""
+    return call.scope is not facts.module_scope or any(
+        isinstance(test := block.test, cst.Comparison) and dotted(test.left) == "__name__" for block in call.ifs)
 
 
 def _reads_name(expr: cst.BaseExpression, name: str) -> bool:

@@ -94,6 +94,40 @@ def map_function_costly(facts: ModuleFacts, function: cst.BaseExpression | None,
     return False
 
 
+def map_function_cheap(facts: ModuleFacts, function: cst.BaseExpression | None, scope: Scope, depth: int = 0) -> bool:
+    """Whether the mapped function visibly does only cheap work: every call it makes is a TensorFlow, Keras,
+    NumPy or math op that is not costly (a cast, a reshape, a one-hot), a method of its own values, or a
+    function of the module that is cheap in turn. False when it does costly work or the code does not show."""
+    if function is None or depth > _MAX_DEPTH:
+        return False
+    resolved = facts.resolve(function)
+    if resolved is not None:
+        return resolved.startswith(_KNOWN) and not _COSTLY.match(resolved)
+    bodies = facts.callables_of(function, scope)
+    if len(bodies) != 1:
+        return False
+    scopes = list(_with_nested(bodies[0]))
+    own = {name for inner in scopes for name in (*inner.params, *(t for a in inner.assigns for t in a.targets))}
+    for call in (call for inner in scopes for call in inner.calls):
+        named = facts.resolve(call.node.func)
+        if named is not None:
+            if _COSTLY.match(named) or not named.startswith(_KNOWN):
+                return False
+            continue
+        receiver = dotted(call.node.func.value) if isinstance(call.node.func, cst.Attribute) else None
+        if receiver is not None and receiver.split(".")[0] in own and receiver.split(".")[0] != "self":
+            continue  # `image.set_shape(...)`
+        if _random_layer(facts, call.node.func) or not map_function_cheap(facts, call.node.func, call.scope, depth + 1):
+            return False
+    return True
+
+
+def cheap_map(facts: ModuleFacts, op: DatasetOp) -> bool:
+    """Whether a pipeline's `map` step visibly does only cheap work, judged in the module that holds the call."""
+    home, scope = _home(facts, op)
+    return scope is not None and map_function_cheap(home, call_arg(op.call, 0, "map_func"), scope)
+
+
 def costly_map(facts: ModuleFacts, op: DatasetOp) -> bool:
     """Whether a pipeline's `map` step visibly does costly work, judged in the module that holds the call (a
     loader's, when the pipeline comes from one)."""

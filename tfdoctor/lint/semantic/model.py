@@ -803,6 +803,8 @@ class _Lookup:
         while current is not None:
             limit = before if current is scope else END_OF_SCOPE
             bindings = _reaching_bindings(model._bindings_in(current).get(name, ()), limit)
+            if any(key[0] == id(current) for key in bound):  # `make(data, "valid")`: not the `"train"` branch
+                bindings = [b for b in bindings if not _branch_not_taken(b, current, bound)]
             for binding in bindings:
                 if isinstance(binding, LoopFact):
                     where = binding.targets.index(name)
@@ -926,6 +928,68 @@ class _Lookup:
             return False
         self._name(symbol, cst.Name(symbol), model.module_scope, END_OF_SCOPE, path, via, {}, depth + 1, active)
         return True
+
+
+Bound = dict[tuple[int, str], tuple[cst.BaseExpression, Scope, int]]
+_LITERALS = (cst.SimpleString, cst.Integer)
+
+
+def _branch_not_taken(binding: AssignFact | LoopFact, function: Scope, bound: Bound) -> bool:
+    """Whether a binding lies in an `if` branch that the call's literal arguments rule out: the body of `if mode
+    == "train":` (or `if self.mode == "train":` after `self.mode = mode`) when the call gives `mode="valid"`."""
+    if not isinstance(function.node, cst.FunctionDef):
+        return False
+    for branch, in_body in _branches_around(function.node.body, binding.node if isinstance(binding, LoopFact)
+                                            else binding.statement):
+        test = branch.test
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+                and type(test.comparisons[0].operator) in (cst.Equal, cst.NotEqual)
+                and isinstance(test.comparisons[0].comparator, _LITERALS)):
+            continue
+        given = _literal_argument(test.left, function, bound, branch)
+        if given is None:
+            continue
+        holds = (given == test.comparisons[0].comparator.evaluated_value) == isinstance(  # type: ignore[union-attr]
+            test.comparisons[0].operator, cst.Equal)
+        if holds != in_body:
+            return True
+    return False
+
+
+def _literal_argument(expr: cst.BaseExpression, function: Scope, bound: Bound, before: cst.If) -> object | None:
+    """The literal a parameter holds in this call (its argument, else its default), looking through one
+    `self.mode = mode` made at the function's top level before `before`; None when not a literal."""
+    name = dotted(expr)
+    if name is not None and name.startswith("self.") and name.count(".") == 1:
+        stores = [a for a in function.assigns if name in a.targets]
+        first = next((n for n, s in enumerate(function.node.body.body) if s is before), None)  # type: ignore[union-attr]
+        if not (len(stores) == 1 and not stores[0].blocks and isinstance(stores[0].value, cst.Name) and first
+                and any(s is stores[0].statement for s in function.node.body.body[:first])):  # type: ignore[union-attr]
+            return None
+        name = stores[0].value.value
+    if name is None or name not in function.value_params():
+        return None
+    given = bound.get((id(function), name))
+    value = given[0] if given is not None else next(
+        (p.default for p in function.node.params.params if p.name.value == name), None)  # type: ignore[union-attr]
+    return value.evaluated_value if isinstance(value, _LITERALS) else None
+
+
+def _branches_around(root: cst.CSTNode, statement: cst.CSTNode) -> list[tuple[cst.If, bool]]:
+    """The `if` statements around a statement, outermost first, each with whether it is in the body (else in
+    the `else`/`elif`)."""
+    stack: list[tuple[cst.CSTNode, tuple[tuple[cst.If, bool], ...]]] = [(root, ())]
+    while stack:
+        node, around = stack.pop()
+        if node is statement:
+            return list(around)
+        if isinstance(node, cst.If):
+            stack.append((node.body, (*around, (node, True))))
+            if node.orelse is not None:
+                stack.append((node.orelse, (*around, (node, False))))
+        elif isinstance(node, (cst.BaseSuite, cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)):
+            stack.extend((child, around) for child in node.children)
+    return []
 
 
 def _item_index(expr: cst.CSTNode) -> int | None:
