@@ -70,6 +70,7 @@ class Profiled:
     notes: list[str] = field(default_factory=list)
     input_inside_calls: bool = False  # input read inside each call is in compute: the share is a lower bound
     contention_share: float | None = None  # the pipeline slowing the step on shared CPU cores (part of compute)
+    contention_interval: list[float] | None = None  # its interval, as shares of the median step
     error: str | None = None
 
 
@@ -207,6 +208,8 @@ def profile(script: dict[str, Any], folder: Path, timeout: float) -> Profiled:
     result.input_inside_calls = bool(report.get("input_inside_calls"))
     contention, step = report.get("pipeline_contention_s"), (report.get("step_time_s") or {}).get("median")
     result.contention_share = contention / step if contention is not None and step else None
+    spread = report.get("pipeline_contention_interval_s")
+    result.contention_interval = [value / step for value in spread] if spread and step else None
     if code != 0:
         result.error = last_line(stderr)
     return result
@@ -224,7 +227,9 @@ def row_text(row: dict[str, Any]) -> str:
         interval = run.input_interval
         profiled = percent(run.input_share) + (f" [{percent(interval[0])}, {percent(interval[1])}]" if interval else "")
         if run.contention_share:  # the independent share holds it too: the cached run frees the cores
-            profiled += f" + contention {percent(run.contention_share)}"
+            profiled += f" + contention {percent(run.contention_share)}" + (
+                f" [{percent(run.contention_interval[0])}, {percent(run.contention_interval[1])}]"
+                if run.contention_interval else "")
         diff = ("-" if run.input_share is None or ind.share is None
                 else "n/a: a lower bound" if run.input_inside_calls  # input inside the calls is not separated
                 else f"{100 * abs(run.input_share - ind.share):.0f}")

@@ -405,6 +405,33 @@ def test_the_replays_wait_for_the_scripts_input_threads_to_go_idle(monkeypatch):
     busy.join()
 
 
+def test_a_fit_window_slower_than_the_replays_after_it_but_not_before_it_is_called_unstable():
+    """fit's input is its calls' excess over the step replayed after the window. When the step replayed just
+    before the window was as slow as the calls (the process sped up later: warm-up, or load that passed), the
+    report says so, and input's interval reaches down to the excess over that earlier replay."""
+    from tfdoctor.profile.protocol import PhaseTimes, ScriptMeasured
+    from tfdoctor.profile.script.join import build
+
+    calls = [0.196, 0.198, 0.200, 0.200, 0.200, 0.200, 0.202, 0.204, 0.206, 0.210]
+    full = [c + 0.005 for c in calls]
+    on_device = [a - (c - 0.142) for a, c in zip(full, calls)]  # input = the calls' excess over B (142 ms)
+    times = PhaseTimes(full, [0.0] * 10, on_device, [0.147], [0.147] * 10, [0.147] * 10)
+
+    def report(before: list[float]) -> Report:
+        measured = ScriptMeasured(times, calls, "fit", [], 13, [], 64, 2, True, [0.142] * 10, replay_before=before)
+        return build(measured, [], 2, "cpu", [], "train.py", [])
+
+    steady = report([0.141, 0.143, 0.142])  # the same speed before and after the window: input stands
+    assert steady.verdict.primary == "input-bound" and not steady.verdict.borderline
+    assert not any(note.startswith("unstable") for note in steady.notes)
+    drifted = report([0.199, 0.201, 0.200])  # as slow as the window's calls before it, fast only after it
+    low, high = drifted.to_json()["intervals"]["input"]["share"]
+    assert low < 0.05 and high > 0.25  # holds both: 0 against the earlier replay, 29% against the later one
+    assert drifted.verdict.borderline and "another run may not call it input-bound" in drifted.verdict.statement
+    assert any(note.startswith("unstable: the step replayed just before the window took 200 ms and after it 142 ms")
+               for note in drifted.notes)
+
+
 def test_script_step_calls_slower_than_their_idle_replay_are_pipeline_contention_on_cpu_only():
     from rich.console import Console
 
@@ -412,7 +439,8 @@ def test_script_step_calls_slower_than_their_idle_replay_are_pipeline_contention
     from tfdoctor.profile.report import render
     from tfdoctor.profile.script.join import build
 
-    calls, replays = [0.120] * 10, [0.090] * 10  # the calls ran 30 ms slower than the step replayed alone
+    calls = [0.110, 0.115, 0.120, 0.120, 0.120, 0.120, 0.120, 0.125, 0.130, 0.135]  # 30 ms slower than alone
+    replays = [0.090] * 10
     times = PhaseTimes([0.125] * 10, [0.0] * 10, calls, [0.120], [0.120] * 10, [0.120] * 10)  # scaled to the calls
 
     def report(kind: str, source: str = "tf.function") -> Report:
@@ -422,10 +450,12 @@ def test_script_step_calls_slower_than_their_idle_replay_are_pipeline_contention
     on_cpu = report("cpu")
     assert on_cpu.breakdown.contention == pytest.approx(0.030)
     assert on_cpu.to_json()["pipeline_contention_s"] == pytest.approx(0.030)
+    low, high = on_cpu.to_json()["pipeline_contention_interval_s"]  # the calls' spread, resampled
+    assert 0.020 <= low <= 0.030 <= high <= 0.045 and high > low
     assert on_cpu.breakdown.compute == pytest.approx(0.120)  # contention stays compute: a GPU never feels it
     console = Console(record=True, width=300)
     render(on_cpu, console)
-    assert ("of compute, 30.0 ms is the step running slower than on the same step replayed once the script's "
-            "input threads were idle") in console.export_text()
+    assert (f"of compute, 30.0 ms (interval {low * 1000:.1f}-{high * 1000:.1f} ms) is the step running slower than "
+            "on the same step replayed once the script's input threads were idle") in console.export_text()
     assert report("gpu").breakdown.contention is None
     assert report("cpu", "fit").breakdown.contention is None  # fit's calls hold their own input

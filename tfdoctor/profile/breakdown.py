@@ -50,6 +50,7 @@ class Breakdown:
     host: float
     compute: float
     contention: float | None = None
+    contention_interval: tuple[float, float] | None = None  # seconds, where `contention` was measured apart
     waiting: float | None = None
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)        # part -> (low, high) s
     share_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # part -> (low, high) share
@@ -150,6 +151,15 @@ def _with_drift(measured: Breakdown, arrays: dict[str, list[float]], groups: lis
         values = [getattr(half, part) for half in halves]
         intervals[part] = (min(intervals[part][0], *values), max(intervals[part][1], *values))
     return replace(measured, drift=drift, intervals=intervals, share_intervals=share_intervals)
+
+
+def difference_interval(slower: list[float], faster: list[float]) -> tuple[float, float]:
+    """The interval of median(slower) - median(faster) over bootstrap resamples of each list on its own (the
+    two were timed apart, so nothing pairs them)."""
+    rng = random.Random(0)
+    differences = [statistics.median(rng.choices(slower, k=len(slower))) -
+                   statistics.median(rng.choices(faster, k=len(faster))) for _ in range(RESAMPLES)]
+    return _central(differences)
 
 
 def _central(values: list[float]) -> tuple[float, float]:

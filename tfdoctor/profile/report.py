@@ -77,6 +77,8 @@ class Report:
         }
         if result and result.contention is not None:
             out["pipeline_contention_s"] = result.contention
+            if result.contention_interval is not None:
+                out["pipeline_contention_interval_s"] = list(result.contention_interval)
         if result and result.drift:
             out["unstable"] = {part: {"first_half": first, "second_half": second}
                                for part, (first, second) in result.drift.items() if part in result.measured()}
@@ -144,7 +146,9 @@ def render(report: Report, console: Console) -> None:
         if result.contention:
             than = ("the same step replayed once the script's input threads were idle" if report.mode == "script"
                     else "batches made earlier")
-            console.print(f"of compute, {result.contention * 1000:.1f} ms is the step running slower than on "
+            spread = (f" (interval {result.contention_interval[0] * 1000:.1f}-{result.contention_interval[1] * 1000:.1f}"
+                      " ms)" if result.contention_interval else "")
+            console.print(f"of compute, {result.contention * 1000:.1f} ms{spread} is the step running slower than on "
                           f"{than}, while the input pipeline works on the same host cores (not input: on GPUs that "
                           "work runs beside the devices)", highlight=False)
         if report.workers:
