@@ -85,7 +85,14 @@ from tfdoctor.lint.analysis.multiworker import (
     write_kind,
 )
 from tfdoctor.lint.analysis.optimizers import Optimizer, applied_optimizer
-from tfdoctor.lint.analysis.sessions import SecondPull, SessionFeed, runs_training_op, second_pulls, session_feeds
+from tfdoctor.lint.analysis.sessions import (
+    SecondPull,
+    SessionFeed,
+    runs_training_op,
+    second_pulls,
+    session_feeds,
+    slices_in_memory,
+)
 from tfdoctor.lint.analysis.stateful import (
     PARALLELISES_STATELESS_MAPS,
     cheap_map,
@@ -135,7 +142,7 @@ __all__ = [
     "multi_worker_model_scope", "on_shared_storage", "one_loss_of_list", "only_multi_worker", "only_one_device",
     "optimizer_learning_rate",
     "paced_by_python", "parameter_server", "path_from_outside", "random_data", "repeats_one_batch", "returns_host_values", "stateful_map", "runs_many_steps", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
-    "same_start_everywhere", "saved_under_strategy", "saves_beside", "second_pulls", "session_feeds", "step_counter",
+    "same_start_everywhere", "saved_under_strategy", "saves_beside", "second_pulls", "session_feeds", "slices_in_memory", "step_counter",
     "sync_on_read_state", "tf_config_sets", "training_chains", "training_inputs", "training_loops",
     "training_step_scopes", "trains", "unknown_value", "value_provenance", "worker_guard", "write_kind",
 ]

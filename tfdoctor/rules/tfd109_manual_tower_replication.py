@@ -7,7 +7,7 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import evaluation_name, horovod_scope
-from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope, reads
+from tfdoctor.lint.facts import CallFact, LoopFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
@@ -151,6 +151,13 @@ class Tacotron:
 """,
     )
     VALID = (
+        # a loop over a one-device literal: one model, built once on that GPU
+        """import tensorflow as tf
+for i in [1]:
+    with tf.device('/gpu:%d' % i):
+        logits = build_model(images)
+        loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+""",
         # towers that run a network forward and fetch its outputs (StyleGAN's `Network.run`): inference
         """import tensorflow as tf
 class Network:
@@ -302,7 +309,7 @@ for gpu in tf.config.list_physical_devices("GPU"):
                 names = device.names_of(spec)
                 if isinstance(spec, cst.Call) and (facts.resolve(spec.func) or "").endswith(".replica_device_setter"):
                     spec = call_arg(spec, None, "worker_device")  # TF1 towers: the GPU is the worker device
-                loop_vars = {t for loop in device.loops for t in loop.targets}
+                loop_vars = {t for loop in device.loops if not _one_turn(loop) for t in loop.targets}
                 builds = [c for c in block.calls if _builds(facts, c)]
                 per_gpu = ((_mentions_gpu(facts, spec, device.scope) and any(reads(names, v) for v in loop_vars))
                            or _picked_from_devices(facts, spec, device, loop_vars))
@@ -311,6 +318,11 @@ for gpu in tf.config.list_physical_devices("GPU"):
                         and not _applies_callers_function(facts, spec, device, builds) \
                         and not _infers(facts, device.scope) and not horovod_scope(facts, device.scope):
                     yield self.report(device)
+
+
+def _one_turn(loop: LoopFact) -> bool:
+    """`for i in [1]:`: a loop over a literal of at most one device builds one copy, on that device."""
+    return isinstance(loop.iter_expr, (cst.List, cst.Tuple)) and len(loop.iter_expr.elements) <= 1
 
 
 def _builds(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:

@@ -14,6 +14,7 @@ from tfdoctor.lint.dataflow import (
     iterable_provenance,
     repeats_one_batch,
     session_feeds,
+    slices_in_memory,
     training_inputs,
 )
 from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
@@ -34,9 +35,10 @@ class PythonGeneratorInput(Rule):
     generator function) whose batches reach a training step: `model.fit`, a distributed dataset, or a loop
     that runs a training step (a `from_generator` pipeline also when a module importing this one trains on
     it). In TF1 code, a loop that runs a training op with `session.run(..., feed_dict=...)` and feeds it the
-    batches it iterates over, or that a `next(...)`/`next_batch(...)` call in the loop returns; not batches that
-    are slices of arrays already in memory (`x[i * n:(i + 1) * n]` in the loop, `mnist.train.next_batch(n)` of
-    the tutorials' `read_data_sets`, a generator that only yields `x[i:i + n]`), whose feed costs a copy. Likewise `ImageDataGenerator().flow(x, y)`
+    batches it iterates over, or that a `next(...)`/`next_batch(...)` call in the loop returns. Never batches
+    that are slices of arrays already in memory (`x[i * n:(i + 1) * n]` in the loop, `mnist.train.next_batch(n)`
+    of the tutorials' `read_data_sets`, a generator that only yields `x[i:i + n]` or names it binds only to such
+    slices), whose feed costs a copy. Likewise `ImageDataGenerator().flow(x, y)`
     with no augmentation (only `rescale`, `validation_split`, `data_format`, `dtype`): it slices arrays in
     memory. Only in a program that distributes training: the module, or a project module that imports it,
     builds a `tf.distribute` strategy or uses one (`scope`, `run`, a distributed dataset), or calls Horovod or
@@ -222,6 +224,22 @@ if __name__ == "__main__":
     for x, y in datasetv:
         save(model(x, training=False))
 """,
+        # a generator that only slices arrays already in memory: each batch costs a copy
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def batches(xs, ys, n):
+    rest_x, rest_y = xs.copy(), ys.copy()
+    while rest_x.shape[0] > 0:
+        x = rest_x[:n]
+        rest_x = rest_x[n:]
+        y = rest_y[:n]
+        rest_y = rest_y[n:]
+        yield (x, y)
+gen = batches(train_x, train_y, 64)
+for step in range(steps):
+    x, y = next(gen)
+    loss = model.train_on_batch(x, y)
+""",
         # a benchmark's synthetic input: the same arrays, made once, handed back each step
         """import numpy as np
 import tensorflow as tf
@@ -405,7 +423,8 @@ for images, labels in batches(files):
                 yield expr, statement, f"`ImageDataGenerator.{flows.pop()}`", fit
                 continue
             origin = iterable_provenance(facts, expr, scope, order)
-            if origin is not None and origin.kind == "undistributed" and "Python" in origin.reason:
+            if (origin is not None and origin.kind == "undistributed" and "Python" in origin.reason
+                    and not slices_in_memory(facts, expr, scope, order)):  # a copy per batch, no Python work
                 yield expr, statement, origin.reason, fit
         for feed in session_feeds(facts):
             yield feed.source, feed.statement, "`feed_dict` batches from Python", None

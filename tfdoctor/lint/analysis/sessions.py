@@ -42,15 +42,15 @@ def session_feeds(facts: ModuleFacts) -> list[SessionFeed]:
             continue
         names = derived_names(facts, _fed_names(facts, feed, call), call.scope, strings=False)
         source = _batch_source(facts, call, names)
-        if source is not None and not _slices_in_memory(facts, source[0], call.scope, call.order):
+        if source is not None and not slices_in_memory(facts, source[0], call.scope, call.order):
             found.append(SessionFeed(*source))
     return found
 
 
-def _slices_in_memory(facts: ModuleFacts, source: cst.BaseExpression, scope: Scope, order: int) -> bool:
+def slices_in_memory(facts: ModuleFacts, source: cst.BaseExpression, scope: Scope, order: int) -> bool:
     """Batches that are slices of arrays already in memory, whose feed costs a copy: `mnist.train.next_batch(n)`
     of the tutorials' `read_data_sets`, or a generator of this module that only yields slices
-    (`yield x[i:i + n], y[i:i + n]`), called directly or through `next(...)`."""
+    (`yield x[i:i + n], y[i:i + n]`, or names it binds only to slices), called directly or through `next(...)`."""
     if isinstance(source, cst.Call) and dotted(source.func) == "next" and source.args:
         source = source.args[0].value
     if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and source.func.attr.value == "next_batch":
@@ -65,12 +65,21 @@ def _slices_in_memory(facts: ModuleFacts, source: cst.BaseExpression, scope: Sco
         return False
     generators = facts.callables_of(source.func, scope)
     return len(generators) == 1 and generators[0].is_generator and bool(generators[0].yields) and all(
-        _slices(y.value) for y in generators[0].yields)
+        _slices(y.value, generators[0]) for y in generators[0].yields)
 
 
-def _slices(value: cst.BaseExpression | None) -> bool:
+def _slices(value: cst.BaseExpression | None, generator: Scope) -> bool:
+    """`x[i:i + n]`, a tuple of them, or a name the generator binds only to them (`seqs = rest[:n]`)."""
     if isinstance(value, cst.Tuple):
-        return bool(value.elements) and all(_slices(e.value) for e in value.elements)
+        return bool(value.elements) and all(_slices(e.value, generator) for e in value.elements)
+    if isinstance(value, cst.Name):
+        bound = [a for a in generator.assigns if value.value in a.targets]
+        return bool(bound) and all(a.targets == (value.value,) and a.operator == "=" and _a_slice(a.value)
+                                   for a in bound)
+    return _a_slice(value)
+
+
+def _a_slice(value: cst.BaseExpression | None) -> bool:
     return isinstance(value, cst.Subscript) and any(isinstance(e.slice, cst.Slice) for e in value.slice)
 
 
