@@ -130,7 +130,7 @@ def has_keyword(call: cst.Call, keyword: str) -> bool:
     return any(arg.keyword is not None and arg.keyword.value == keyword for arg in call.args)
 
 
-_STATEMENT_PARTS = (cst.BaseSuite, cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)
+STATEMENT_PARTS = (cst.BaseSuite, cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)
 
 
 def in_part(part: cst.CSTNode, statement: cst.CSTNode) -> bool:
@@ -140,6 +140,6 @@ def in_part(part: cst.CSTNode, statement: cst.CSTNode) -> bool:
         node = stack.pop()
         if node is statement:
             return True
-        if isinstance(node, _STATEMENT_PARTS):
+        if isinstance(node, STATEMENT_PARTS):
             stack.extend(node.children)
     return False

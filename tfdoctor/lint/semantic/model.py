@@ -25,7 +25,7 @@ from typing import Callable, Hashable, Iterable, Iterator, Literal, Protocol, Ty
 import libcst as cst
 
 from tfdoctor.lint.cells import is_notebook_module
-from tfdoctor.lint.names import call_arg, canonical, dotted, in_part
+from tfdoctor.lint.names import STATEMENT_PARTS, call_arg, canonical, dotted, in_part
 from tfdoctor.lint.semantic.collector import (
     END_OF_SCOPE,
     AssignFact,
@@ -987,7 +987,7 @@ def _branches_around(root: cst.CSTNode, statement: cst.CSTNode) -> list[tuple[cs
             stack.append((node.body, (*around, (node, True))))
             if node.orelse is not None:
                 stack.append((node.orelse, (*around, (node, False))))
-        elif isinstance(node, (cst.BaseSuite, cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)):
+        elif isinstance(node, STATEMENT_PARTS):
             stack.extend((child, around) for child in node.children)
     return []
 
