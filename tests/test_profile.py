@@ -405,33 +405,6 @@ def test_the_replays_wait_for_the_scripts_input_threads_to_go_idle(monkeypatch):
     busy.join()
 
 
-def test_a_fit_window_slower_than_the_replays_after_it_but_not_before_it_is_called_unstable():
-    """fit's input is its calls' excess over the step replayed after the window. When the step replayed just
-    before the window was as slow as the calls (the process sped up later: warm-up, or load that passed), the
-    report says so, and input's interval reaches down to the excess over that earlier replay."""
-    from tfdoctor.profile.protocol import PhaseTimes, ScriptMeasured
-    from tfdoctor.profile.script.join import build
-
-    calls = [0.196, 0.198, 0.200, 0.200, 0.200, 0.200, 0.202, 0.204, 0.206, 0.210]
-    full = [c + 0.005 for c in calls]
-    on_device = [a - (c - 0.142) for a, c in zip(full, calls)]  # input = the calls' excess over B (142 ms)
-    times = PhaseTimes(full, [0.0] * 10, on_device, [0.147], [0.147] * 10, [0.147] * 10)
-
-    def report(before: list[float]) -> Report:
-        measured = ScriptMeasured(times, calls, "fit", [], 13, [], 64, 2, True, [0.142] * 10, replay_before=before)
-        return build(measured, [], 2, "cpu", [], "train.py", [])
-
-    steady = report([0.141, 0.143, 0.142])  # the same speed before and after the window: input stands
-    assert steady.verdict.primary == "input-bound" and not steady.verdict.borderline
-    assert not any(note.startswith("unstable") for note in steady.notes)
-    drifted = report([0.199, 0.201, 0.200])  # as slow as the window's calls before it, fast only after it
-    low, high = drifted.to_json()["intervals"]["input"]["share"]
-    assert low < 0.05 and high > 0.25  # holds both: 0 against the earlier replay, 29% against the later one
-    assert drifted.verdict.borderline and "another run may not call it input-bound" in drifted.verdict.statement
-    assert any(note.startswith("unstable: the step replayed just before the window took 200 ms and after it 142 ms")
-               for note in drifted.notes)
-
-
 def test_script_step_calls_slower_than_their_idle_replay_are_pipeline_contention_on_cpu_only():
     from rich.console import Console
 

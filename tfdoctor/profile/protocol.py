@@ -177,7 +177,6 @@ class ScriptMeasured(Event):
     precision: str = ""                    # the Keras global dtype policy when it is a mixed one
     lines_run: dict[str, list[int]] = field(default_factory=dict)  # script's files -> lines run before the window
     looped: list[str] = field(default_factory=list)  # step functions that run many steps per call, input inside
-    replay_before: list[float] = field(default_factory=list)  # B timed just before the window (Model.fit only)
 
 
 @dataclass(frozen=True)

@@ -116,32 +116,6 @@ def with_contention(result: ScriptMeasured, kind: str, measured: Breakdown) -> B
                    contention_interval=(_clamp(low, measured.compute), _clamp(high, measured.compute)))
 
 
-WARM_UP_DRIFT = 0.10  # replays before and after the window this far apart (of the later one): the process sped up
-
-
-def with_replay_drift(result: ScriptMeasured, measured: Breakdown) -> tuple[Breakdown, str | None]:
-    """For `fit`, whose input is the calls' excess over the step replayed after the window: when the step
-    replayed just before the window took a different time, the process itself ran at another speed in the
-    window (warm-up still going on, or load that passed), which that excess does not tell from input. The
-    input interval then also holds the excess over the earlier replay; the note says so."""
-    if not (result.replay_before and result.replay_steps):  # only fit's steps are replayed before the window
-        return measured, None
-    before, after = statistics.median(result.replay_before), statistics.median(result.replay_steps)
-    if abs(before - after) <= WARM_UP_DRIFT * after:
-        return measured, None
-    step = measured.step.median
-    other = min(statistics.median(max(c - before, 0.0) for c in result.step_calls), step)
-    low, high = measured.intervals.get("input", (measured.input, measured.input))
-    share_low, share_high = measured.share_interval("input")
-    widened = replace(measured, intervals={**measured.intervals, "input": (min(low, other), max(high, other))},
-                      share_intervals={**measured.share_intervals, "input": (
-                          min(share_low, other / step), max(share_high, other / step))})
-    return widened, (f"unstable: the step replayed just before the window took {before * 1e3:.0f} ms and after it "
-                     f"{after * 1e3:.0f} ms, so the process ran at another speed in the window (warm-up, or load "
-                     "that came and went), which fit's input, the calls' excess over the replay, cannot tell "
-                     f"apart; against the earlier replay input is {other / step:.0%}, and its interval holds both")
-
-
 def _clamp(seconds: float, most: float) -> float:
     return min(max(seconds, 0.0), most)
 
@@ -155,7 +129,6 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
     measured = replace(breakdown(times.full, times.on_device, times.looped, times.gradients, times.reduced,
                                  paired=True), separated=result.replayed, input_inside=bool(result.looped))
     measured = with_contention(result, kind, measured)
-    measured, drifted = with_replay_drift(result, measured)
     verdict = judge(measured)
     part = PART_OF[verdict.primary]
     rank = {code: index for index, code in enumerate(RULES_FOR[part] if part else ())}
@@ -172,8 +145,6 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
     extra = [(f"steps seen through {result.source} ({result.steps_seen} in all); input = the time between "
               "step calls plus any input inside them, i.e. step-to-step time minus the step on a batch already on "
               "the devices")]
-    if drifted:
-        extra.append(drifted)
     if waits:
         extra.append(f"hooked input waits: {sum(waits) / len(waits) * 1000:.1f} ms per step")
     replicas = result.replicas or requested

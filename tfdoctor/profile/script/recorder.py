@@ -16,7 +16,7 @@ from typing import Any, Callable
 from tfdoctor.profile.machine_load import CpuSample, load_note, sample
 from tfdoctor.profile.protocol import NoStep, PhaseTimes, ScriptMeasured, Traced, WhatIf
 from tfdoctor.profile.script.lines_run import LinesRun
-from tfdoctor.profile.script.replay import Replay, before_window, measure
+from tfdoctor.profile.script.replay import Replay, measure
 
 Progress = Callable[[str, int, int], None]
 LOOPED = ("`{}` runs strategy.run in a loop inside one tf.function call (an epoch, or many steps, per call): each "
@@ -54,7 +54,6 @@ class Recorder:
         self.peer_waits: list[float] = []  # waits for other workers inside hooked input calls, per interval
         self._wait = self._peer_wait = 0.0
         self.replay: Replay | None = None
-        self.replay_before: list[float] = []  # the step replayed just before the window (Model.fit)
         self.hooked: set[str] = set()
         self.busy = False                # replaying: the hooks must not report
         self.done = False
@@ -115,10 +114,6 @@ class Recorder:
             return
         if self.seen <= self.warmup:
             self.progress("warm-up steps", self.seen, self.warmup)
-            if self.seen == self.warmup and self.replay is not None and not self.across_workers:
-                self.busy = True  # replays in step on every worker would need them all here: not across workers
-                self.replay_before = before_window(self.replay)
-                self.busy = False
             return
         if self.starts:
             self.waits.append(wait)
@@ -208,8 +203,7 @@ class Recorder:
         return ScriptMeasured(times, calls, self.source or "", sorted(self.hooked), self.seen, notes, global_batch,
                               replicas, replayed is not None, replayed.replay_steps if replayed else [],
                               self.peer_waits[:len(intervals)], self.input_kind, _mixed_precision(),
-                              self.lines_run.recorded() if self.lines_run is not None else {}, list(self.looped),
-                              self.replay_before if replayed else [])
+                              self.lines_run.recorded() if self.lines_run is not None else {}, list(self.looped))
 
     def _start_trace(self) -> None:
         import tensorflow as tf

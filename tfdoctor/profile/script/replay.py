@@ -174,20 +174,6 @@ class Replayed:
     replay_steps: list[float]  # B itself, per window step
 
 
-def before_window(replay: Replay, rounds: int = 3) -> list[float]:
-    """For steps that fetch their own input (Model.fit), the replayed step timed `rounds` times just before the
-    window opens: fit's input is the calls' excess over the step replayed after the window, which holds only if
-    the process runs as fast then as in the window (warm-up that is still going on, or load that passes, make
-    it faster later). Empty for other steps, or when the step cannot be run."""
-    if not replay.input_inside:
-        return []
-    try:
-        wait(replay.step(replay.batch))  # traced here, untimed
-        return [timed(lambda: replay.step(replay.batch)) for _ in range(rounds)]
-    except Exception:  # noqa: BLE001 - measure() reports a step that cannot be replayed
-        return []
-
-
 def settle() -> float:
     """Wait until the process's other threads (a prefetching tf.data pipeline refilling its buffers, Keras'
     batch workers filling their queue) stop using the CPU, so they do not slow the replays by an amount that
