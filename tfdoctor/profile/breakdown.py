@@ -176,28 +176,28 @@ def _parts(full: list[float], on_device: list[float], looped: list[float], gradi
     a = step.median
     if across_workers:
         assert waits, "a worker of a job is split by its waits in next()"
-        input_s = _clamp(statistics.median(waits), a)
+        input_s = clamp(statistics.median(waits), a)
         calls = [f - w for f, w in zip(full, waits, strict=True)]
-        waiting = _clamp(_difference(calls, on_device, paired), a - input_s)
+        waiting = clamp(_difference(calls, on_device, paired), a - input_s)
         on_device_s = a - input_s - waiting
         h = min(statistics.median(looped), on_device_s)
-        all_reduce = _clamp(_difference(reduced, gradients, paired), h)
+        all_reduce = clamp(_difference(reduced, gradients, paired), h)
         return Breakdown(step=step, input=input_s, host=on_device_s - h, sync=all_reduce + waiting,
                          compute=h - all_reduce, waiting=waiting)
-    a_minus_b = _clamp(_difference(full, on_device, paired), a)
+    a_minus_b = clamp(_difference(full, on_device, paired), a)
     contention = None
     if waits and stored:
         calls = [f - w for f, w in zip(full, waits, strict=True)]
-        contention = _clamp(_difference(calls, stored, paired), a_minus_b)
+        contention = clamp(_difference(calls, stored, paired), a_minus_b)
     slowed = contention or 0.0
     b = a - a_minus_b
     h = min(statistics.median(looped), b)
-    sync = _clamp(_difference(reduced, gradients, paired), h)
+    sync = clamp(_difference(reduced, gradients, paired), h)
     return Breakdown(step=step, input=a_minus_b - slowed, host=b - h, sync=sync, compute=h - sync + slowed,
                      contention=contention)
 
 
-def _clamp(seconds: float, most: float) -> float:
+def clamp(seconds: float, most: float) -> float:
     return min(max(seconds, 0.0), most)
 
 

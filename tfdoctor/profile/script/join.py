@@ -14,7 +14,7 @@ from typing import Any
 from tfdoctor.config import Overrides
 from tfdoctor.lint.engine import lint_paths
 from tfdoctor.lint.findings import Finding
-from tfdoctor.profile.breakdown import Breakdown, breakdown, difference_interval
+from tfdoctor.profile.breakdown import Breakdown, breakdown, clamp, difference_interval
 from tfdoctor.profile.protocol import ScriptMeasured
 from tfdoctor.profile.report import Report, device_notes
 from tfdoctor.profile.suggest import RULES_FOR, Cause, Seen, suggest
@@ -112,12 +112,8 @@ def with_contention(result: ScriptMeasured, kind: str, measured: Breakdown) -> B
         return measured
     slower = statistics.median(result.step_calls) - statistics.median(result.replay_steps)
     low, high = difference_interval(result.step_calls, result.replay_steps)
-    return replace(measured, contention=_clamp(slower, measured.compute),
-                   contention_interval=(_clamp(low, measured.compute), _clamp(high, measured.compute)))
-
-
-def _clamp(seconds: float, most: float) -> float:
-    return min(max(seconds, 0.0), most)
+    return replace(measured, contention=clamp(slower, measured.compute),
+                   contention_interval=(clamp(low, measured.compute), clamp(high, measured.compute)))
 
 
 def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind: str, names: list[str],
