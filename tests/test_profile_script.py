@@ -94,7 +94,7 @@ def test_eager_distributed_step_is_host_bound_and_cites_tfd107(tmp_path):
 @pytest.mark.tf
 def test_large_model_in_a_graph_step_is_compute_bound(tmp_path):
     report = _profile("compute_bound.py", tmp_path)
-    assert report["verdict"]["primary"] == "compute-bound", report["shares"]
+    assert report["verdict"]["primary"] == "compute-bound", (report["shares"], report["notes"])
     assert report["devices"]["names"] == ["/device:CPU:0", "/device:CPU:1"]
     assert report["trace"]["logdir"] and report["trace"]["xprof"]["steps"] >= 1
     assert all(not s["locations"] for s in report["suggestions"])  # the script is clean
@@ -126,6 +126,32 @@ def test_a_script_killed_after_its_window_keeps_what_was_measured_before(tmp_pat
     assert (UNREPLAYED in report.notes) == (killed_at == "replays")
     assert "the trace is missing: the process was killed by SIGABRT before it was written" in report.notes
     assert report.trace == {"logdir": None, "xprof": None}
+
+
+@pytest.mark.tf
+def test_another_process_busy_only_while_the_step_is_replayed_is_said(tmp_path):
+    """Host overhead and all-reduce come from the replays, after the window: load then is named as such."""
+    from tfdoctor.profile import protocol
+    from tfdoctor.profile.script.parent import ScriptOptions, profile_script
+
+    burners: list[subprocess.Popen] = []
+
+    def on_event(event):
+        if isinstance(event, protocol.Progress) and event.phase == "replays" and not burners:
+            burners.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+        elif isinstance(event, protocol.ScriptMeasured) and event.replayed and burners:
+            burners[0].kill()
+
+    options = ScriptOptions(("python", "tests/scripts/compute_bound.py"), steps=6, warmup=2, logdir=tmp_path)
+    try:
+        report = profile_script(options, on_event)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert len(burners) == 1
+    loaded = [note for note in report.notes if note.startswith("other processes kept ")]
+    assert len(loaded) == 1 and "busy while the step was replayed (host overhead and all-reduce" in loaded[0]
 
 
 @pytest.mark.tf

@@ -49,15 +49,15 @@ def others_cores(start: CpuSample, end: CpuSample) -> float:
     return max(0.0, (end.machine - start.machine) - (end.own - start.own)) / wall
 
 
-def load_note(start: CpuSample | None, end: CpuSample | None) -> str | None:
-    """A note when other processes took cores during the window, else None."""
+def load_note(start: CpuSample | None, end: CpuSample | None, during: str = "the steps were measured") -> str | None:
+    """A note when other processes took cores between the two samples (`during` says what ran), else None."""
     if start is None or end is None:
         return None
     cores = others_cores(start, end)
     if cores < LOADED_CORES:
         return None
-    return (f"other processes kept {cores:.1f} of the machine's {os.cpu_count()} cores busy while the steps were "
-            "measured: times and shares can differ from run to run; profile again on a quiet machine")
+    return (f"other processes kept {cores:.1f} of the machine's {os.cpu_count()} cores busy while {during}: times "
+            "and shares can differ from run to run; profile again on a quiet machine")
 
 
 def _tree_seconds(root: int, ticks: int) -> float:

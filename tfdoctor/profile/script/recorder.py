@@ -186,8 +186,13 @@ class Recorder:
             notes.append(loaded)
         if ended and len(intervals) < self.steps:
             notes.append(f"the script {ended} after {self.seen} steps: {len(intervals)} of {self.steps} measured")
-        replayed = (measure(self.replay, intervals, calls, self.progress, notes, self.across_workers)
-                    if self.replay and replay else None)
+        replayed = None
+        if self.replay and replay:
+            before = sample()
+            replayed = measure(self.replay, intervals, calls, self.progress, notes, self.across_workers)
+            loaded = load_note(before, sample(), "the step was replayed (host overhead and all-reduce come from "
+                               "the replays)")
+            notes.extend([loaded] if loaded else [])
         if replayed is None:
             notes.append(UNREPLAYED if not replay else (
                 f"no step could be replayed on a captured batch (steps seen through {self.source}): input is the "
