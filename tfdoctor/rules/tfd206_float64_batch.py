@@ -18,8 +18,11 @@ class Float64Batch(Rule):
     """
     ## What it does
     Finds numpy batches built as float64 in Python code that feeds training (a Python iterator class or a
-    generator that reaches training, and any Keras `Sequence`/`PyDataset` subclass, wherever it is used): `np.zeros(shape)`/`np.ones`/`np.empty` without a `dtype`, whose array is
-    returned or yielded, and OpenCV images divided by a float (`cv2.imread(p) / 255.0` gives float64).
+    generator that reaches training, and any Keras `Sequence`/`PyDataset` subclass, wherever it is used):
+    `np.zeros(shape)`/`np.ones`/`np.empty` without a `dtype`, whose array is returned or yielded, unless its
+    shape is written out with at most two dimensions (a batch of vectors, such as token ids, is a few kilobytes
+    a step, and its right dtype may be an integer); and OpenCV images divided by a float
+    (`cv2.imread(p) / 255.0` gives float64).
 
     ## Why it is bad
     float64 doubles the bytes copied from host to device every step, and the model casts them to float32
@@ -75,7 +78,7 @@ model.fit(batches(paths), steps_per_epoch=10)
 from tensorflow import keras
 class Loader(keras.utils.Sequence):
     def __getitem__(self, index):
-        out = numpy.empty((self.batch, 128))  # TFD206
+        out = numpy.empty((self.batch, *self.size, 3))  # TFD206
         return out, self.labels[index]
 model.fit(Loader(), epochs=2)
 """,
@@ -132,6 +135,16 @@ def batches(lines, size):
         yield images, np.zeros(size)
 model.fit(batches(train_lines, 8), steps_per_epoch=10)
 """,
+        # a batch of token ids for an Embedding: a few kilobytes a step, and its dtype would be int32, not float32
+        """import numpy as np
+def batches(ids, size, steps):
+    while True:
+        x = np.zeros((size, steps))
+        for i in range(size):
+            x[i, :] = ids[i:i + steps]
+        yield x, ids[1:size + 1]
+model.fit(batches(train_ids, 20, 35), steps_per_epoch=10)
+""",
         # float64 scratch space that is not returned
         """import numpy as np
 class Batches:
@@ -184,7 +197,8 @@ for b in Batches():
     def _float64(facts: ModuleFacts, assign: AssignFact, outputs: list[frozenset[str]]) -> cst.CSTNode | None:
         value = assign.value
         if isinstance(value, cst.Call) and facts.resolve(value.func) in _ALLOCATORS:
-            if call_arg(value, 1, "dtype") is None and any(reads(names, t) for t in assign.targets for names in outputs):
+            if (call_arg(value, 1, "dtype") is None and not _vectors(call_arg(value, 0, "shape"))
+                    and any(reads(names, t) for t in assign.targets for names in outputs)):
                 return value
         if (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)
                 and isinstance(value.right, cst.Float) and isinstance(value.left, cst.Call)
@@ -208,7 +222,7 @@ def _converted_later(producer: Scope, allocated: AssignFact) -> bool:
 
 def _inline_allocations(facts: ModuleFacts, value: cst.BaseExpression | None) -> Iterator[cst.Call]:
     """`np.zeros(shape)` without a dtype written into what a producer returns or yields (also in a tuple), with a
-    shape of two or more dimensions written out: `np.zeros(batch_size)`, a vector of one float per example, is
+    shape of three or more dimensions written out: `np.zeros(batch_size)`, a vector of one float per example, is
     the dummy target of a model that computes its loss inside, whose few bytes are not worth a finding."""
     items = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
     for item in items:
@@ -218,4 +232,11 @@ def _inline_allocations(facts: ModuleFacts, value: cst.BaseExpression | None) ->
 
 
 def _batch_shape(shape: cst.BaseExpression | None) -> bool:
-    return isinstance(shape, (cst.Tuple, cst.List)) and len(shape.elements) >= 2
+    return isinstance(shape, (cst.Tuple, cst.List)) and not _vectors(shape)
+
+
+def _vectors(shape: cst.BaseExpression | None) -> bool:
+    """A shape written out with at most two dimensions, none unpacked: a batch of vectors (token ids, a few
+    features), a few kilobytes a step, whose right dtype may be an integer, not float32."""
+    return (isinstance(shape, (cst.Tuple, cst.List)) and len(shape.elements) <= 2
+            and not any(isinstance(e, cst.StarredElement) for e in shape.elements))
