@@ -207,6 +207,45 @@ def test_code_that_nothing_in_the_application_names_gives_no_finding(tmp_path: P
     assert [f.line for f in lint_paths(["data.py"]).findings] == [5, 7, 9]  # a library: its functions are its API
 
 
+PREPARE = """import tensorflow as tf
+
+
+def augment(path):
+    return tf.image.random_flip_left_right(tf.io.decode_jpeg(tf.io.read_file(path)))
+
+
+def prepare(ds, cache=False):
+    if cache:
+        ds = ds.cache()
+    return ds.shuffle(2000).batch(32).prefetch(tf.data.AUTOTUNE)
+
+
+"""
+FIT = "model.fit(prepare(tf.data.Dataset.list_files('data/*.jpg').map(augment)), epochs=3)\n"
+
+
+def test_a_branch_that_no_call_in_the_application_takes_gives_no_finding(tmp_path: Path, monkeypatch):
+    """`if cache:` in a public function of an application, whose calls (in its module and in the project's
+    other files) all leave `cache=False`: the `cache()` after a random `map` never runs."""
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(PREPARE + FIT)
+    assert _cache_findings() == []
+    (tmp_path / "cached.py").write_text("import tensorflow as tf\nfrom train import augment, prepare\n"
+                                        "model.fit(prepare(tf.data.Dataset.list_files('b/*.jpg').map(augment), cache=True))\n")
+    assert _cache_findings() == [10]  # another file sets it
+    (tmp_path / "cached.py").unlink()
+    (tmp_path / "train.py").write_text(PREPARE + FIT + "loaders = {'train': prepare}\n")  # handed on: calls unseen
+    assert _cache_findings() == [10]
+    (tmp_path / "train.py").write_text(PREPARE + FIT)
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='train')\n")  # a library's users
+    assert _cache_findings() == [10]
+
+
+def _cache_findings() -> list[int]:
+    return [f.line for f in lint_paths(["train.py"]).findings if f.code == "TFD204"]
+
+
 def test_a_notebook_function_that_no_cell_calls_gives_no_finding(tmp_path: Path, monkeypatch):
     cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
               "source": DEAD_CODE.splitlines(keepends=True)}]

@@ -10,7 +10,8 @@ and methods of subclasses (hooks a framework calls: `build`, `on_epoch_end`) are
 string or a comment counts as naming it: when unsure, the finding stays.
 
 A branch no call takes is the body of `if flag:` on a parameter that defaults to False, None or 0 and that no
-call of its function sets, where every call is in sight (`SemanticModel.never_runs`).
+call of its function sets, where every call is in sight (`SemanticModel.never_runs`): in a notebook, in a
+private function, or in an application's module-level function that its module names only in calls.
 """
 
 from __future__ import annotations
@@ -48,11 +49,12 @@ def dead_spans(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange], t
     return spans
 
 
-def in_untaken_branch(facts: ModuleFacts, violation: Violation) -> bool:
-    """Whether a finding's call (or the statement it stands on) lies in a branch that no call takes."""
+def in_untaken_branch(facts: ModuleFacts, violation: Violation, project: Project | None) -> bool:
+    """Whether a finding's call (or the statement it stands on) lies in a branch that no call takes; in an
+    application, the calls of the project's other files count too."""
     by_statement = facts.memo("calls by statement", lambda: {id(c.statement): c for c in reversed(facts.calls)})
     call = facts.call_fact(violation.node) or by_statement.get(id(violation.statement))
-    return call is not None and facts.never_runs(call)
+    return call is not None and facts.never_runs(call, project is not None and _application(project.root))
 
 
 def _candidates(module: cst.Module) -> Iterator[cst.FunctionDef | cst.ClassDef]:

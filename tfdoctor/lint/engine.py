@@ -189,7 +189,7 @@ def check_module(module: cst.Module, display_path: str, settings: Settings, path
             stage = rule.code
             found.extend((rule, violation) for violation in rule.check(facts, context))
         stage = "dead code"
-        found = [(rule, violation) for rule, violation in found if not in_untaken_branch(facts, violation)]
+        found = [(rule, violation) for rule, violation in found if not in_untaken_branch(facts, violation, project)]
         if not found:
             return []
         stage = "positions"

@@ -16,6 +16,8 @@ Another module of the project enters only through a `ModuleLoader`, given by the
 
 from __future__ import annotations
 
+import re
+
 import operator
 from dataclasses import dataclass
 from functools import cached_property
@@ -574,19 +576,26 @@ class SemanticModel:
     def callers_of(self, scope: Scope) -> list[CallFact]:
         return self.callers.get(id(scope), [])
 
-    def never_runs(self, call: CallFact) -> bool:
+    def never_runs(self, call: CallFact, application: bool = False) -> bool:
         """Whether a call lies in the body of an `if` on a parameter of its function that defaults to False,
         None or 0 and that none of the function's calls sets (`if cached:` in `def get_dataset(files,
-        cached=False)`, never called with `cached=`). Only where every call is in sight: in a notebook, or in a
-        private function (`_load`) of a module. Also the body of an `if` that compares a module constant set once
-        to a literal with a number it fails (`gpus = 1` ... `if gpus >= 2:`)."""
+        cached=False)`, never called with `cached=`). Only where every call is in sight: in a notebook, in a
+        private function (`_load`) of a module, or, in an `application` (nobody imports it as a library), in a
+        module-level function that its module names only in calls, with the calls of the project's other
+        files. Also the body of an `if` that compares a module constant set once to a literal with a number it
+        fails (`gpus = 1` ... `if gpus >= 2:`)."""
         if any(in_part(branch.body, call.statement) and self._constant_test(branch.test) is False
                for branch in call.ifs):
             return True
         scope = call.scope
-        if not isinstance(scope.node, cst.FunctionDef) or not (self.notebook or scope.name.startswith("_")):
+        if not isinstance(scope.node, cst.FunctionDef):
             return False
         callers = self.callers_of(scope)
+        if not (self.notebook or scope.name.startswith("_")):
+            if not (application and self.loader is not None and scope.parent is self.module_scope
+                    and self._named_only_in_calls(scope.name)):
+                return False
+            callers = [*callers, *self.loader.callers(scope)]
         if not callers:
             return False
         parameters = scope.value_params()
@@ -598,6 +607,14 @@ class SemanticModel:
             if _falsy(default) and not any(_sets(caller.node, name, parameters.index(name)) for caller in callers):
                 return True
         return False
+
+    def _named_only_in_calls(self, name: str) -> bool:
+        """Whether every other mention of a module-level function in its module's text is the callee of a call
+        (`prepare(ds)`), never a value handed on (`ds.map(prepare)`, `partial(prepare, cached=True)`), whose
+        calls would not be in sight. A mention in a comment or a string counts: when unsure, it is not."""
+        called = sum(1 for c in self.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == name)
+        mentions = len(re.findall(rf"\b{re.escape(name)}\b", "\n".join(self.source_lines)))
+        return mentions == called + 1  # and its `def`
 
     def _constant_test(self, test: cst.BaseExpression) -> bool | None:
         """The value of `NAME op INTEGER` where NAME is bound once in the module, at its top level, to an integer
@@ -932,47 +949,66 @@ class _Lookup:
 
 Bound = dict[tuple[int, str], tuple[cst.BaseExpression, Scope, int]]
 _LITERALS = (cst.SimpleString, cst.Integer)
+_CONSTANTS = {"True": True, "False": False, "None": None}
+_UNKNOWN = object()  # a parameter whose value in the call is not a literal
 
 
 def _branch_not_taken(binding: AssignFact | LoopFact, function: Scope, bound: Bound) -> bool:
     """Whether a binding lies in an `if` branch that the call's literal arguments rule out: the body of `if mode
-    == "train":` (or `if self.mode == "train":` after `self.mode = mode`) when the call gives `mode="valid"`."""
+    == "train":` (or `if self.mode == "train":` after `self.mode = mode`) when the call gives `mode="valid"`,
+    and the body of `if cache:` when the call leaves `cache=False` at its default."""
     if not isinstance(function.node, cst.FunctionDef):
         return False
     for branch, in_body in _branches_around(function.node.body, binding.node if isinstance(binding, LoopFact)
                                             else binding.statement):
-        test = branch.test
-        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
-                and type(test.comparisons[0].operator) in (cst.Equal, cst.NotEqual)
-                and isinstance(test.comparisons[0].comparator, _LITERALS)):
-            continue
-        given = _literal_argument(test.left, function, bound, branch)
-        if given is None:
-            continue
-        holds = (given == test.comparisons[0].comparator.evaluated_value) == isinstance(  # type: ignore[union-attr]
-            test.comparisons[0].operator, cst.Equal)
-        if holds != in_body:
+        holds = _test_holds(branch, function, bound)
+        if holds is not None and holds != in_body:
             return True
     return False
 
 
-def _literal_argument(expr: cst.BaseExpression, function: Scope, bound: Bound, before: cst.If) -> object | None:
+def _test_holds(branch: cst.If, function: Scope, bound: Bound) -> bool | None:
+    """Whether the `if`'s test holds for the call's literal arguments: `P == lit`, `P != lit`, `P` or `not P`
+    for a parameter P; None when it cannot be told."""
+    test, negated = branch.test, False
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negated = test.expression, True
+    if isinstance(test, cst.Comparison):
+        if not (len(test.comparisons) == 1 and type(test.comparisons[0].operator) in (cst.Equal, cst.NotEqual)
+                and isinstance(test.comparisons[0].comparator, _LITERALS)):
+            return None
+        given = _literal_argument(test.left, function, bound, branch)
+        if given is _UNKNOWN:
+            return None
+        holds = (given == test.comparisons[0].comparator.evaluated_value) == isinstance(  # type: ignore[union-attr]
+            test.comparisons[0].operator, cst.Equal)
+    else:
+        given = _literal_argument(test, function, bound, branch)
+        if given is _UNKNOWN:
+            return None
+        holds = bool(given)
+    return holds != negated
+
+
+def _literal_argument(expr: cst.BaseExpression, function: Scope, bound: Bound, before: cst.If) -> object:
     """The literal a parameter holds in this call (its argument, else its default), looking through one
-    `self.mode = mode` made at the function's top level before `before`; None when not a literal."""
+    `self.mode = mode` made at the function's top level before `before`; _UNKNOWN when not a literal."""
     name = dotted(expr)
     if name is not None and name.startswith("self.") and name.count(".") == 1:
         stores = [a for a in function.assigns if name in a.targets]
         first = next((n for n, s in enumerate(function.node.body.body) if s is before), None)  # type: ignore[union-attr]
         if not (len(stores) == 1 and not stores[0].blocks and isinstance(stores[0].value, cst.Name) and first
                 and any(s is stores[0].statement for s in function.node.body.body[:first])):  # type: ignore[union-attr]
-            return None
+            return _UNKNOWN
         name = stores[0].value.value
     if name is None or name not in function.value_params():
-        return None
+        return _UNKNOWN
     given = bound.get((id(function), name))
     value = given[0] if given is not None else next(
         (p.default for p in function.node.params.params if p.name.value == name), None)  # type: ignore[union-attr]
-    return value.evaluated_value if isinstance(value, _LITERALS) else None
+    if isinstance(value, cst.Name) and value.value in _CONSTANTS:
+        return _CONSTANTS[value.value]
+    return value.evaluated_value if isinstance(value, _LITERALS) else _UNKNOWN
 
 
 def _branches_around(root: cst.CSTNode, statement: cst.CSTNode) -> list[tuple[cst.If, bool]]:
