@@ -202,7 +202,10 @@ class CycloneTrainer(DistributedTrainer):
             if (size is not None and _unscaled(facts, size, scope)
                     and all(_batches_unscaled(alternative) for alternative in chain.alternatives)):
                 target = batch_call.func.attr if isinstance(batch_call.func, cst.Attribute) else batch_call.func
-                node, evidence = chain.place(target, op)
+                placed = chain.place(target, op)
+                if placed is None:
+                    continue
+                node, evidence = placed
                 statement = facts.call_fact(node if evidence else batch_call)
                 yield self.report(node, statement=statement.statement if statement else None, size=_text(size),
                                   method=_method(batch_call), evidence=evidence)

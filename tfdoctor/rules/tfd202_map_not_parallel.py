@@ -198,7 +198,10 @@ def train(model, features, labels):
                 if id(op.call) in seen:
                     continue
                 seen.add(id(op.call))
-                node, evidence = chain.place(op.call.func.attr, op)
+                placed = chain.place(op.call.func.attr, op)
+                if placed is None:
+                    continue
+                node, evidence = placed
                 call = facts.call_fact(op.call if not evidence else node)
                 fix = Fix(op.call, with_keyword(op.call, "num_parallel_calls", value),
                           "add num_parallel_calls=AUTOTUNE") if value is not None and not evidence else None

@@ -225,7 +225,10 @@ for images, labels in ds.take(steps):
                 continue
             seen.add(id(last))
             node = last.func.attr if isinstance(last.func, cst.Attribute) else last
-            node, evidence = chain.place(node, end)
+            placed = chain.place(node, end)
+            if placed is None:
+                continue
+            node, evidence = placed
             fix = None
             if value is not None and "prefetch" not in methods and not evidence:  # a misplaced prefetch is TFD204's
                 prefetched = _append_prefetch(last, value)

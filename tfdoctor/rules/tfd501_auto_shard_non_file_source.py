@@ -128,6 +128,9 @@ model.fit(ds)
                     or id(chain.source_call) in seen):
                 continue
             seen.add(id(chain.source_call))
-            node, evidence = chain.place(chain.source_call, None)  # in another module: at the call that brings it in
+            placed = chain.place(chain.source_call, None)  # in another module: at the call that brings it in
+            if placed is None:
+                continue
+            node, evidence = placed
             call = facts.call_fact(node)
             yield self.report(node, statement=call.statement if call else None, evidence=evidence, source=source)

@@ -163,7 +163,10 @@ model.fit(ds, epochs=3)
                 continue
             seen.add(id(chain.source_call))
             source = _shared_source(facts, chain)
-            node, evidence = chain.place(source, None)  # in another module: at the call that brings it in
+            placed = chain.place(source, None)  # in another module: at the call that brings it in
+            if placed is None:
+                continue
+            node, evidence = placed
             call = facts.call_fact(node)
             yield self.report(node, statement=call.statement if call else None, evidence=evidence)
         for fit in facts.method_calls("fit"):

@@ -145,14 +145,17 @@ class DatasetChain:
             return self.source_call, call_arg(self.source_call, None, "batch_size")
         return None
 
-    def place(self, node: cst.CSTNode, op: DatasetOp | None) -> tuple[cst.CSTNode, tuple[Evidence, ...]]:
+    def place(self, node: cst.CSTNode, op: DatasetOp | None) -> tuple[cst.CSTNode, tuple[Evidence, ...]] | None:
         """Where to report something about `node` (of `op`, None: of the source): the node itself when it
         lies in the module the chain is used in, else the call that brings the chain in from another
-        module, with the node as evidence."""
+        module, with the node as evidence; None for a node of another module that no call brings in (a
+        pipeline imported as a module variable: that module's own lint reports it)."""
         home = self.scope.owner
         where = op.scope if op is not None and op.scope is not None else self.source_scope
-        if where is None or where.owner is home or not self.via:
+        if where is None or where.owner is home:
             return node, ()
+        if not self.via:
+            return None
         model = where.owner
         what = f"`{op.method}`" if op is not None else "the pipeline's source"
         return self.via[0].call, (Evidence(f"{what} in `{self.via[-1].callee.name}`", model.path, model, node,
