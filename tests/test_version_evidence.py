@@ -263,6 +263,22 @@ def test_a_notebook_that_shows_the_keras_it_ran_under_is_judged_by_it(tmp_path):
         "unrun.ipynb:cell 2:1:1"]
 
 
+def test_a_cell_that_prints_each_version_on_its_own_line_gives_each(tmp_path):
+    printed = ("import tensorflow as tf\nprint(tf.__version__)\nprint(tf.keras.__version__)\n\n"
+               "tf.debugging.set_log_device_placement(True)",
+               [{"output_type": "stream", "name": "stdout", "text": ["2.0.0\n", "2.2.4-tf\n"]}])
+    fit = ("model.fit_generator(batches, steps_per_epoch=100, epochs=30)", [])
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "book.ipynb").write_text(_notebook([printed, fit]))
+    targets = load_settings(tmp_path).for_file(tmp_path / "book.ipynb").targets
+    assert (targets.tensorflow.kind, targets.tensorflow.source) == (
+        "code", f"`tf.__version__ shown as 2.0.0` at {tmp_path / 'book.ipynb'}:cell 1:2")
+    assert targets.keras.source.startswith("`tf.keras.__version__ shown as 2.2.4`")
+    # a third print that is not a version: the outputs cannot be told apart, so nothing is read from them
+    (tmp_path / "book.ipynb").write_text(_notebook([(printed[0] + "\nprint('ready')", printed[1]), fit]))
+    assert load_settings(tmp_path).for_file(tmp_path / "book.ipynb").targets.tensorflow.kind != "code"
+
+
 def test_a_script_above_counts_only_when_it_imports_the_branch(tmp_path):
     session = "import tensorflow as tf\nsess = tf.InteractiveSession()\nprint(sess)\n"
     project = _project(tmp_path, {"examples/onnx_demo.py": session,  # a script above, importing nothing below

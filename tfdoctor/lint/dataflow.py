@@ -88,6 +88,7 @@ from tfdoctor.lint.analysis.optimizers import Optimizer, applied_optimizer
 from tfdoctor.lint.analysis.sessions import (
     SecondPull,
     SessionFeed,
+    hands_out_slices,
     runs_training_op,
     second_pulls,
     session_feeds,
@@ -134,7 +135,8 @@ __all__ = [
     "PARALLELISES_STATELESS_MAPS", "PLAIN_TENSOR", "Provenance", "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "apart_from_multi_worker", "applied_optimizer",
     "applies_gradients", "broadcasts_otherwise", "cached_later", "call_list", "callback_is", "calls_any", "calls_training_step", "cheap_map", "costly_map",
     "counters_read", "definitions", "derived_names", "differentiated_losses", "escapes", "evaluation_name", "evaluation_step", "expression_names",
-    "fed_elsewhere", "fit_callbacks", "gated_by_step_modulo", "gated_if", "graph_mode", "guard_test", "horovod_calls",
+    "fed_elsewhere", "fit_callbacks", "gated_by_step_modulo", "gated_if", "graph_mode", "guard_test", "hands_out_slices",
+    "horovod_calls",
     "horovod_init", "horovod_member", "horovod_module", "horovod_off", "horovod_place_sets", "horovod_scope",
     "in_host_scratch", "in_test_code", "is_global_batch", "is_python_iterator_class", "iterable_provenance", "keras2_code",
     "keras2_imported", "keras3_callback", "keras3_file_name", "keras_loss_reduction", "launches_processes", "line_text",

@@ -456,8 +456,9 @@ def _notebook_scan(source: bytes, here: str) -> tuple[Sighting, ...]:
 
 
 # A cell whose last line shows a package's version (`keras.__version__`, `print(tf.__version__)`), and the
-# version in what it printed
+# version in what it printed; or a cell whose every `print` prints a version, one output line each
 _SHOWN_VERSION = re.compile(r"^\s*(?:print\()?\s*(keras|tf|tensorflow)\.__version__\s*\)?\s*$")
+_PRINTS_VERSION = re.compile(r"^\s*print\(\s*(keras|tf\.keras|tf|tensorflow)\.__version__\s*\)\s*$")
 _PRINTED_VERSION = re.compile(r"\b(\d+)\.(\d+)\.(\d+)\b")
 
 
@@ -465,21 +466,36 @@ def _recorded_versions(notebook: Notebook, here: str) -> Iterator[Sighting]:
     """The versions a notebook's saved outputs show it ran under: the strongest evidence there is, so each is a
     range of one version."""
     for cell in notebook.cells:
-        written = [line for line in cell.lines if line.strip()]
-        shown = _SHOWN_VERSION.match(written[-1]) if written else None
         outputs = notebook.data["cells"][cell.number - 1].get("outputs")
-        if shown is None or not isinstance(outputs, list):
+        if not isinstance(outputs, list):
             continue
         printed = "".join(_output_text(output) for output in outputs if isinstance(output, dict))
-        version = _PRINTED_VERSION.search(printed)
-        if version is None:
-            continue
-        number = tuple(int(part) for part in version.groups())
-        package = KERAS if shown.group(1) == "keras" else TENSORFLOW
-        name = f"{shown.group(1)}.__version__ shown as {'.'.join(map(str, number))}"
-        api = Api(name, package, number, number, ".".join(map(str, number)), b"", b"")
-        at = (cell.number, cell.lines.index(written[-1]) + 1)
-        yield Sighting(api, here, len(notebook.places) - notebook.places[::-1].index(at), at)
+        for line, module, text in _shown_versions(cell.lines, printed):
+            version = _PRINTED_VERSION.search(text)
+            if version is None:
+                continue
+            number = tuple(int(part) for part in version.groups())
+            package = KERAS if module.endswith("keras") else TENSORFLOW
+            name = f"{module}.__version__ shown as {'.'.join(map(str, number))}"
+            api = Api(name, package, number, number, ".".join(map(str, number)), b"", b"")
+            at = (cell.number, cell.lines.index(line) + 1)
+            yield Sighting(api, here, len(notebook.places) - notebook.places[::-1].index(at), at)
+
+
+def _shown_versions(lines: list[str], printed: str) -> list[tuple[str, str, str]]:
+    """(line, module, what it printed) for each version a cell shows: its last line alone (`keras.__version__`
+    and all its output), or each of its prints when every print is of a version and the output has one line
+    per print (`print(tf.__version__)`, `print(tf.keras.__version__)` printed '2.0.0' and '2.2.4-tf')."""
+    written = [line for line in lines if line.strip()]
+    shown = _SHOWN_VERSION.match(written[-1]) if written else None
+    if shown is not None:
+        return [(written[-1], shown.group(1), printed)]
+    prints = [line for line in written if line.lstrip().startswith("print(")]
+    matches = [_PRINTS_VERSION.match(line) for line in prints]
+    out = [line for line in printed.splitlines() if line.strip()]
+    if not prints or not all(matches) or len(out) != len(prints):
+        return []
+    return [(line, match.group(1), text) for line, match, text in zip(prints, matches, out)]  # type: ignore[union-attr]
 
 
 def _output_text(output: dict) -> str:

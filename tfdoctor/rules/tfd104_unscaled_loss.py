@@ -187,6 +187,19 @@ def step(x, y):
 """,
     )
     VALID = (
+        # a per-replica mean under Adam without clipping, the optimizer handed to the replica function by
+        # `strategy.run`: Adam's step does not follow a constant factor on the gradients
+        """import tensorflow as tf
+optimizer = tf.keras.optimizers.Adam(1e-4)
+@tf.function
+def train_one_step(model, x, y, optimizer):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x) - y))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+for x, y in dist_dataset:
+    strategy.run(train_one_step, args=(model, x, y, optimizer))
+""",
         # the replica function averages the gradients across replicas itself before applying them
         """import tensorflow as tf
 @tf.function

@@ -113,6 +113,16 @@ class Trainer:
 """,
     )
     VALID = (
+        # a loader's batch size parameter, given the global batch by its caller: a module variable of the
+        # same name, bound later to a per-replica value, is not what the parameter holds
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def make(arrays, minibatch_size):
+    return tf.data.Dataset.from_tensor_slices(arrays).shuffle(1000).batch(minibatch_size)
+global_batch_size = params["minibatch_size"] * strategy.num_replicas_in_sync
+dist = strategy.experimental_distribute_dataset(make(train_arrays, global_batch_size))
+minibatch_size = spec[3]
+""",
         # a learning rate scaled with the batch: the batch is the global one by design
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()

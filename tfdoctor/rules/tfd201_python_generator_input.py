@@ -10,6 +10,7 @@ from tfdoctor.lint.dataflow import (
     distributed_program,
     distributes,
     fed_elsewhere,
+    hands_out_slices,
     in_test_code,
     iterable_provenance,
     repeats_one_batch,
@@ -37,13 +38,14 @@ class PythonGeneratorInput(Rule):
     it). In TF1 code, a loop that runs a training op with `session.run(..., feed_dict=...)` and feeds it the
     batches it iterates over, or that a `next(...)`/`next_batch(...)` call in the loop returns. Never batches
     that are slices of arrays already in memory (`x[i * n:(i + 1) * n]` in the loop, `mnist.train.next_batch(n)`
-    of the tutorials' `read_data_sets`, a generator that only yields `x[i:i + n]` or names it binds only to such
-    slices), whose feed costs a copy. Likewise `ImageDataGenerator().flow(x, y)`
-    with no augmentation (only `rescale`, `validation_split`, `data_format`, `dtype`): it slices arrays in
-    memory. Only in a program that distributes training: the module, or a project module that imports it,
-    builds a `tf.distribute` strategy or uses one (`scope`, `run`, a distributed dataset), or calls Horovod or
-    `multi_gpu_model`. On one device, whether a Python feed keeps up turns on costs the code does not show;
-    `tfdoctor profile` measures it.
+    of the tutorials' `read_data_sets`, a generator, a `from_generator` source or a `Sequence` whose
+    `__getitem__` hands out only `x[i:i + n]`, tuples or dicts of them, or names bound only to such slices; a
+    loop over `zip` of numpy arrays the script builds), whose feed costs a copy. Likewise
+    `ImageDataGenerator().flow(x, y)` with no augmentation (only `rescale`, `validation_split`, `data_format`,
+    `dtype`): it slices arrays in memory. Only in a program that distributes training: the module, or a
+    project module that imports it, builds a `tf.distribute` strategy or uses one (`scope`, `run`, a
+    distributed dataset), or calls Horovod or `multi_gpu_model`. On one device, whether a Python feed keeps
+    up turns on costs the code does not show; `tfdoctor profile` measures it.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -195,6 +197,17 @@ with tf.distribute.MirroredStrategy().scope():
     model = build_model()
 model.fit(train_gen, epochs=20)  # TFD201
 """,
+        # a batch dict of slices with one entry loaded from disk per batch: Python work, reported
+        """import tensorflow as tf
+def batches(data, size):
+    for start in range(0, len(data["x"]), size):
+        batch = {"x": data["x"][start:start + size]}
+        batch["image"] = load_images(data["paths"][start:start + size])
+        yield batch
+strategy = tf.distribute.MirroredStrategy()
+dist = strategy.experimental_distribute_dataset(
+    tf.data.Dataset.from_generator(lambda: batches(data, 64), output_signature=SIGNATURE))  # TFD201
+""",
     )
     VALID = (
         # a distributed validation pipeline: its loop runs a step that computes no gradients
@@ -310,6 +323,35 @@ while True:
     bx, by = mnist.train.next_batch(100)
     sess.run(train, feed_dict={X: bx, Y: by})
 """,
+        # TF1: one example at a time from numpy arrays the script builds: a copy each, no Python work to move
+        """import numpy as np
+import tensorflow as tf
+train_X = np.linspace(-1, 1, 100)
+train_Y = 2 * train_X + np.random.randn(*train_X.shape) * 0.33
+for epoch in range(10):
+    for x, y in zip(train_X, train_Y):
+        sess.run(train_op, feed_dict={X: np.array([[x]]), Y: np.array([[y]])})
+""",
+        # a Sequence and a `from_generator` source that hand out dicts of slices of arrays in memory
+        """import tensorflow as tf
+class Batches(tf.keras.utils.Sequence):
+    def __getitem__(self, index):
+        start, end = index * self.size, (index + 1) * self.size
+        return {"covariates": self.data["covariates"][start:end]}, self.data["labels"][start:end]
+def batches(data, size):
+    def generator():
+        for start in range(0, len(data["x"]), size):
+            batch = {"x": data["x"][start:start + size]}
+            batch["w"] = data["w"][start:start + size].astype("float32")
+            yield batch
+    return generator
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = build_model()
+model.fit(Batches(data, 64), epochs=5)
+dist = strategy.experimental_distribute_dataset(
+    tf.data.Dataset.from_generator(batches(data, 64), output_signature=SIGNATURE))
+""",
         # a unit test's dummy generator: nothing is trained for real
         """import numpy as np
 import tensorflow as tf
@@ -392,12 +434,13 @@ for images, labels in batches(files):
         if not any(c.attr == "from_generator" and id(c.node) not in seen for c in facts.calls):
             return  # asking the importers costs their analysis: only for a generator source it has not reported
         for feed in fed_elsewhere(facts):  # a loader's `from_generator` pipeline, trained on in another module
-            if (feed.source_call is not None and _generators(feed.source, *feed.other_sources)
-                    and id(feed.source_call) not in seen and distributes(feed.use.scope.owner)):  # type: ignore[arg-type]
-                seen.add(id(feed.source_call))
-                call = facts.call_fact(feed.source_call)
-                yield self.report(feed.source_call, statement=call.statement if call else None,
-                                  what="`Dataset.from_generator`", evidence=(feed.evidence,))
+            call = facts.call_fact(feed.source_call) if feed.source_call is not None else None
+            if (call is not None and _generators(feed.source, *feed.other_sources)
+                    and id(call.node) not in seen and distributes(feed.use.scope.owner)  # type: ignore[arg-type]
+                    and not hands_out_slices(facts, call_arg(call.node, 0, "generator"), call.scope)):
+                seen.add(id(call.node))
+                yield self.report(call.node, statement=call.statement, what="`Dataset.from_generator`",
+                                  evidence=(feed.evidence,))
 
     def _python_feeds(self, facts: ModuleFacts) -> Iterator[tuple[cst.CSTNode, cst.CSTNode, str, CallFact | None]]:
         """(node, statement, what feeds it, the `fit`/`fit_generator` call that it feeds, if one does)."""
@@ -413,7 +456,10 @@ for images, labels in batches(files):
             fit = _fit_of(facts, use.expr, statement) if use.via == "fit" else None
             chain = facts.dataset_chain(expr, scope, order)
             if chain is not None:
-                if _generators(*(c.source for c in (chain, *chain.alternatives))):
+                pipelines = (chain, *chain.alternatives)
+                if _generators(*(c.source for c in pipelines)) and not all(
+                        hands_out_slices(facts, call_arg(c.source_call, 0, "generator"), c.source_scope or c.scope)
+                        for c in pipelines):  # slices of arrays in memory: a copy per batch, no Python work
                     source = facts.call_fact(chain.source_call)
                     yield chain.source_call, source.statement if source else statement, "`Dataset.from_generator`", None
                 continue

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import in_test_code, keras2_code
+from tfdoctor.lint.dataflow import applied_optimizer, in_test_code, keras2_code
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import dotted
@@ -14,7 +14,8 @@ class OptimizerNotBuilt(Rule):
     ## What it does
     Keras 3 only: finds an optimizer whose `apply_gradients` runs in a distributed `tf.function` step
     (`strategy.run` inside a `tf.function`) with no `optimizer.build(model.trainable_variables)` anywhere
-    in the module. Test code (a `test*` function of a test module, a `TestCase` method) is left alone.
+    in the module. Plain SGD (no momentum, no moving average) creates no variable on first use and is left
+    alone, and so is test code (a `test*` function of a test module, a `TestCase` method).
 
     ## Why it is bad
     A Keras 3 optimizer creates its slot variables on first use. Inside a traced, distributed step that
@@ -71,7 +72,7 @@ class Trainer:
     def __init__(self, strategy):
         self.strategy = strategy
         with strategy.scope():
-            self.opt = tf.keras.optimizers.SGD(0.1)
+            self.opt = tf.keras.optimizers.SGD(0.1, momentum=0.9)
     def replica(self, x):
         self.opt.apply_gradients(self.grads(x))  # TFD304
     @tf.function
@@ -87,6 +88,16 @@ step = tf.function(lambda x: strategy.run(lambda v: opt.apply_gradients(grads(v)
 """,
     )
     VALID = (
+        # plain SGD: no momentum, so no variable to create on first use
+        """import tensorflow as tf
+with strategy.scope():
+    optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
+def replica(x):
+    optimizer.apply_gradients(grads(x))
+@tf.function
+def step(x):
+    strategy.run(replica, args=(x,))
+""",
         # a unit test that runs one distributed step to check the model
         """import keras
 import tensorflow as tf
@@ -133,6 +144,9 @@ def step(x):
             for replica in facts.transitive_callees(facts.callables_of(facts.replica_fn_expr(run), run.scope)):
                 if replica.owner is not facts or replica.name == "train_step":
                     continue  # Keras' own `train_step` applies the compiled optimizer, which `fit` builds first
+                applied = applied_optimizer(facts, replica)
+                if applied is not None and applied.stateless:
+                    continue  # plain SGD creates no variable on first use
                 for call in replica.calls:
                     name = dotted(call.receiver)
                     if call.attr != "apply_gradients" or name is None or name in built or id(call) in seen:

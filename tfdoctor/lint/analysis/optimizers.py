@@ -3,13 +3,13 @@ gradients' scale (Adam, RMSprop, Adagrad, ...: almost invariant to a constant fa
 momentum), and whether the gradients are clipped (`clipnorm`, `clipvalue`, `global_clipnorm`,
 `tf.clip_by_global_norm`). The optimizer is the receiver of `apply_gradients`/`minimize`/`apply` in the
 replica function or a function it calls, followed by the semantic model's lookup (`self.optimizer`, a
-parameter, a module variable, a wrapper such as `LossScaleOptimizer(opt)`), or the optimizer given to
+parameter, also one that `strategy.run(fn, args=(..., optimizer))` fills, a module variable, a wrapper such as `LossScaleOptimizer(opt)`), or the optimizer given to
 `compile` (also by a string, `optimizer="adam"`) for a Keras `train_step` override.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import libcst as cst
@@ -43,6 +43,7 @@ class Optimizer:
     name: str             # the class as written (`Adam`, `AdamOptimizer`)
     family: Family
     clipping: str | None  # what clips its gradients (the `clipnorm` of `Adam`, `tf.clip_by_global_norm`), if anything
+    stateless: bool = False  # plain SGD (no momentum, no moving average): it keeps no variable per weight
 
 
 def applied_optimizer(facts: ModuleFacts, replica: Scope) -> Optimizer | None:
@@ -58,7 +59,7 @@ def applied_optimizer(facts: ModuleFacts, replica: Scope) -> Optimizer | None:
     if optimizer.clipping is None:
         clip = next((c for s in scopes for c in s.calls if _clips_gradients(facts, c)), None)
         if clip is not None:
-            return Optimizer(optimizer.name, optimizer.family, f"`{clip.func or clip.attr}`")
+            return replace(optimizer, clipping=f"`{clip.func or clip.attr}`")
     return optimizer
 
 
@@ -84,11 +85,33 @@ def _optimizer_of(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, be
         return None
     if isinstance(expr, cst.Call):
         return _constructed(facts, expr, scope, before, depth)
-    origins = [o for o in facts.values_of(expr, scope, before)  # a `None` default applies nothing
+    values = facts.values_of(expr, scope, before)
+    if len(values) == 1 and values[0].kind == "parameter" and not values[0].path:  # a parameter no call fills
+        return _run_argument(facts, values[0].expr, values[0].scope, depth)
+    origins = [o for o in values  # a `None` default applies nothing
                if o.expr is not expr and not (isinstance(o.expr, cst.Name) and o.expr.value == "None")]
     if not origins or any(o.kind != "value" or o.path or not isinstance(o.expr, cst.Call) for o in origins):
         return None
     found = {_constructed(o.model, o.expr, o.scope, o.order, depth + 1) for o in origins}  # type: ignore[arg-type]
+    return found.pop() if len(found) == 1 else None
+
+
+def _run_argument(facts: ModuleFacts, parameter: cst.CSTNode, function: Scope, depth: int) -> Optimizer | None:
+    """The optimizer a replica function's parameter is given by every `strategy.run(fn, args=(..., opt))`
+    that runs it; None when a run does not show it, or when nothing runs the function that way."""
+    name = dotted(parameter)  # type: ignore[arg-type]
+    params = function.value_params()
+    if name not in params or function.owner is not facts:
+        return None
+    index = params.index(name)
+    found = set()
+    for run in facts.run_calls:
+        if not any(s is function for s in facts.callables_of(facts.replica_fn_expr(run), run.scope)):
+            continue
+        given = facts.replica_args(run)
+        if index >= len(given) or len(given) != len(facts.replica_args(run, starred=True)):
+            return None  # fewer inputs than parameters, or a `*args` in front of it
+        found.add(_optimizer_of(facts, given[index], run.scope, run.order, depth + 1))
     return found.pop() if len(found) == 1 else None
 
 
@@ -107,7 +130,14 @@ def _constructed(facts: ModuleFacts, call: cst.Call, scope: Scope, before: int, 
     if family is None:
         return None
     clipping = _clip_argument(call)
-    return Optimizer(short, family, f"the `{clipping}` of `{short}`" if clipping else None)
+    return Optimizer(short, family, f"the `{clipping}` of `{short}`" if clipping else None,
+                     key == "sgd" and _zero(call_arg(call, 1, "momentum")) and _zero(call_arg(call, None, "use_ema")))
+
+
+def _zero(value: cst.BaseExpression | None) -> bool:
+    """An argument left out, or given as 0, 0.0, False or None."""
+    return value is None or (isinstance(value, (cst.Integer, cst.Float)) and float(value.value) == 0) or (
+        isinstance(value, cst.Name) and value.value in ("False", "None"))
 
 
 def _key(name: str) -> str:
@@ -119,7 +149,7 @@ def _by_string(text: str | None) -> Optimizer | None:
     name = _STRINGS.get((text or "").lower())
     if name is None:
         return None
-    return Optimizer(name, "sgd" if name == "SGD" else "adaptive", None)
+    return Optimizer(name, "sgd" if name == "SGD" else "adaptive", None, name == "SGD")
 
 
 def _clip_argument(call: cst.Call) -> str | None:

@@ -49,8 +49,10 @@ def session_feeds(facts: ModuleFacts) -> list[SessionFeed]:
 
 def slices_in_memory(facts: ModuleFacts, source: cst.BaseExpression, scope: Scope, order: int) -> bool:
     """Batches that are slices of arrays already in memory, whose feed costs a copy: `mnist.train.next_batch(n)`
-    of the tutorials' `read_data_sets`, or a generator of this module that only yields slices
-    (`yield x[i:i + n], y[i:i + n]`, or names it binds only to slices), called directly or through `next(...)`."""
+    of the tutorials' `read_data_sets`; a generator of this module, or the `__getitem__` of a class of it (a
+    Keras `Sequence`), that only hands out slices (`yield x[i:i + n], y[i:i + n]`, a dict of them, or names it
+    binds only to them), called directly or through `next(...)`; or a loop over `zip` of numpy arrays the code
+    builds (`for x, y in zip(train_X, train_Y)` after `train_X = np.linspace(-1, 1, 100)`)."""
     if isinstance(source, cst.Call) and dotted(source.func) == "next" and source.args:
         source = source.args[0].value
     if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and source.func.attr.value == "next_batch":
@@ -58,29 +60,66 @@ def slices_in_memory(facts: ModuleFacts, source: cst.BaseExpression, scope: Scop
         made = [a.value for a in facts.definitions(root, scope, order)] if root else []
         return bool(made) and all(isinstance(v, cst.Call) and (dotted(v.func) or "").endswith("read_data_sets")
                                   for v in made)
+    if isinstance(source, cst.Call) and dotted(source.func) == "zip" and source.args:
+        return all(_numpy_array(facts, a.value, scope, order) for a in source.args)
     if dotted(source) is not None:
         made = [a.value for a in facts.definitions(dotted(source), scope, order)]  # type: ignore[arg-type]
         source = made[0] if len(made) == 1 else source
     if not isinstance(source, cst.Call):
         return False
-    generators = facts.callables_of(source.func, scope)
+    return hands_out_slices(facts, source.func, scope)
+
+
+def hands_out_slices(facts: ModuleFacts, producer: cst.BaseExpression, scope: Scope) -> bool:
+    """Whether a generator function of this module, or a class's `__getitem__` (of this module or imported
+    from the project's), hands out only slices of arrays in memory (see `slices_in_memory`)."""
+    name = dotted(producer) or ""
+    class_fact = facts.class_named(name)
+    imported = facts.imported(name) if class_fact is None and name and "." not in name else None
+    if imported is not None and imported[1] is not None:  # `from utils import DataGenerator`
+        class_fact = imported[0].class_named(imported[1])
+    if class_fact is not None:
+        method = class_fact.methods.get("__getitem__")
+        return method is not None and bool(method.returns) and all(
+            _slices(r.value, method) for r in method.returns)
+    generators = facts.callables_of(producer, scope)
     return len(generators) == 1 and generators[0].is_generator and bool(generators[0].yields) and all(
         _slices(y.value, generators[0]) for y in generators[0].yields)
 
 
-def _slices(value: cst.BaseExpression | None, generator: Scope) -> bool:
-    """`x[i:i + n]`, a tuple of them, or a name the generator binds only to them (`seqs = rest[:n]`)."""
+def _slices(value: cst.BaseExpression | None, producer: Scope) -> bool:
+    """`x[i:i + n]` (also `.astype(...)` of one), a tuple or a dict of them, or a name the producer binds only
+    to them (`seqs = rest[:n]`, `batch = {"x": x[a:b]}`, then `batch["w"] = w[a:b]`)."""
     if isinstance(value, cst.Tuple):
-        return bool(value.elements) and all(_slices(e.value, generator) for e in value.elements)
+        return bool(value.elements) and all(_slices(e.value, producer) for e in value.elements)
+    if isinstance(value, cst.Dict):
+        return bool(value.elements) and all(
+            isinstance(e, cst.DictElement) and _slices(e.value, producer) for e in value.elements)
     if isinstance(value, cst.Name):
-        bound = [a for a in generator.assigns if value.value in a.targets]
-        return bool(bound) and all(a.targets == (value.value,) and a.operator == "=" and _a_slice(a.value)
-                                   for a in bound)
+        name, item = value.value, f"{value.value}[]"
+        bound = [a for a in producer.assigns if name in a.targets or item in a.targets]
+        return any(name in a.targets for a in bound) and all(
+            a.targets in ((name,), (item,)) and a.operator == "=" and _slices(a.value, producer) for a in bound)
     return _a_slice(value)
 
 
 def _a_slice(value: cst.BaseExpression | None) -> bool:
+    if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "astype"):
+        value = value.func.value
     return isinstance(value, cst.Subscript) and any(isinstance(e.slice, cst.Slice) for e in value.slice)
+
+
+def _numpy_array(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, order: int) -> bool:
+    """A name bound only to numpy calls (`np.linspace(...)`) or arithmetic on them: an array in memory."""
+    name = dotted(expr)
+    made = [a.value for a in facts.definitions(name, scope, order)] if name is not None else []
+
+    def numpy_value(value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.BinaryOperation):
+            return numpy_value(value.left) or numpy_value(value.right)
+        return isinstance(value, cst.Call) and (facts.resolve(value.func) or "").startswith("numpy.")
+
+    return bool(made) and all(numpy_value(v) for v in made)
 
 
 def runs_training_op(facts: ModuleFacts, call: CallFact) -> bool:

@@ -341,9 +341,9 @@ class SemanticModel:
 
     # -- definitions ----------------------------------------------------------------------------------
     def definitions(self, name: str, scope: Scope, before: int | None = None) -> list[AssignFact]:
-        """Assignments of `name` visible from `scope` (the innermost scope that assigns it), in source order.
-        `self.x` is looked up across the methods of the enclosing class. With `before`, only earlier ones
-        in `scope` itself."""
+        """Assignments of `name` visible from `scope` (the innermost scope that assigns it or has it as a
+        parameter), in source order. `self.x` is looked up across the methods of the enclosing class. With
+        `before`, only earlier ones in `scope` itself."""
         if name.startswith("self."):
             return self._attribute_assigns(self.enclosing_class(scope), name)
         current: Scope | None = scope
@@ -351,8 +351,8 @@ class SemanticModel:
             assigned = current.assignments_of(name)
             if current is scope and before is not None:
                 assigned = [a for a in assigned if a.order < before]
-            if assigned:
-                return assigned
+            if assigned or (current.is_function and name in current.params):
+                return assigned  # a parameter hides the enclosing scopes' bindings of its name
             current = current.parent
         return []
 
