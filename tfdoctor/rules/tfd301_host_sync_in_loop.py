@@ -45,8 +45,10 @@ class HostSyncInLoop(Rule):
     (it calls a `tf.function` that loops over steps itself, or the `train_function` of a model compiled with
     `steps_per_execution`), nor reads in a loop over a dataset fed by a Python generator
     (`Dataset.from_generator`, also through `experimental_distribute_dataset` and another module's call): the
-    generator sets that loop's pace, and TFD201 is the finding there. Only in a program that distributes
-    training (a strategy, Horovod, `multi_gpu_model` or TF 1 towers, in the module or a project module next to
+    generator sets that loop's pace, and TFD201 is the finding there; nor reads in a loop that builds each
+    step's input from the last step's value on the host (`last = result.numpy()`, then `x =
+    tf.random.uniform(shape, minval=last)` feeds the step): every step must wait for it. Only in a program
+    that distributes training (a strategy, Horovod, `multi_gpu_model` or TF 1 towers, in the module or a project module next to
     it in the imports): on one device the wait costs a dispatch gap whose size the code does not show, and a
     single-device eager step spends far more on dispatching its operations one by one than on the wait.
     A loop that runs while a graph is built (in a `tf.function`, or only called in `with
@@ -209,6 +211,18 @@ for x in dist:
 """,
     )
     VALID = (
+        # each step's input is built from the last step's value on the host: every step must wait for it
+        """import tensorflow as tf
+@tf.function
+def train_step(inputs):
+    return strategy.run(step_fn, args=(inputs,))
+last_result = 2.0
+for i in range(1000):
+    inputs = tf.random.uniform([100], minval=last_result, maxval=last_result + 2)
+    result = train_step(inputs)
+    print(result)
+    last_result = result.numpy()
+""",
         # prioritized replay: the TD errors read on the host decide which transitions the next step trains on
         """import numpy as np
 import tensorflow as tf
@@ -363,6 +377,8 @@ for x, y in batches:
                 continue  # its reads wait once per many steps, or while the Python generator makes the next batch
             if facts.runs_in_graph(loop.scope):
                 continue  # a loop that builds a graph (a tf.function's, a TF 1 graph's) reads symbols, not values
+            if _next_input_needs_a_read(facts, loop, self._step_outputs(facts, loop)):
+                continue  # each step's input is built from the last step's value: the read cannot be deferred
             found = list(self._reads(facts, loop, flagged))
             if found and not distributed_program(facts):
                 return  # one device: the wait costs a dispatch gap the code does not show the size of
@@ -514,6 +530,29 @@ def _feeds_the_next_batch(facts: ModuleFacts, loop: LoopFact, read: CallFact) ->
                and any(reads(names, store) for names in drawn.arg_names)
                and any(reads(names, target) for target in a.targets for names in step_inputs)
                for a in facts.assigns)
+
+
+def _next_input_needs_a_read(facts: ModuleFacts, loop: LoopFact, outputs: set[str]) -> bool:
+    """Whether the loop brings a step output to the host (`last = result.numpy()`) and builds the next step's
+    input from it (`x = tf.random.uniform(shape, minval=last)`, then `step(x)`): a loop-carried value, as in
+    reinforcement learning, that every step must wait for."""
+    carried = {t for a in facts.assigns if a.loops and a.loops[-1] is loop and _brought_to_host(a.value, outputs)
+               for t in a.targets}
+    if not carried:
+        return False
+    step_inputs = [names for c in loop.calls if calls_training_step(facts, c) for names in c.arg_names]
+    inputs = {t for a in facts.assigns if a.loops and a.loops[-1] is loop and any(reads(a.names, v) for v in carried)
+              for t in a.targets} | carried
+    return any(reads(names, name) for names in step_inputs for name in inputs)
+
+
+def _brought_to_host(value: cst.BaseExpression | None, outputs: set[str]) -> bool:
+    """`result.numpy()`, `float(loss)`: a step output read on the host."""
+    if not isinstance(value, cst.Call) or not _host_value(value):
+        return False
+    if isinstance(value.func, cst.Attribute):
+        return _name_reads(value.func.value, outputs)
+    return any(_name_reads(arg.value, outputs) for arg in value.args)
 
 
 def _root_name(expr: cst.CSTNode | None) -> str | None:
