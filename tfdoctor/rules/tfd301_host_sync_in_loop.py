@@ -48,12 +48,13 @@ class HostSyncInLoop(Rule):
     generator sets that loop's pace, and TFD201 is the finding there; nor reads in a loop that builds each
     step's input from the last step's value on the host (`last = result.numpy()`, then `x =
     tf.random.uniform(shape, minval=last)` feeds the step): every step must wait for it. Only in a program
-    that distributes training (a strategy, Horovod, `multi_gpu_model` or TF 1 towers, in the module or a project module next to
-    it in the imports): on one device the wait costs a dispatch gap whose size the code does not show, and a
-    single-device eager step spends far more on dispatching its operations one by one than on the wait.
-    A loop that runs while a graph is built (in a `tf.function`, or only called in `with
-    tf.Graph().as_default():`) holds symbolic tensors, and is not reported. A loop gets one finding, at its first read, which names the others (related locations): once one read
-    has waited for the step the others find the device idle, but each waits in turn when those before it go.
+    that distributes training (a strategy, Horovod, `multi_gpu_model` or TF 1 towers, in the module or a
+    project module next to it in the imports): on one device the wait costs a dispatch gap whose size the code
+    does not show, and a single-device eager step spends far more on dispatching its operations one by one than
+    on the wait. A loop that runs while a graph is built (in a `tf.function`, or only called in `with
+    tf.Graph().as_default():`) holds symbolic tensors, and is not reported. A loop gets one finding, at its
+    first read, which names the others (related locations): once one read has waited for the step the others
+    find the device idle, but each waits in turn when those before it go.
 
     ## Why it is bad
     Reading a tensor's value makes the host wait until the device has finished the step. The input

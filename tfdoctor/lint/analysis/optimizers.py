@@ -1,10 +1,11 @@
 """The optimizer a training step applies, when the code shows it: its class, whether it adapts the step to the
 gradients' scale (Adam, RMSprop, Adagrad, ...: almost invariant to a constant factor on the loss) or not (SGD,
-momentum), and whether the gradients are clipped (`clipnorm`, `clipvalue`, `global_clipnorm`,
-`tf.clip_by_global_norm`). The optimizer is the receiver of `apply_gradients`/`minimize`/`apply` in the
-replica function or a function it calls, followed by the semantic model's lookup (`self.optimizer`, a
-parameter, also one that `strategy.run(fn, args=(..., optimizer))` fills, a module variable, a wrapper such as `LossScaleOptimizer(opt)`), or the optimizer given to
-`compile` (also by a string, `optimizer="adam"`) for a Keras `train_step` override.
+momentum), whether the gradients are clipped (`clipnorm`, `clipvalue`, `global_clipnorm`,
+`tf.clip_by_global_norm`), and whether it keeps no per-weight state (plain SGD). The optimizer is the receiver
+of `apply_gradients`/`minimize`/`apply` in the replica function or a function it calls, followed by the
+semantic model's lookup (`self.optimizer`, a parameter, also one that `strategy.run(fn, args=(...,
+optimizer))` fills, a module variable, a wrapper such as `LossScaleOptimizer(opt)`), or the optimizer given
+to `compile` (also by a string, `optimizer="adam"`) for a Keras `train_step` override.
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def _constructed(facts: ModuleFacts, call: cst.Call, scope: Scope, before: int, 
 
 def _zero(value: cst.BaseExpression | None) -> bool:
     """An argument left out, or given as 0, 0.0, False or None."""
-    return value is None or (isinstance(value, (cst.Integer, cst.Float)) and float(value.value) == 0) or (
+    return value is None or (isinstance(value, (cst.Integer, cst.Float)) and value.evaluated_value == 0) or (
         isinstance(value, cst.Name) and value.value in ("False", "None"))
 
 

@@ -16,9 +16,8 @@ Another module of the project enters only through a `ModuleLoader`, given by the
 
 from __future__ import annotations
 
-import re
-
 import operator
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
