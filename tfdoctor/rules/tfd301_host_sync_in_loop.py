@@ -378,17 +378,17 @@ for x, y in batches:
                 continue  # its reads wait once per many steps, or while the Python generator makes the next batch
             if facts.runs_in_graph(loop.scope):
                 continue  # a loop that builds a graph (a tf.function's, a TF 1 graph's) reads symbols, not values
-            if _next_input_needs_a_read(facts, loop, self._step_outputs(facts, loop)):
+            outputs = self._step_outputs(facts, loop)
+            if _next_input_needs_a_read(facts, loop, outputs):
                 continue  # each step's input is built from the last step's value: the read cannot be deferred
-            found = list(self._reads(facts, loop, flagged))
+            found = list(self._reads(facts, loop, outputs, flagged))
             if found and not distributed_program(facts):
                 return  # one device: the wait costs a dispatch gap the code does not show the size of
             if found:
                 yield self.one_for_all(facts, found, "another read")
 
-    def _reads(self, facts: ModuleFacts, loop: LoopFact, flagged: set[int]) -> Iterator[Violation]:
-        """Every read of the device in one training loop's body, each a finding."""
-        outputs = self._step_outputs(facts, loop)
+    def _reads(self, facts: ModuleFacts, loop: LoopFact, outputs: set[str], flagged: set[int]) -> Iterator[Violation]:
+        """Every read of the device in one training loop's body (`outputs`: the step's outputs), each a finding."""
         read = False  # the first read of a step output waits for the step; the ones after it do not
         for call in loop.calls:
             if not call.loops or call.loops[-1] is not loop or gated_by_step_modulo(call):

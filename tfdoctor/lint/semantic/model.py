@@ -589,23 +589,21 @@ class SemanticModel:
         scope = call.scope
         if not isinstance(scope.node, cst.FunctionDef):
             return False
+        parameters = scope.value_params()
+        defaults = {p.name.value: p.default for p in scope.node.params.params}
+        flags = [name for branch in call.ifs if isinstance(branch.test, cst.Name)
+                 and (name := branch.test.value) in parameters and _falsy(defaults.get(name))
+                 and in_part(branch.body, call.statement)]
+        if not flags:
+            return False  # asking for the calls costs the project's other files: only for a candidate branch
         callers = self.callers_of(scope)
         if not (self.notebook or scope.name.startswith("_")):
             if not (application and self.loader is not None and scope.parent is self.module_scope
                     and self._named_only_in_calls(scope.name)):
                 return False
             callers = [*callers, *self.loader.callers(scope)]
-        if not callers:
-            return False
-        parameters = scope.value_params()
-        for branch in call.ifs:
-            name = branch.test.value if isinstance(branch.test, cst.Name) else None
-            if name not in parameters or not in_part(branch.body, call.statement):
-                continue
-            default = next((p.default for p in scope.node.params.params if p.name.value == name), None)
-            if _falsy(default) and not any(_sets(caller.node, name, parameters.index(name)) for caller in callers):
-                return True
-        return False
+        return bool(callers) and any(not any(_sets(caller.node, name, parameters.index(name)) for caller in callers)
+                                     for name in flags)
 
     def _named_only_in_calls(self, name: str) -> bool:
         """Whether every other mention of a module-level function in its module's text is the callee of a call
