@@ -2,14 +2,14 @@
 
 For each script rebuilt by `benchmarks/real_scripts/rebuild.py` (DEST/<name>/), in its `workdir`:
 
-1. the script runs plainly twice on the same replicas as the profile (`--gpus N`: N logical CPU devices or
+1. `tfdoctor profile <profile flags> --format json -- <command>` runs `--runs` times, each with its own logdir;
+2. the script runs plainly twice on the same replicas as the profile (`--gpus N`: N logical CPU devices or
    GPUs, which `MirroredStrategy()` without devices then uses; `--workers W`: W local processes with a
    `TF_CONFIG` each): once on its real input, once with `REAL_SCRIPTS_CACHED=1` (one cached batch). With
    `REAL_SCRIPTS_TIMES` the patched script appends a `time.perf_counter()` at each step boundary; the median
-   of the `--window` step-to-step intervals after `--warmup` steps (the steps the profile measures) gives the
-   independent input share, 1 - cached / real
-   (clamped at 0);
-2. `tfdoctor profile <profile flags> --format json -- <command>` runs `--runs` times, each with its own logdir.
+   of the `--window` step-to-step intervals after the profile's warm-up (its `workload.warmup_steps`: a
+   `fit`'s first epoch, else `--warmup`), the steps the profile measures, gives the independent input share,
+   1 - cached / real (clamped at 0).
 
 Prints a table (name, style, exit, wall, verdict, profiler input share with its interval, independent share
 with the range of its `--pairs`, their difference in points; none where the profile says input read inside each call is not separated, its share
@@ -71,6 +71,7 @@ class Profiled:
     input_inside_calls: bool = False  # input read inside each call is in compute: the share is a lower bound
     contention_share: float | None = None  # the pipeline slowing the step on shared CPU cores (part of compute)
     contention_interval: list[float] | None = None  # its interval, as shares of the median step
+    warmup_steps: int | None = None  # the steps before its window (a fit's first epoch, or --warmup)
     error: str | None = None
 
 
@@ -205,6 +206,7 @@ def profile(script: dict[str, Any], folder: Path, timeout: float) -> Profiled:
     result.input_share = result.shares.get("input")
     result.input_interval = ((report.get("intervals") or {}).get("input") or {}).get("share")
     result.notes = report.get("notes") or []
+    result.warmup_steps = (report.get("workload") or {}).get("warmup_steps")
     result.input_inside_calls = bool(report.get("input_inside_calls"))
     contention, step = report.get("pipeline_contention_s"), (report.get("step_time_s") or {}).get("median")
     result.contention_share = contention / step if contention is not None and step else None
@@ -276,7 +278,7 @@ def main() -> int:
     parser.add_argument("--only", action="append", help="run only this script (repeatable)")
     parser.add_argument("--runs", type=int, default=1, help="profiles per script (variance check)")
     parser.add_argument("--warmup", type=int, default=2, help="step intervals left out of the plain runs' medians "
-                        "(the profile's default warm-up)")
+                        "when the profile does not say how many steps its warm-up took (the profile's default)")
     parser.add_argument("--window", type=int, default=10, help="step intervals in the plain runs' medians (the "
                         "profile's default steps)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
@@ -298,9 +300,10 @@ def main() -> int:
         if not folder.is_dir():
             print(f"| {name} | {script.get('style', '')} | - | - | not built: run rebuild.py | - | - | - |")
             continue
-        ind = Independent(error="not run") if args.no_independent else independent(
-            script, folder, args.warmup, args.window, args.timeout, args.pairs)
         runs = [profile(script, folder, args.timeout) for _ in range(args.runs)]
+        warmup = next((run.warmup_steps for run in runs if run.warmup_steps is not None), args.warmup)
+        ind = Independent(error="not run") if args.no_independent else independent(
+            script, folder, warmup, args.window, args.timeout, args.pairs)
         row = {"name": name, "style": script.get("style", ""), "independent": ind, "profiles": runs}
         rows.append(row)
         print(row_text(row), flush=True)

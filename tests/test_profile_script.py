@@ -158,8 +158,20 @@ def test_another_process_busy_only_while_the_step_is_replayed_is_said(tmp_path):
 def test_model_fit_fed_by_a_slow_pydataset_is_input_bound(tmp_path):
     report = _profile("fit_slow_dataset.py", tmp_path)
     assert report["workload"]["step_source"] == "fit" and report["workload"]["global_batch"] == 32
+    assert report["workload"]["warmup_steps"] == 2  # one epoch: the window opens after --warmup
     assert report["verdict"]["primary"] == "input-bound", report["shares"]
     assert report["suggestions"][0]["locations"][0] == "TFD201 at tests/scripts/fit_slow_dataset.py:24"
+
+
+@pytest.mark.tf
+def test_fit_of_several_epochs_is_measured_after_its_first_epoch(tmp_path):
+    """The first epoch reads each batch slowly into a cache (input ~90% there), the later ones read the cache:
+    the window measures the epochs that follow."""
+    report = _profile("fit_slow_first_epoch.py", tmp_path)
+    assert report["workload"]["warmup_steps"] == 20
+    assert report["shares"]["input"] < 0.5, report["shares"]
+    assert any(note.startswith("the window opened in fit's second epoch: the first (20 steps) was the warm-up")
+               for note in report["notes"])
 
 
 @pytest.mark.tf

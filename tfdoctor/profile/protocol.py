@@ -177,6 +177,7 @@ class ScriptMeasured(Event):
     precision: str = ""                    # the Keras global dtype policy when it is a mixed one
     lines_run: dict[str, list[int]] = field(default_factory=dict)  # script's files -> lines run before the window
     looped: list[str] = field(default_factory=list)  # step functions that run many steps per call, input inside
+    warmup_steps: int = 0                  # the steps before the window (fit's whole first epoch, or --warmup)
 
 
 @dataclass(frozen=True)

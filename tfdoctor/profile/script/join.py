@@ -151,7 +151,8 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
         mode="script", requested=replicas, device_kind=kind, device_names=names,
         workload={"name": script, "global_batch": global_batch or None,  # None: not known (no replay)
                   "per_replica_batch": global_batch // max(replicas, 1) if global_batch else None,
-                  "steps": len(times.full), "step_source": result.source},
+                  "steps": len(times.full), "warmup_steps": result.warmup_steps,
+                  "step_source": result.source},
         breakdown=measured, verdict=verdict,
         suggestions=suggest(measured, causes, replicas, Seen(result.input_kind, result.precision)),
         examples_per_s=global_batch / measured.step.median if global_batch else None,

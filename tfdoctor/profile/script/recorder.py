@@ -23,6 +23,11 @@ LOOPED = ("`{}` runs strategy.run in a loop inside one tf.function call (an epoc
           "step measured here is one such call, and the input it reads inside the loop counts as compute")
 OTHER_STEPS = ("{:.0f} ms per step ran in other step functions between the measured ones (a test or "
                "evaluation step): counted with the step, not as input")
+FIRST_EPOCH_S = 60.0  # the longest warm-up through fit's first epoch; a longer first epoch holds the window
+FIRST_EPOCH = ("the window opened in fit's second epoch: the first ({} steps) was the warm-up (a first epoch is "
+               "not the steady state: caches and shuffle buffers fill, and its steps ran slower in some runs)")
+LONG_FIRST_EPOCH = (f"fit's first epoch ran longer than {FIRST_EPOCH_S:.0f} s: the window opened inside it, where "
+                    "caches and shuffle buffers may still be filling")
 UNREPLAYED = ("the process ended after the window, before the step was replayed (in the replays, when another "
               "worker had died): host overhead and all-reduce are not separated")
 
@@ -48,6 +53,10 @@ class Recorder:
         self.other_steps: list[float] = []  # ... per measured interval: neither input nor the step
         self._cpu: list[CpuSample | None] = []  # the machine's CPU counters when the window opened and closed
         self.seen = 0
+        self.through_epoch = False       # the warm-up runs to the end of fit's first epoch
+        self.first_epoch = 0             # that epoch's steps, once it ended in the warm-up
+        self._first_seen = 0.0           # when the first step ended
+        self.warmed = 0                  # the steps before the window
         self.starts: list[float] = []    # starts of the measured steps (K + 1 of them)
         self.calls: list[float] = []     # how long each measured step call took
         self.waits: list[float] = []     # hooked input waits in each measured interval
@@ -70,6 +79,23 @@ class Recorder:
         """Use `source` for the step boundaries (Model.fit's callback over the Function inside fit)."""
         if self.source is None:
             self.source = source
+
+    def epoch_begins(self, epochs_left: int) -> None:
+        """A Model.fit epoch begins, this one and `epochs_left - 1` more to train: in the first, with more to
+        follow, the warm-up runs to its end (for at most FIRST_EPOCH_S), so that the window measures the
+        epochs that follow."""
+        if epochs_left > 1 and self.seen == 0:
+            self.through_epoch = True
+
+    def epoch_ended(self) -> None:
+        if self.through_epoch and not self.starts:
+            self.through_epoch, self.first_epoch = False, self.seen
+
+    def _warming(self, now: float) -> bool:
+        """Still in the warm-up: its W steps, or fit's first epoch while it lasts at most FIRST_EPOCH_S."""
+        if self.seen == 1:
+            self._first_seen = now
+        return self.seen <= self.warmup or (self.through_epoch and now - self._first_seen < FIRST_EPOCH_S)
 
     def input_wait(self, seconds: float, source: Any = None) -> None:
         self._wait += seconds
@@ -112,7 +138,7 @@ class Recorder:
             if self._traced >= self.trace_steps:
                 self.finish()
             return
-        if self.seen <= self.warmup:
+        if not self.starts and self._warming(end):
             self.progress("warm-up steps", self.seen, self.warmup)
             return
         if self.starts:
@@ -123,6 +149,7 @@ class Recorder:
             if self.lines_run is not None:
                 self.lines_run.stop()  # the window runs untraced
             self._cpu = [sample()]
+            self.warmed = self.seen - 1
         self.starts.append(start)
         self.calls.append(end - start)
         self.progress("measured steps", len(self.starts) - 1, self.steps)
@@ -177,6 +204,10 @@ class Recorder:
         calls = ([a - w for a, w in zip(intervals, waits)] if self.source == "marker"  # a marker has no duration
                  else self.calls[:len(intervals)])
         notes = [LOOPED.format(name) for name in self.looped]
+        if self.first_epoch > self.warmup:
+            notes.append(FIRST_EPOCH.format(self.first_epoch))
+        elif self.through_epoch:
+            notes.append(LONG_FIRST_EPOCH)
         others = self.other_steps[:len(intervals)]
         if others and statistics.median(others) > 0:  # the other step functions' time goes with the step's
             calls = [call + other for call, other in zip(calls, others)]
@@ -208,7 +239,8 @@ class Recorder:
         return ScriptMeasured(times, calls, self.source or "", sorted(self.hooked), self.seen, notes, global_batch,
                               replicas, replayed is not None, replayed.replay_steps if replayed else [],
                               self.peer_waits[:len(intervals)], self.input_kind, _mixed_precision(),
-                              self.lines_run.recorded() if self.lines_run is not None else {}, list(self.looped))
+                              self.lines_run.recorded() if self.lines_run is not None else {}, list(self.looped),
+                              self.warmed)
 
     def _start_trace(self) -> None:
         import tensorflow as tf

@@ -24,6 +24,14 @@ class _Timing:
         if self.recorder:
             self.recorder.prefer("fit")
 
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        if self.recorder:  # epochs left: fit(initial_epoch=...) starts at that epoch
+            self.recorder.epoch_begins((getattr(self, "params", None) or {}).get("epochs", 1) - epoch)
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        if self.recorder:
+            self.recorder.epoch_ended()
+
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         self._start = time.perf_counter()
 
