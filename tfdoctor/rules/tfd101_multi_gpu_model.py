@@ -2,16 +2,21 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.facts import ModuleFacts
-from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.rule import Context, Rule
+import libcst as cst
 
+from tfdoctor.lint.facts import CallFact, ModuleFacts
+from tfdoctor.lint.findings import Severity, Violation
+from tfdoctor.lint.names import dotted, literal_str
+from tfdoctor.lint.rule import Context, Rule
 
 class MultiGpuModel(Rule):
     """
     ## What it does
     Finds calls to `keras.utils.multi_gpu_model`, in any import spelling (`tf.keras.utils`, standalone
-    `keras`, `keras.utils.training_utils`, or an alias).
+    `keras`, `keras.utils.training_utils`, or an alias). A call whose result a function (or a script's
+    `if __name__ == "__main__":` block) assigns to a name that nothing reads afterwards
+    (`parallel = multi_gpu_model(model, 2)`, then `model.fit(...)`) is left alone: the training does not run
+    on it.
 
     ## Why it is bad
     `multi_gpu_model` was removed in TensorFlow 2.4. It keeps the template model's weights on one device
@@ -43,21 +48,51 @@ class MultiGpuModel(Rule):
                             "`tf.distribute.MirroredStrategy`")}
     triggers = ("multi_gpu_model",)
     INVALID = (
-        "import tensorflow as tf\nparallel = tf.keras.utils.multi_gpu_model(model, gpus=4)  # TFD101\n",
-        "import keras\nfrom keras.utils import multi_gpu_model as mgm\nm = mgm(base, 2)  # TFD101\n",
+        "import tensorflow as tf\nparallel = tf.keras.utils.multi_gpu_model(model, gpus=4)  # TFD101\nparallel.fit(x, y)\n",
+        "import keras\nfrom keras.utils import multi_gpu_model as mgm\nm = mgm(base, 2)  # TFD101\nm.compile(loss='mse')\n",
         "from keras.utils.training_utils import multi_gpu_model\n"
         "def build(base, n):\n    return multi_gpu_model(base, gpus=n)  # TFD101\n",
-        "import tensorflow.compat.v1 as tf\nm = tf.keras.utils.multi_gpu_model(base, gpus=2, cpu_merge=False)  # TFD101\n",
+        "import tensorflow.compat.v1 as tf\nm = tf.keras.utils.multi_gpu_model(base, gpus=2, cpu_merge=False)  # TFD101\n"
+        "m.fit(x, y)\n",
     )
     VALID = (
         "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\nwith strategy.scope():\n"
         "    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n",
         "import tensorflow as tf\ndef multi_gpu_model(m):\n    return m\nmodel = multi_gpu_model(tf.keras.Sequential())\n",
         "import keras\n# multi_gpu_model was removed; see the migration notes\nmodel = keras.Sequential()\n",
+        # the parallel model is never used: the single-device model is compiled and trained
+        "from keras.utils import multi_gpu_model\ndef train(model, x, y):\n"
+        "    parallel_model = multi_gpu_model(model, gpus=2)\n    model.compile(loss='mse')\n    model.fit(x, y)\n",
+        "from keras.utils import multi_gpu_model\nif __name__ == '__main__':\n"
+        "    parallel = multi_gpu_model(model, gpus=2) if gpus > 1 else model\n    model.fit(x, y)\n",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for call in facts.calls:
             name = facts.resolve(call.func)
-            if name is not None and name.startswith("keras.") and name.endswith(".multi_gpu_model"):
+            if (name is not None and name.startswith("keras.") and name.endswith(".multi_gpu_model")
+                    and not _result_unused(facts, call)):
                 yield self.report(call)
+
+
+def _result_unused(facts: ModuleFacts, call: CallFact) -> bool:
+    """`parallel = multi_gpu_model(...)` (or `... if gpus > 1 else model`) in a function or a script's main
+    block, and nothing reads `parallel` afterwards (nor a function defined there)."""
+    assign = next((small for small in getattr(call.statement, "body", ()) if isinstance(small, cst.Assign)
+                   and (small.value is call.node or isinstance(small.value, cst.IfExp)
+                        and call.node in (small.value.body, small.value.orelse))), None)
+    if (assign is None or len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name)
+            or call.scope.parent is None and not any(_main_guard(i.test) for i in call.ifs)):
+        return False
+    name = assign.targets[0].target.value
+    return not facts.read_later(name, call.scope, call.order) and not any(
+        facts.read_later(name, child, -1) for child in call.scope.children)
+
+
+def _main_guard(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"`, either way round."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return {dotted(sides[0]), dotted(sides[1])} >= {"__name__"} and "__main__" in map(literal_str, sides)
