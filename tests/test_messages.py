@@ -104,6 +104,7 @@ EXPECTED = [
     ('TFD208', 1, 4, 13, 'the dataset `map` returns is discarded, so `dataset` stays unchanged; assign the result'),
     ('TFD208', 1, 6, 13, 'the dataset `prefetch` returns is discarded, so `dataset` stays unchanged; assign the result'),
     ('TFD208', 2, 4, 13, 'the dataset `repeat` returns is discarded, so `dataset` stays unchanged; assign the result'),
+    ('TFD208', 3, 3, 28, 'the dataset `batch` returns is discarded, so `ds` stays unchanged; assign the result'),
     ('TFD301', 0, 10, 28, '`float()` reads a step output on every iteration of the training loop'),
     ('TFD301', 1, 9, 5, '`print()` reads a step output on every iteration of the training loop'),
     ('TFD301', 2, 7, 12, "`optimizer.iterations.numpy()` reads the optimizer's step counter on every iteration of the training loop (another read at line 9)"),

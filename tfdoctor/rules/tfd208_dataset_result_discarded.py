@@ -75,6 +75,12 @@ def prepare(dataset):
     dataset.repeat()  # TFD208
     return dataset.batch(32)
 """,
+        # a chain of steps discarded whole, the dataset trained on afterwards
+        """import tensorflow as tf
+ds = tf.data.Dataset.range(100)
+ds.map(scale).shuffle(100).batch(8)  # TFD208
+model.fit(ds)
+""",
     )
     VALID = (
         """import tensorflow as tf
@@ -93,6 +99,16 @@ def clean(frame, values):
 def test_layer_maps(layer):
     ds = tf.data.Dataset.from_tensor_slices(images)
     ds.map(layer)
+""",
+        # a leftover chain, discarded whole: nothing uses the module's dataset afterwards (the input function
+        # builds a dataset of its own under the same name)
+        """import tensorflow as tf
+def input_fn():
+    mnist = tfds.load("mnist", split="train", as_supervised=True)
+    return mnist.map(scale).cache().shuffle(10000).batch(32)
+mnist = tfds.load("mnist", split="train", as_supervised=True)
+mnist.map(scale).cache().shuffle(10000).batch(32)
+estimator.train(input_fn)
 """,
         # a method with an effect of its own is not a transformation
         """import tensorflow as tf
@@ -128,8 +144,9 @@ def _base(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
 def _used_later(facts: ModuleFacts, call: CallFact, name: str) -> bool:
     """Whether the dataset is used after the discarded step (other discarded steps aside): only then was the
     step meant to change it. A step left last (`ds.map(layer)` ending a test) may be there to trace its function."""
-    def ignore(other: CallFact) -> bool:
-        return other.discarded and other.attr in DATASET_METHODS and dotted(_base(other.receiver)) == name
+    def ignore(other: CallFact) -> bool:  # other discarded steps, and the steps of this one's own chain
+        return (other.statement is call.statement
+                or other.discarded and other.attr in DATASET_METHODS and dotted(_base(other.receiver)) == name)
 
     if facts.read_later(name, call.scope, call.order, ignore):
         return True

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Hashable, Iterable, Iterator, Literal, Protocol, TypeVar
 
 import libcst as cst
+import libcst.matchers as m
 
 from tfdoctor.lint.cells import is_notebook_module
 from tfdoctor.lint.names import STATEMENT_PARTS, call_arg, canonical, dotted, in_part
@@ -411,11 +412,12 @@ class SemanticModel:
     def read_later(self, name: str, scope: Scope, after: int,
                    ignore: Callable[[CallFact], bool] = lambda c: False) -> bool:
         """Whether code after visit order `after` in `scope`, or in a function defined there, reads `name` (a call,
-        an assignment, a loop, a return), calls that `ignore` accepts aside."""
+        an assignment, a loop, a return), calls that `ignore` accepts aside. A function that binds a name of its
+        own (a parameter, or an assignment without `global`) reads its own variable, not this one."""
         stack = [scope]
         while stack:
             current = stack.pop()
-            stack.extend(current.children)
+            stack.extend(child for child in current.children if not _binds_locally(child, name))
             if (any(c.order > after and not ignore(c) and (reads({c.func} if c.func else (), name)
                                                            or any(reads(n, name) for n in c.arg_names))
                     for c in current.calls)
@@ -1062,3 +1064,12 @@ def _exclusive(first: tuple[int, tuple[Block, ...]], second: tuple[int, tuple[Bl
     """Whether two places in one scope cannot both run: they lie in the two branches of one `if`, or one is
     in a branch that returns or raises before the other."""
     return any(block.excludes(second[0]) for block in first[1]) or any(block.excludes(first[0]) for block in second[1])
+
+
+def _binds_locally(scope: Scope, name: str) -> bool:
+    """Whether a function's `name` (a plain name) is a local of its own: a parameter, or assigned without a
+    `global` or `nonlocal` statement for it."""
+    if "." in name or not (name in scope.params or any(name in a.targets for a in scope.assigns)):
+        return False
+    return not any(n.name.value == name for node in m.findall(scope.node, m.Global() | m.Nonlocal())
+                   for n in node.names)  # type: ignore[attr-defined]
