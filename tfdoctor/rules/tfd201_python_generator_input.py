@@ -390,6 +390,16 @@ def _group_batches(dataset, group_size):
 ds = tf.data.Dataset.from_generator(gen, output_signature=SIG).batch(8)
 model.evaluate(ds)
 """,
+        # a generator that feeds a distributed prediction step (no gradients): decoding, not training
+        """import tensorflow as tf
+def input_generator():
+    for lines in chunks:
+        yield encode(lines)
+def step_fn(inputs):
+    return model(inputs, training=False)
+for text in input_generator():
+    outputs.append(strategy.run(step_fn, args=(text,)))
+""",
         # tf.data from files, parallel map, prefetch
         """import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=tf.data.AUTOTUNE).batch(64).prefetch(2)

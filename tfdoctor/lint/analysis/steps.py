@@ -20,8 +20,14 @@ HOST_RESULTS = frozenset({"train_on_batch", "test_on_batch", "predict_on_batch",
 
 
 def _step_calls(facts: ModuleFacts) -> list[CallFact]:
-    return [*(r for r in facts.run_calls if not _evaluates_only(facts, r)),
-            *(c for c in facts.calls if _applies_gradients(c))]
+    return [*_training_runs(facts), *(c for c in facts.calls if _applies_gradients(c))]
+
+
+def _training_runs(facts: ModuleFacts) -> list[CallFact]:
+    """The `strategy.run` calls whose replica function is not known to only evaluate (computed once)."""
+    if "_training_runs" not in facts.__dict__:
+        facts.__dict__["_training_runs"] = [r for r in facts.run_calls if not _evaluates_only(facts, r)]
+    return facts.__dict__["_training_runs"]
 
 
 def _applies_gradients(call: CallFact) -> bool:
@@ -66,9 +72,10 @@ def training_step_scopes(facts: ModuleFacts) -> list[Scope]:
 
 
 def calls_training_step(facts: ModuleFacts, call: CallFact) -> bool:
-    """A step call: `strategy.run`, an update, or a call of a step function, also one that the caller passes
-    in as a parameter (`def train(step_fn): ... step_fn(batch)`, called as `train(step_fn=_train_step)`)."""
-    if _applies_gradients(call) or any(call is run for run in facts.run_calls):
+    """A step call: `strategy.run` (of a replica function not known to only evaluate), an update, or a call of a
+    step function, also one that the caller passes in as a parameter (`def train(step_fn): ... step_fn(batch)`,
+    called as `train(step_fn=_train_step)`)."""
+    if _applies_gradients(call) or any(call is run for run in _training_runs(facts)):
         return True
     steps = {id(s) for s in training_step_scopes(facts)}
     if any(id(target) in steps for target in facts.callees(call)):
