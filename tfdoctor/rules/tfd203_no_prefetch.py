@@ -42,6 +42,8 @@ class NoPrefetch(Rule):
     From TensorFlow 2.12 on, with autotuning on (the default), TensorFlow injects an autotuned prefetch after
     a pipeline that ends in a synchronous step (`tf.data.Options().experimental_optimization.inject_prefetch`),
     so the rule reports only code that targets an older TensorFlow or turns the injection or autotuning off.
+    A pipeline trained on for one step only (`fit(ds, epochs=1, steps_per_epoch=1)`, a timing) has nothing
+    to overlap and is left alone.
 
     ## Why it is bad
     Without `prefetch` the pipeline produces the next batch only when the step asks for it: input and compute
@@ -134,6 +136,13 @@ model.fit(ds, epochs=5)
 ds = tf.data.TFRecordDataset(files).batch(64).prefetch(2).map(augment, num_parallel_calls=tf.data.AUTOTUNE)
 model.fit(ds, epochs=5)
 """,
+        # a single step, timed: there is no next batch to overlap with it
+        """# tfdoctor: target-tensorflow=2.11
+import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).map(parse).shuffle(1000).batch(64)
+start = time.time()
+model.fit(ds, epochs=1, steps_per_epoch=1)
+""",
         # prefetched to the GPU
         """import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).batch(64).apply(tf.data.experimental.prefetch_to_device("/gpu:0"))
@@ -207,7 +216,7 @@ for images, labels in ds.take(steps):
         value = autotune(facts, context.targets)
         seen: set[int] = set()
         for chain, use in training_chains(facts):
-            if use.distributed:  # the distributed iterator prefetches to the devices itself
+            if use.distributed or use.one_step:  # the distributed iterator prefetches; one step overlaps nothing
                 continue
             steps = chain.own_ops  # after a `zip`, its own steps: the joined pipelines' do not end it
             methods = [_step(op) for op in steps]
@@ -240,8 +249,8 @@ for images, labels in ds.take(steps):
         if not any(_returns_unprefetched(facts, scope, seen) for scope in facts.scopes):
             return  # asking the importers costs their analysis: only for a loader that returns such a pipeline
         for feed in fed_elsewhere(facts):  # a loader's pipeline, trained on undistributed in another module
-            if (feed.use.distributed or not feed.ends_here or not feed.steps or _prefetched(facts, feed.steps)
-                    or _memory_cheaply(facts, feed.source, feed.steps)):
+            if (feed.use.distributed or feed.use.one_step or not feed.ends_here or not feed.steps
+                    or _prefetched(facts, feed.steps) or _memory_cheaply(facts, feed.source, feed.steps)):
                 continue
             last = feed.ops[-1].call
             if id(last) in seen:

@@ -251,6 +251,7 @@ class TrainingInput:
     statement: cst.CSTNode
     via: str
     distributed: bool = False  # a strategy distributes it: `experimental_distribute_dataset`, or `fit` under one
+    one_step: bool = False     # `fit(..., epochs=1, steps_per_epoch=1)`: a single step (a timing), nothing follows it
 
 
 _NOT_TRAINING = re.compile(r"val|eval|test|infer|predict", re.IGNORECASE)
@@ -265,7 +266,9 @@ def training_inputs(facts: ModuleFacts) -> list[TrainingInput]:
     for call in facts.method_calls("fit", "fit_generator"):
         x = call_arg(call.node, 0, "x" if call.attr == "fit" else "generator")
         if x is not None:
-            found.append(TrainingInput(call.scope, call.order, x, call.statement, "fit", under_strategy(facts, call)))
+            one_step = all(literal_int(call_arg(call.node, None, k)) == 1 for k in ("epochs", "steps_per_epoch"))
+            found.append(TrainingInput(call.scope, call.order, x, call.statement, "fit", under_strategy(facts, call),
+                                       one_step))
     for call in facts.calls:
         if call.attr not in DISTRIBUTE_DATASET_METHODS or not facts.is_strategy(call.receiver):
             continue
