@@ -221,3 +221,22 @@ def test_a_branch_no_cell_takes_is_not_reported():
     assert [f.code for f in lint_notebook(never, "nb.ipynb", Settings(root=ROOT))] == []
     once = _notebook(loader, "model.fit(get_dataset(TRAIN, cached=True))\n")
     assert [(f.code, f.cell, f.line) for f in lint_notebook(once, "nb.ipynb", Settings(root=ROOT))] == [("TFD204", 1, 5)]
+
+
+def test_a_branch_on_the_type_of_a_parameter_no_cell_gives_is_not_reported():
+    """`if isinstance(cache, str): ds.cache(cache)` where every call leaves `cache=True`: only the other branch runs."""
+    loader = ("import tensorflow as tf\n"
+              "def prepare(ds, cache=True):\n"
+              "    if cache:\n"
+              "        if isinstance(cache, str):\n"
+              "            ds = ds.cache(cache)\n"
+              "        else:\n"
+              "            ds = ds.cache()\n"
+              "    return ds.batch(32).prefetch(tf.data.AUTOTUNE)\n")
+    source = "ds = tf.data.Dataset.list_files(PATTERN).map(load).shuffle(1000)\n"
+    default = _notebook(loader, source + "model.fit(prepare(ds))\n")
+    assert [(f.code, f.cell, f.line) for f in lint_notebook(default, "nb.ipynb", Settings(root=ROOT))] == [
+        ("TFD204", 1, 7)]
+    named = _notebook(loader, source + "model.fit(prepare(ds, cache='/tmp/ds'))\n")
+    assert [(f.code, f.cell, f.line) for f in lint_notebook(named, "nb.ipynb", Settings(root=ROOT))] == [
+        ("TFD204", 1, 5), ("TFD204", 1, 7)]

@@ -583,8 +583,9 @@ class SemanticModel:
         cached=False)`, never called with `cached=`). Only where every call is in sight: in a notebook, in a
         private function (`_load`) of a module, or, in an `application` (nobody imports it as a library), in a
         module-level function that its module names only in calls, with the calls of the project's other
-        files. Also the body of an `if` that compares a module constant set once to a literal with a number it
-        fails (`gpus = 1` ... `if gpus >= 2:`)."""
+        files. The same for `if isinstance(P, str):` on a parameter whose default is of another type
+        (`cache=True`) that no call sets. Also the body of an `if` that compares a module constant set once to a
+        literal with a number it fails (`gpus = 1` ... `if gpus >= 2:`)."""
         if any(in_part(branch.body, call.statement) and self._constant_test(branch.test) is False
                for branch in call.ifs):
             return True
@@ -593,9 +594,9 @@ class SemanticModel:
             return False
         parameters = scope.value_params()
         defaults = {p.name.value: p.default for p in scope.node.params.params}
-        flags = [name for branch in call.ifs if isinstance(branch.test, cst.Name)
-                 and (name := branch.test.value) in parameters and _falsy(defaults.get(name))
-                 and in_part(branch.body, call.statement)]
+        flags = [name for branch in call.ifs if in_part(branch.body, call.statement) and (
+                 isinstance(branch.test, cst.Name) and (name := branch.test.value) in parameters
+                 and _falsy(defaults.get(name)) or (name := _default_not_of_type(branch.test, parameters, defaults)))]
         if not flags:
             return False  # asking for the calls costs the project's other files: only for a candidate branch
         callers = self.callers_of(scope)
@@ -727,6 +728,20 @@ def _is_self(origin: Origin) -> bool:
     node = origin.scope.node
     return (isinstance(origin.expr, cst.Name) and origin.expr.value == "self" and isinstance(node, cst.FunctionDef)
             and bool(node.params.params) and node.params.params[0].name.value == "self")
+
+
+def _default_not_of_type(test: cst.BaseExpression, parameters: tuple[str, ...],
+                         defaults: dict[str, cst.BaseExpression | None]) -> str:
+    """P for `isinstance(P, str)` (a builtin type) when P's default is a constant or number of another type
+    (`def prepare(ds, cache=True)`, then `if isinstance(cache, str):`); '' otherwise."""
+    if not (isinstance(test, cst.Call) and dotted(test.func) == "isinstance" and len(test.args) == 2):
+        return ""
+    name, kind = dotted(test.args[0].value), _BUILTIN_TYPES.get(dotted(test.args[1].value))
+    default = defaults.get(name) if name in parameters else None
+    value = (_CONSTANTS.get(default.value, _UNKNOWN) if isinstance(default, cst.Name)
+             else default.evaluated_value if isinstance(default, cst.Integer) else _UNKNOWN)
+    unlike = kind is not None and value is not _UNKNOWN and not isinstance(value, kind)
+    return name if unlike and name is not None else ""
 
 
 def _falsy(value: cst.BaseExpression | None) -> bool:
@@ -950,6 +965,7 @@ Bound = dict[tuple[int, str], tuple[cst.BaseExpression, Scope, int]]
 _LITERALS = (cst.SimpleString, cst.Integer)
 _CONSTANTS = {"True": True, "False": False, "None": None}
 _UNKNOWN = object()  # a parameter whose value in the call is not a literal
+_BUILTIN_TYPES: dict[str | None, type] = {"str": str, "int": int, "float": float, "bool": bool, "bytes": bytes}
 
 
 def _branch_not_taken(binding: AssignFact | LoopFact, function: Scope, bound: Bound) -> bool:
