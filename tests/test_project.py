@@ -457,3 +457,38 @@ def test_a_loader_branch_that_the_callers_literal_argument_rules_out_is_not_trai
     assert lint_paths(["."], Overrides(select=("TFD106",))).findings == []
     (tmp_path / "train.py").write_text(train.replace("(TRAIN, \"train\")", "(TRAIN, mode=\"test\")"))
     assert [(f.path, f.line) for f in lint_paths(["."], Overrides(select=("TFD106",))).findings] == [("loader.py", 11)]
+
+
+def test_a_loaders_config_batch_that_the_training_module_treats_as_global_is_left_alone(tmp_path: Path, monkeypatch):
+    """`ds.batch(cfg.TRAIN.BATCH_SIZE)` in the loader, and the training module divides the examples by that same
+    size for its steps (the global batch, by design); a prediction loop over a distributed dataset, with
+    `strategy.run` in the loop itself, trains on nothing."""
+    (tmp_path / "setup.cfg").write_text("[metadata]\nname = proj\n")
+    (tmp_path / "loader.py").write_text(
+        "import tensorflow as tf\n\n\n"
+        "def load(cfg, split):\n"
+        "    ds = tf.data.TFRecordDataset(cfg.FILES[split]).map(parse, num_parallel_calls=tf.data.AUTOTUNE)\n"
+        "    if split == 'train':\n"
+        "        ds = ds.shuffle(1000).repeat().batch(cfg.TRAIN.BATCH_SIZE).prefetch(2)\n"
+        "    else:\n"
+        "        ds = ds.batch(cfg.VAL.BATCH_SIZE).prefetch(2)\n"
+        "    return ds\n")
+    train = ("import tensorflow as tf\nfrom loader import load\n\n"
+             "strategy = tf.distribute.MirroredStrategy()\n"
+             "steps = cfg.TRAIN_SAMPLES // cfg.TRAIN.BATCH_SIZE\n"
+             "with strategy.scope():\n"
+             "    model = build_model()\n"
+             "    model.compile(optimizer='adam', loss='mse')\n"
+             "model.fit(strategy.experimental_distribute_dataset(load(cfg, 'train')), steps_per_epoch=steps)\n")
+    (tmp_path / "train.py").write_text(train)
+    (tmp_path / "validate.py").write_text(
+        "import tensorflow as tf\nfrom loader import load\n\n"
+        "def validate(strategy, cfg, model):\n"
+        "    ds = strategy.experimental_distribute_dataset(load(cfg, 'val'))\n"
+        "    predict = tf.function(lambda images: model(images, training=False))\n"
+        "    for batch in ds:\n"
+        "        outputs.append(strategy.run(predict, args=(batch,)))\n")
+    monkeypatch.chdir(tmp_path)
+    assert lint_paths(["."], Overrides(select=("TFD106",))).findings == []
+    (tmp_path / "train.py").write_text(train.replace("cfg.TRAIN_SAMPLES // cfg.TRAIN.BATCH_SIZE", "1000"))
+    assert [(f.path, f.line) for f in lint_paths(["."], Overrides(select=("TFD106",))).findings] == [("loader.py", 7)]

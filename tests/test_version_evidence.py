@@ -321,3 +321,18 @@ def test_a_notebook_takes_no_evidence_from_the_scripts_beside_it(tmp_path):
     assert settings.for_file(project / "text/helpers.py").targets.tensorflow.kind != "code"
     imported = settings.for_file(project / "uses_lib.ipynb").targets.tensorflow
     assert (imported.kind, imported.source) == ("code", f"`tf.Session` at {project / 'lib/steps.py'}:2")
+
+
+def test_a_keras_3_only_claim_needs_more_than_the_installed_keras_except_in_a_profiles_run(tmp_path, monkeypatch):
+    """Nothing in the project says which Keras: the installed one is a guess, and TFD304 (Keras 3 only) stays
+    silent when the code is linted; a profile's run meets the installed Keras, so there it reports."""
+    from tfdoctor.profile.script.join import lint_findings
+
+    train = (FIXTURES / "projects" / "keras3_project" / "train.py").read_text()
+    project = _project(tmp_path, {"train.py": train})
+    monkeypatch.chdir(project)
+    assert load_settings(project).for_file(project / "train.py").targets.keras.kind in ("installed", "newest")
+    linted = run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD304", "train.py", cwd=project)
+    assert linted.stdout == ""
+    [finding] = lint_findings(project / "train.py")
+    assert (finding.code, finding.path, finding.line) == ("TFD304", "train.py", 18)

@@ -179,7 +179,7 @@ def check_module(module: cst.Module, display_path: str, settings: Settings, path
     """Build the facts once, run every enabled rule, and position the unsuppressed findings. `lines` is the
     source text when the caller has it (rendering `module.code` again costs a fifth of a parse)."""
     lines = module.code.splitlines() if lines is None else lines
-    context = Context(targets=settings.targets)
+    context = Context(targets=settings.targets, run_code=settings.run_code)
     found: list[tuple[Rule, Violation]] = []
     stage = "module facts"
     try:

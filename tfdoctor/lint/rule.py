@@ -21,9 +21,11 @@ DOC_SECTIONS = ("What it does", "Why it is bad", "Example", "Use instead")
 
 @dataclass(frozen=True)
 class Context:
-    """What a rule may know beyond the file: the versions the user targets."""
+    """What a rule may know beyond the file: the versions the user targets, and whether the files are a run's
+    own code (the profile's run), which meets the installed versions."""
 
     targets: Targets
+    run_code: bool = False
 
 
 class Rule:

@@ -37,6 +37,11 @@ class Target:
     def text(self) -> str:
         return self.label or ".".join(str(part) for part in self.version)
 
+    @property
+    def guessed(self) -> bool:
+        """Nothing the user, the project's pins or its code says gave it: the installed or the newest release."""
+        return self.kind in ("installed", "newest")
+
     def at_least(self, *version: int) -> bool:
         return self.version >= version
 

@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import keras2_code
+from tfdoctor.lint.dataflow import keras3_unknown
 from tfdoctor.lint.facts import AssignFact, CallFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.findings import Severity, Violation
@@ -34,7 +34,8 @@ class OutsideScope(Rule):
     it is first used, under the strategy (tf_keras 2.21 trains so, compiled in the scope or applied in
     `strategy.run`, with mirrored slots), and a metric updated in `strategy.run` counts every replica's
     examples; Keras 3 stops with "Mixing different tf.distribute.Strategy objects", so there the message says
-    which Keras it assumed.
+    which Keras it assumed. That Keras 3 must come from the project's pins, its code or `--target-keras`: the
+    installed or newest release is not enough (except in a profile's run, which meets the installed one).
 
     ## Why it is bad
     Variables created outside the scope are ordinary single-device variables, not mirrored ones. Depending
@@ -67,8 +68,9 @@ class OutsideScope(Rule):
     MESSAGES = {"default": "`{var}` ({kind}) is created outside `strategy.scope()` but {use}"}
     triggers = ("scope", "run")
     INVALID = (
-        # an optimizer created at module level and used in a replica function
-        """import tensorflow as tf
+        # an optimizer created at module level and used in a replica function (Keras 3)
+        """# tfdoctor: target-keras=3.0
+import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
 with strategy.scope():
     model = build_model()
@@ -94,8 +96,9 @@ class Trainer:
     def step(self, x):
         return self.strategy.run(self.train_step, args=(x,))
 """,
-        # a metric created outside, updated in the replica function
-        """import keras
+        # a metric created outside, updated in the replica function (Keras 3)
+        """# tfdoctor: target-keras=3.0
+import keras
 import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
 acc = keras.metrics.SparseCategoricalAccuracy()  # TFD105
@@ -105,8 +108,9 @@ def replica(x, y):
 def step(x, y):
     strategy.run(replica, args=(x, y))
 """,
-        # picked from a dict of optimizers outside the scope, compiled inside it
-        """import tensorflow as tf
+        # picked from a dict of optimizers outside the scope, compiled inside it (Keras 3)
+        """# tfdoctor: target-keras=3.0
+import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
 optimizer = {  # TFD105
     "adam": tf.keras.optimizers.Adam(1e-3),
@@ -240,7 +244,7 @@ with strategy.scope():
             if (self._reassigned_in_scope(facts, var, assign) or self._made_by_a_factory(facts, assign, var)
                     or _called_in_scope_elsewhere(facts, assign.scope)):
                 continue
-            if kind in _KERAS2_FINE and keras2_code(facts, context.targets.keras):
+            if kind in _KERAS2_FINE and keras3_unknown(facts, context.targets.keras, context.run_code):
                 continue  # Keras 2 makes an optimizer's slots where it is first used; its metrics sum right
             use = self._strategy_use(facts, var, assign, replicas)
             if use is None:

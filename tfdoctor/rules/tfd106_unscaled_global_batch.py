@@ -231,7 +231,9 @@ class CycloneTrainer(DistributedTrainer):
             seen.add(id(batch.call))
             batching: cst.Call = batch.batching_call  # type: ignore[assignment]
             size = call_arg(batching, 0, "batch_size")
-            if size is not None and _unscaled(facts, size, batch.scope):
+            name = dotted(size)
+            if (size is not None and _unscaled(facts, size, batch.scope)
+                    and not (name is not None and "." in name and _treated_as_global(consumer, name))):
                 call = facts.call_fact(batching)
                 target = batching.func.attr if isinstance(batching.func, cst.Attribute) else batching.func
                 yield self.report(target, statement=call.statement if call else None, method=_method(batching),
@@ -271,20 +273,25 @@ def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope,
         return False  # `PER_GPU * WORKERS`: deliberately made global
     if any(is_global_batch(facts, a.names, a.scope) for a in found):
         return False  # reassigned the global size (`FLAGS.batch_size = GLOBAL_BATCH`)
-    if any(reads(names, name) for c in facts.calls for arg, names in zip(c.node.args, c.arg_names)
-           if arg.keyword is not None and arg.keyword.value == "global_batch_size"):
-        return False  # the code itself treats it as the global batch
-    if name.removeprefix("self.") in facts.divisors:
-        return False  # a loss summed over the replicas divided by it, or `examples // it` steps: the global batch
-    if any(_LEARNING_RATE.search(target.rpartition(".")[2]) for a in facts.assigns if reads(a.names, name)
-           for target in a.targets):
-        return False  # a learning rate scaled with it (`lr = 0.1 * batch_size / 256`): the global batch by design
+    if _treated_as_global(facts, name):
+        return False
     # A per-replica size derived from it shows the global batch is deliberate; a global one made by
     # multiplying it (`GLOBAL = BATCH * strategy.num_replicas_in_sync`) shows it is the per-replica size.
     return not any(
         reads(a.names, name) and mentions_replica_count(facts, a.names, a.scope)
         and not _scales_up(a.value, lambda e: dotted(e) == name) for a in facts.assigns
     )
+
+
+def _treated_as_global(facts: ModuleFacts, name: str) -> bool:
+    """Whether a module's code treats the size `name` as the global batch: it gives it as `global_batch_size=`,
+    divides by it (a loss summed over the replicas, `examples // it` steps) or scales a learning rate with it
+    (`lr = 0.1 * batch_size / 256`)."""
+    return (any(reads(names, name) for c in facts.calls for arg, names in zip(c.node.args, c.arg_names)
+                if arg.keyword is not None and arg.keyword.value == "global_batch_size")
+            or name.removeprefix("self.") in facts.divisors
+            or any(_LEARNING_RATE.search(target.rpartition(".")[2]) for a in facts.assigns if reads(a.names, name)
+                   for target in a.targets))
 
 
 def _unscaled_config_value(facts: ModuleFacts, size: cst.Subscript, scope: Scope) -> bool:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import applied_optimizer, in_test_code, keras2_code
-from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.dataflow import applied_optimizer, in_test_code, keras3_unknown
+from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
@@ -12,7 +12,8 @@ from tfdoctor.lint.rule import Context, Rule
 class OptimizerNotBuilt(Rule):
     """
     ## What it does
-    Keras 3 only: finds an optimizer whose `apply_gradients` runs in a distributed `tf.function` step
+    Keras 3 only (a Keras 3 that the project's pins, its code or `--target-keras` give; the installed or newest
+    release is not enough, except in a profile's run, which meets the installed one): finds an optimizer whose `apply_gradients` runs in a distributed `tf.function` step
     (`strategy.run` inside a `tf.function`) with no `optimizer.build(model.trainable_variables)` anywhere
     in the module. Plain SGD (no momentum, no moving average) creates no variable on first use and is left
     alone, and so is test code (a `test*` function of a test module, a `TestCase` method).
@@ -25,6 +26,7 @@ class OptimizerNotBuilt(Rule):
 
     ## Example
     ```python
+    # tfdoctor: target-keras=3.0
     import tensorflow as tf
     with strategy.scope():
         model = build_model()
@@ -64,10 +66,13 @@ class OptimizerNotBuilt(Rule):
     severity = Severity.ERROR
     summary = "Keras 3: an optimizer used in a distributed `tf.function` step was never `build()`-t."
     MESSAGES = {"default": ("`{optimizer}` is first built inside the distributed step `{replica}`; build it in "
-                            "`strategy.scope()`")}
+                            "`strategy.scope()`"),
+                "several": ("`{optimizer}` is first built inside one of the distributed steps {replicas}; build it "
+                            "in `strategy.scope()`")}
     triggers = ("apply_gradients",)
     INVALID = (
-        """import tensorflow as tf
+        """# tfdoctor: target-keras=3.15
+import tensorflow as tf
 class Trainer:
     def __init__(self, strategy):
         self.strategy = strategy
@@ -85,6 +90,22 @@ import keras
 import tensorflow as tf
 opt = keras.optimizers.Adam()
 step = tf.function(lambda x: strategy.run(lambda v: opt.apply_gradients(grads(v)), args=(x,)))  # TFD304
+""",
+        # two steps apply one optimizer (the regularised one every 4th iteration): one finding names both
+        """# tfdoctor: target-keras=3.15
+import tensorflow as tf
+with strategy.scope():
+    opt = tf.keras.optimizers.Adam()
+def step_fn(x):
+    opt.apply_gradients(grads(x))  # TFD304
+def reg_step_fn(x):
+    opt.apply_gradients(grads(x) + penalty(x))
+@tf.function
+def train_step(x):
+    strategy.run(step_fn, args=(x,))
+@tf.function
+def reg_train_step(x):
+    strategy.run(reg_step_fn, args=(x,))
 """,
     )
     VALID = (
@@ -134,10 +155,11 @@ def step(x):
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        if keras2_code(facts, context.targets.keras):
+        if keras3_unknown(facts, context.targets.keras, context.run_code):
             return  # Keras 2 creates slots in the first apply_gradients, in the replica context
         built = {dotted(c.receiver) for c in facts.method_calls("build")}
         seen: set[int] = set()
+        sites: dict[str, list[tuple[CallFact, str]]] = {}  # per optimizer, where each step applies it
         for run in facts.run_calls:
             if not facts.runs_in_graph(run.scope) or in_test_code(facts, run.scope):
                 continue  # eager, or a unit test's one distributed call
@@ -152,6 +174,10 @@ def step(x):
                     if call.attr != "apply_gradients" or name is None or name in built or id(call) in seen:
                         continue
                     seen.add(id(call))
-                    yield self.report(call, assumed=context.targets.assumed("keras"), optimizer=name,
-                                      replica=replica.name)
+                    sites.setdefault(name, []).append((call, replica.name))
+        for name, applied_in in sites.items():  # one finding per optimizer: which step builds it first may depend
+            steps = list(dict.fromkeys(step for _, step in applied_in))  # on the loop (`if i % 4 == 0: reg_step()`)
+            yield self.report(applied_in[0][0], "several" if len(steps) > 1 else "default",
+                              assumed=context.targets.assumed("keras"), optimizer=name, replica=steps[0],
+                              replicas=", ".join(f"`{step}`" for step in steps))
 

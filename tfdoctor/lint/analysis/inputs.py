@@ -316,7 +316,8 @@ def _only_evaluated(facts: ModuleFacts, name: str) -> bool:
     if not loops:
         return False
     reached = facts.transitive_callees(c for loop in loops for call in loop.calls if (c := facts.callee(call)))
-    runs = [run for run in facts.run_calls if any(run.scope is s for s in reached)]
+    runs = [run for run in facts.run_calls if any(run.scope is s for s in reached)
+            or any(outer is loop for outer in run.loops for loop in loops)]  # `strategy.run` in the loop itself
     given = [facts.callables_of(facts.replica_fn_expr(run), run.scope) for run in runs]
     if not runs or not all(found and all(fn.owner is facts for fn in found) for found in given):
         return False  # no replica step in sight, or one this module does not define: it may train

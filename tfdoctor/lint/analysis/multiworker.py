@@ -755,6 +755,12 @@ def keras2_code(facts: ModuleFacts, keras: Target) -> bool:
     return keras.below(3) or keras2_imported(facts)
 
 
+def keras3_unknown(facts: ModuleFacts, keras: Target, run_code: bool) -> bool:
+    """Whether a claim that holds only under Keras 3 cannot be made: the module is Keras 2 code, or nothing
+    says it is Keras 3 (the installed or newest release is a guess), unless the run meets the installed one."""
+    return keras2_code(facts, keras) or keras.guessed and not run_code
+
+
 def _with_items(call: CallFact, names: frozenset[str]) -> list[cst.BaseExpression]:
     """What the `with` statements around a call bind to these names (`with h5py.File(buffer) as f`)."""
     return [item.item for fact in call.withs for item in fact.node.items
