@@ -132,6 +132,17 @@ with strategy.scope():
     lr = 0.05 * (args.batchsize / 512)
     optimizer = tf.keras.optimizers.SGD(learning_rate=lr)
 """,
+        # a loader's parameter, given a size that the step treats as the global batch (the loss scaled by it)
+        """import tensorflow as tf
+strategy = tf.distribute.TPUStrategy(resolver)
+BATCH_SIZE = 32
+def load(files, batch_size=32):
+    return tf.data.TFRecordDataset(files).map(parse).batch(batch_size, drop_remainder=True).repeat()
+dist = strategy.experimental_distribute_dataset(load(FILES, batch_size=BATCH_SIZE))
+def replica_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(loss_fn(y, model(x))) * (1.0 / BATCH_SIZE)
+""",
         # a OneDeviceStrategy always has one replica: there is nothing to scale by
         """import tensorflow as tf
 strategy = tf.distribute.OneDeviceStrategy(device="/gpu:0")
@@ -263,7 +274,8 @@ def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope,
         return False  # named global, or computed from the replica count
     found = definitions(facts, name, scope)
     if not found and name in scope.params:  # `def load(files, batch_size)`: what every caller gives
-        return _given_unscaled(facts.values_of(size, scope, END_OF_SCOPE), depth)
+        return not _given_as_global(facts, scope, name) and _given_unscaled(
+            facts.values_of(size, scope, END_OF_SCOPE), depth)
     if not found and ("." not in name or (name.startswith("self.") and name.count(".") == 1)):
         return False  # an unknown global, or an attribute a base class sets
     if found and all(isinstance(a.value, cst.Name) and a.value.value in a.scope.params for a in found):
@@ -292,6 +304,17 @@ def _treated_as_global(facts: ModuleFacts, name: str) -> bool:
             or name.removeprefix("self.") in facts.divisors
             or any(_LEARNING_RATE.search(target.rpartition(".")[2]) for a in facts.assigns if reads(a.names, name)
                    for target in a.targets))
+
+
+def _given_as_global(facts: ModuleFacts, function: Scope, name: str) -> bool:
+    """Whether a caller gives the parameter a name that its module treats as the global batch
+    (`load(batch_size=BATCH_SIZE)`, where the loss is scaled by `1.0 / BATCH_SIZE`)."""
+    if name not in function.value_params():
+        return False
+    index = function.value_params().index(name)
+    callers = [*facts.callers_of(function), *(facts.loader.callers(function) if facts.loader else ())]
+    return any((given := dotted(call_arg(c.node, index, name))) is not None
+               and _treated_as_global(c.scope.owner, given) for c in callers)  # type: ignore[arg-type]
 
 
 def _unscaled_config_value(facts: ModuleFacts, size: cst.Subscript, scope: Scope) -> bool:
