@@ -191,7 +191,7 @@ def test_lint_never_imports_tensorflow():
 
 def test_tabs_and_spaces_that_python_accepts_are_linted_at_the_original_columns(tmp_path):
     """libcst's tokenizer refuses this indentation ("no matching outer block for dedent"); Python runs it."""
-    source = "import tensorflow as tf\n\n\ndef main(gpus):\n  if gpus:\n\t  parallel = tf.keras.utils.multi_gpu_model(m, gpus=2)\n  return 1\n"
+    source = "import tensorflow as tf\n\n\ndef main(gpus):\n  if gpus:\n\t  parallel = tf.keras.utils.multi_gpu_model(m, gpus=2)\n  return parallel\n"
     compile(source, "tabs.py", "exec")
     (tmp_path / "tabs.py").write_text(source)
     result = run_cli("lint", "--format", "concise", "--no-cache", str(tmp_path / "tabs.py"))
