@@ -329,8 +329,9 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
         if path.suffix == ".ipynb":  # a notebook is a program of its own: only the modules it imports run with it
             project = tuple(s for s in project if any(s.path == m or s.path.startswith(m + "/") for m in imported))
         named = _package_import(path.parent)
+        known = set(project)  # a set: a large project has thousands of sightings, each file asks
         importers = tuple(s for s in project_sightings(root, excluded, cite)
-                          if path.stem != "__init__" and s not in project and named.search(_import_lines(s.path)))
+                          if path.stem != "__init__" and s not in known and named.search(_import_lines(s.path)))
         project = project + importers  # a script elsewhere that imports this module (through `sys.path`) runs it
     others = tuple(s for s in project if s.path != here)
     sightings = own + others
