@@ -139,7 +139,7 @@ class Recorder:
                 self.finish()
             return
         if not self.starts and self._warming(end):
-            self.progress("warm-up steps", self.seen, self.warmup)
+            self.progress("warm-up steps", self.seen, max(self.warmup, self.seen))  # fit: its whole first epoch
             return
         if self.starts:
             self.waits.append(wait)
