@@ -13,9 +13,9 @@ class OptimizerNotBuilt(Rule):
     """
     ## What it does
     Keras 3 only (a Keras 3 that the project's pins, its code or `--target-keras` give; the installed or newest
-    release is not enough, except in a profile's run, which meets the installed one): finds an optimizer whose `apply_gradients` runs in a distributed `tf.function` step
-    (`strategy.run` inside a `tf.function`) with no `optimizer.build(model.trainable_variables)` anywhere
-    in the module. Plain SGD (no momentum, no moving average) creates no variable on first use and is left
+    release is not enough, except in a profile's run, which meets the installed one): finds an optimizer whose
+    `apply_gradients` runs in a distributed `tf.function` step (`strategy.run` inside a `tf.function`) with no
+    `optimizer.build(model.trainable_variables)` anywhere in the module. Plain SGD (no momentum, no moving average) creates no variable on first use and is left
     alone, and so is test code (a `test*` function of a test module, a `TestCase` method).
 
     ## Why it is bad
