@@ -113,6 +113,15 @@ def literal_int(node: cst.CSTNode | None) -> int | None:
     return None
 
 
+def main_guard(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"`, either way round: the test of a script's main block."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return "__name__" in map(dotted, sides) and "__main__" in map(literal_str, sides)
+
+
 def call_arg(call: cst.Call, position: int | None, keyword: str | None) -> cst.BaseExpression | None:
     """The argument given by keyword, else at a position (counting positional arguments only)."""
     if keyword is not None:

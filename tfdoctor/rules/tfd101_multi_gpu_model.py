@@ -6,7 +6,7 @@ import libcst as cst
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import dotted, literal_str
+from tfdoctor.lint.names import main_guard
 from tfdoctor.lint.rule import Context, Rule
 
 class MultiGpuModel(Rule):
@@ -82,17 +82,9 @@ def _result_unused(facts: ModuleFacts, call: CallFact) -> bool:
                    and (small.value is call.node or isinstance(small.value, cst.IfExp)
                         and call.node in (small.value.body, small.value.orelse))), None)
     if (assign is None or len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name)
-            or call.scope.parent is None and not any(_main_guard(i.test) for i in call.ifs)):
+            or call.scope.parent is None and not any(main_guard(i.test) for i in call.ifs)):
         return False
     name = assign.targets[0].target.value
     return not facts.read_later(name, call.scope, call.order) and not any(
         facts.read_later(name, child, -1) for child in call.scope.children)
 
-
-def _main_guard(test: cst.BaseExpression) -> bool:
-    """`__name__ == "__main__"`, either way round."""
-    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
-            and isinstance(test.comparisons[0].operator, cst.Equal)):
-        return False
-    sides = (test.left, test.comparisons[0].comparator)
-    return {dotted(sides[0]), dotted(sides[1])} >= {"__name__"} and "__main__" in map(literal_str, sides)

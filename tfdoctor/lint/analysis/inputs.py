@@ -22,7 +22,7 @@ import libcst as cst
 from tfdoctor.lint.analysis.steps import evaluation_name, in_test_code, training_loops
 from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, DatasetChain, DatasetOp, ModuleFacts, runs_once
 from tfdoctor.lint.findings import Evidence
-from tfdoctor.lint.names import call_arg, dotted, in_part, literal_int, literal_str
+from tfdoctor.lint.names import call_arg, dotted, in_part, literal_int, literal_str, main_guard
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, LoopFact, Scope
 from tfdoctor.lint.semantic.model import Origin, SemanticModel, Step
 
@@ -329,8 +329,7 @@ def _only_evaluated(facts: ModuleFacts, name: str) -> bool:
 def _private(facts: ModuleFacts, call: CallFact) -> bool:
     """Whether what the call's statement binds is seen only by this module: a function's local, or a name
     bound under `if __name__ == "__main__":`, which no importer runs."""
-    return call.scope is not facts.module_scope or any(
-        isinstance(test := block.test, cst.Comparison) and dotted(test.left) == "__name__" for block in call.ifs)
+    return call.scope is not facts.module_scope or any(main_guard(block.test) for block in call.ifs)
 
 
 def _reads_name(expr: cst.BaseExpression, name: str) -> bool:

@@ -215,6 +215,7 @@ class Scope:
     subscripts: list[SubscriptFact] = field(default_factory=list)
     children: list[Scope] = field(default_factory=list)
     is_generator: bool = False
+    outer_names: set[str] = field(default_factory=set)  # names its `global` / `nonlocal` statements declare
     owner: object = field(default=None, repr=False)  # the semantic model of the module holding this scope
 
     @property
@@ -453,6 +454,12 @@ class FactCollector(Visitor):
         if original_node.value is not None:
             self.scope.returns.append(ReturnFact(value=original_node.value, names=frozenset(names or ())))
         self._read_all(names or set())
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self.scope.outer_names.update(name.name.value for name in node.names)
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        self.scope.outer_names.update(name.name.value for name in node.names)
 
     # -- names read -----------------------------------------------------------------------------------
     def visit_Name(self, node: cst.Name) -> None:

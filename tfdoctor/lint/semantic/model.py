@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Callable, Hashable, Iterable, Iterator, Literal, Protocol, TypeVar
 
 import libcst as cst
-import libcst.matchers as m
 
 from tfdoctor.lint.cells import is_notebook_module
 from tfdoctor.lint.names import STATEMENT_PARTS, call_arg, canonical, dotted, in_part
@@ -732,14 +731,12 @@ def _is_self(origin: Origin) -> bool:
 
 def _default_not_of_type(test: cst.BaseExpression, parameters: tuple[str, ...],
                          defaults: dict[str, cst.BaseExpression | None]) -> str:
-    """P for `isinstance(P, str)` (a builtin type) when P's default is a constant or number of another type
+    """P for `isinstance(P, str)` (a builtin type) when P's default is a literal of another type
     (`def prepare(ds, cache=True)`, then `if isinstance(cache, str):`); '' otherwise."""
     if not (isinstance(test, cst.Call) and dotted(test.func) == "isinstance" and len(test.args) == 2):
         return ""
     name, kind = dotted(test.args[0].value), _BUILTIN_TYPES.get(dotted(test.args[1].value))
-    default = defaults.get(name) if name in parameters else None
-    value = (_CONSTANTS.get(default.value, _UNKNOWN) if isinstance(default, cst.Name)
-             else default.evaluated_value if isinstance(default, cst.Integer) else _UNKNOWN)
+    value = _literal(defaults.get(name) if name in parameters else None)
     unlike = kind is not None and value is not _UNKNOWN and not isinstance(value, kind)
     return name if unlike and name is not None else ""
 
@@ -1021,6 +1018,11 @@ def _literal_argument(expr: cst.BaseExpression, function: Scope, bound: Bound, b
     given = bound.get((id(function), name))
     value = given[0] if given is not None else next(
         (p.default for p in function.node.params.params if p.name.value == name), None)  # type: ignore[union-attr]
+    return _literal(value)
+
+
+def _literal(value: cst.BaseExpression | None) -> object:
+    """The Python value of `True`, `False`, `None`, a string or an integer literal; _UNKNOWN for anything else."""
     if isinstance(value, cst.Name) and value.value in _CONSTANTS:
         return _CONSTANTS[value.value]
     return value.evaluated_value if isinstance(value, _LITERALS) else _UNKNOWN
@@ -1085,7 +1087,5 @@ def _exclusive(first: tuple[int, tuple[Block, ...]], second: tuple[int, tuple[Bl
 def _binds_locally(scope: Scope, name: str) -> bool:
     """Whether a function's `name` (a plain name) is a local of its own: a parameter, or assigned without a
     `global` or `nonlocal` statement for it."""
-    if "." in name or not (name in scope.params or any(name in a.targets for a in scope.assigns)):
-        return False
-    return not any(n.name.value == name for node in m.findall(scope.node, m.Global() | m.Nonlocal())
-                   for n in node.names)  # type: ignore[attr-defined]
+    return "." not in name and name not in scope.outer_names and (
+        name in scope.params or any(name in a.targets for a in scope.assigns))
