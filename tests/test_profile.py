@@ -134,6 +134,38 @@ def test_a_part_that_drifts_during_the_window_is_called_unstable_and_its_interva
         verdict=judge(steady), suggestions=[]).to_json()
 
 
+def test_fit_input_over_replays_that_spread_widely_gets_an_interval_that_holds_their_spread():
+    """Times of one real run (a MobileNetV2 `fit` on 2 logical CPU devices, ms): the window's step calls and the
+    same step replayed on one batch. The machine's speed changed from second to second, so the replays spread
+    from 146 to 194 ms; a second run of the same script put the window at 149 ms and input at 0%."""
+    from rich.console import Console
+    from tfdoctor.profile.breakdown import with_unsteady_reference
+    from tfdoctor.profile.report import render
+
+    calls = [259, 185, 177, 175, 194, 170, 167, 179, 178, 152]
+    replays = [194, 184, 152, 185, 160, 187, 169, 146, 149, 163]
+    replay = statistics.median(replays)
+    full = [(c + 0.5) * MS for c in calls]
+    on_device = [(a - max(c - replay, 0)) * MS for a, c in zip([c + 0.5 for c in calls], calls)]
+    plain = breakdown(full, on_device, [replay * MS] * 10, [0.1] * 10, [0.1] * 10, paired=True)
+    assert plain.share_interval("input")[0] > 0.01  # the bootstrap of the calls alone rules 0% out
+    result = with_unsteady_reference(plain, [c * MS for c in calls], [r * MS for r in replays])
+    low, high = result.share_interval("input")
+    assert low == 0.0 and high > 0.15 and result.shares() == plain.shares()
+    assert result.share_interval("compute")[1] > plain.share_interval("compute")[1]  # compute gets it back
+    report = Report(mode="script", requested=2, device_kind="cpu", device_names=[], workload={"name": "x"},
+                    breakdown=result, verdict=judge(result), suggestions=[])
+    spread = report.to_json()["replayed_step_spread_s"]
+    assert 0.146 <= spread["p10"] < 0.150 and 0.187 < spread["p90"] <= 0.194
+    console = Console(record=True, width=300)
+    render(report, console)
+    assert (f"unsteady: the same step replayed on one batch took {spread['p10'] * 1000:.0f}-{spread['p90'] * 1000:.0f}"
+            f" ms (p10-p90; the machine's speed changed from second to second), so input, the step calls' excess "
+            f"over it, can be anywhere in 0%-{high:.0%}") in console.export_text()
+    steady = with_unsteady_reference(plain, [c * MS for c in calls], [(165 + i % 3) * MS for i in range(10)])
+    assert steady == plain  # replays within 10% of each other: the bootstrap's interval stands
+
+
 def test_a_share_whose_interval_straddles_the_cut_off_is_called_borderline():
     result = _rounds([14, 17, 19, 21, 22, 23, 26, 28] * 3)  # input about 21.5%, the cut-off at 20%
     verdict = judge(result)

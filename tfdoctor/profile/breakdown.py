@@ -14,6 +14,9 @@ COVERAGE = 0.90  # each part's interval holds 90% of the resampled values
 # may well look like either half, which resampling rounds that are not alike does not show.
 DRIFT = 0.05
 MIN_HALF = 4  # rounds in each half before the halves are compared
+# Replays of one step on one batch whose p90 is this much above their p10: the machine's speed changes over
+# seconds by more than the bootstrap of calls timed apart from the replays can show.
+UNSTEADY = 0.10
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class Breakdown:
     separated: bool = True
     input_inside: bool = False
     drift: dict[str, tuple[float, float]] = field(default_factory=dict)  # part -> (first half, second half) share
+    unsteady: tuple[float, float] | None = None  # the reference step's p10 and p90 (s), when it widened input
 
     def seconds(self) -> dict[str, float]:
         return {part: getattr(self, part) for part in PARTS}
@@ -151,6 +155,33 @@ def _with_drift(measured: Breakdown, arrays: dict[str, list[float]], groups: lis
         values = [getattr(half, part) for half in halves]
         intervals[part] = (min(intervals[part][0], *values), max(intervals[part][1], *values))
     return replace(measured, drift=drift, intervals=intervals, share_intervals=share_intervals)
+
+
+def with_unsteady_reference(measured: Breakdown, calls: list[float], reference: list[float]) -> Breakdown:
+    """Input measured as the step calls' excess over a `reference` step timed apart from them (fit's calls
+    fetch their own batch; the reference is that step replayed on one batch): when the reference's own times
+    spread by more than UNSTEADY, the machine's speed changed between them, and the calls may have run at
+    either end of that spread. Input's interval then also holds the calls' excess over the reference's p10 and
+    p90, and compute's interval gives that time back."""
+    if len(reference) < MIN_HALF or not calls:
+        return measured
+    deciles = statistics.quantiles(reference, n=10, method="inclusive")
+    fast, slow = deciles[0], deciles[-1]
+    if slow <= (1 + UNSTEADY) * fast:
+        return measured
+    total = sum(measured.seconds().values()) or 1.0
+    call = statistics.median(calls)
+    least, most = clamp(call - slow, total), clamp(call - fast, total)
+    intervals, share_intervals = dict(measured.intervals), dict(measured.share_intervals)
+    low, high = intervals.get("input", (measured.input, measured.input))
+    intervals["input"] = (min(low, least), max(high, most))
+    low, high = intervals.get("compute", (measured.compute, measured.compute))
+    intervals["compute"] = (max(0.0, min(low, measured.compute - (most - measured.input))),
+                            max(high, measured.compute + (measured.input - least)))
+    for part in ("input", "compute"):
+        low, high = share_intervals.get(part, (measured.shares()[part],) * 2)
+        share_intervals[part] = (min(low, intervals[part][0] / total), max(high, intervals[part][1] / total))
+    return replace(measured, intervals=intervals, share_intervals=share_intervals, unsteady=(fast, slow))
 
 
 def difference_interval(slower: list[float], faster: list[float]) -> tuple[float, float]:

@@ -14,7 +14,7 @@ from typing import Any
 from tfdoctor.config import Overrides
 from tfdoctor.lint.engine import lint_paths
 from tfdoctor.lint.findings import Finding
-from tfdoctor.profile.breakdown import Breakdown, breakdown, clamp, difference_interval
+from tfdoctor.profile.breakdown import Breakdown, breakdown, clamp, difference_interval, with_unsteady_reference
 from tfdoctor.profile.protocol import ScriptMeasured
 from tfdoctor.profile.report import Report, device_notes
 from tfdoctor.profile.suggest import RULES_FOR, Cause, Seen, suggest
@@ -125,6 +125,8 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
     measured = replace(breakdown(times.full, times.on_device, times.looped, times.gradients, times.reduced,
                                  paired=True), separated=result.replayed, input_inside=bool(result.looped))
     measured = with_contention(result, kind, measured)
+    if result.source == "fit" and result.replayed:  # fit's input: the calls' excess over the replays
+        measured = with_unsteady_reference(measured, result.step_calls, result.replay_steps)
     verdict = judge(measured)
     part = PART_OF[verdict.primary]
     rank = {code: index for index, code in enumerate(RULES_FOR[part] if part else ())}
