@@ -132,6 +132,22 @@ def test_job_report_rows_straggler_and_verdict_of_the_pacing_worker():
     assert document["mode"] == "multi-worker"
 
 
+def test_a_workers_wait_over_replays_that_spread_widely_gets_an_interval_that_holds_their_spread():
+    """Two workers sharing two cores: the step replayed in step on both took 40-60 ms (phases of the machine's
+    speed), the calls 60 ms. The wait for the other worker (sync) is the calls' excess over the replays, so its
+    interval holds the excess over either end, and the job's report says why it is wide."""
+    phases = _series(step_call=60, waited=1, on_device=50, looped=45, gradients=20, reduced=20, seed=4)
+    spread = [(40 + 20 * (i % 5) / 4) * MS for i in range(ROUNDS)]  # 40, 45, 50, 55, 60 ms in turn
+    part = _part("worker-0", replace(phases, on_device=spread))
+    steady = worker_breakdown(_part("worker-0", phases)).breakdown
+    result = worker_breakdown(part).breakdown
+    assert steady.unsteady is None and result.unsteady == ("sync", pytest.approx(0.040), pytest.approx(0.060))
+    low, high = result.share_interval("sync")
+    assert low <= (result.sync - 0.010) / result.step.median + 0.01 and high >= (result.sync + 0.010) / result.step.median - 0.01
+    document = job_report([part, _part("worker-1", phases)]).to_json()
+    assert document["replayed_step_spread_s"]["part"] == "sync"
+
+
 def test_a_failed_worker_fails_the_merge_with_its_error():
     with pytest.raises(PartError, match="worker-1 failed: ValueError: boom"):
         job_report([WAITS_FOR_IT, _part("worker-1", None, error="ValueError: boom")])

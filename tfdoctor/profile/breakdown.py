@@ -60,7 +60,7 @@ class Breakdown:
     separated: bool = True
     input_inside: bool = False
     drift: dict[str, tuple[float, float]] = field(default_factory=dict)  # part -> (first half, second half) share
-    unsteady: tuple[float, float] | None = None  # the reference step's p10 and p90 (s), when it widened input
+    unsteady: tuple[str, float, float] | None = None  # the part the replayed step's p10 and p90 (s) widened
 
     def seconds(self) -> dict[str, float]:
         return {part: getattr(self, part) for part in PARTS}
@@ -157,31 +157,31 @@ def _with_drift(measured: Breakdown, arrays: dict[str, list[float]], groups: lis
     return replace(measured, drift=drift, intervals=intervals, share_intervals=share_intervals)
 
 
-def with_unsteady_reference(measured: Breakdown, calls: list[float], reference: list[float]) -> Breakdown:
-    """Input measured as the step calls' excess over a `reference` step timed apart from them (fit's calls
-    fetch their own batch; the reference is that step replayed on one batch): when the reference's own times
-    spread by more than UNSTEADY, the machine's speed changed between them, and the calls may have run at
-    either end of that spread. Input's interval then also holds the calls' excess over the reference's p10 and
-    p90, and compute's interval gives that time back."""
-    if len(reference) < MIN_HALF or not calls:
+def with_unsteady_reference(measured: Breakdown, reference: list[float], part: str = "input") -> Breakdown:
+    """`part` measured as the step calls' excess over a `reference` step timed apart from them (fit's calls
+    fetch their own batch, a worker's calls also wait for the other workers; the reference is that step
+    replayed on one batch): when the reference's own times spread by more than UNSTEADY, the machine's speed
+    changed between them, and the calls may have run at either end of that spread. The part's interval then
+    also holds its value against the reference's p10 and p90, and compute's interval gives that time back."""
+    if len(reference) < MIN_HALF:
         return measured
     deciles = statistics.quantiles(reference, n=10, method="inclusive")
-    fast, slow = deciles[0], deciles[-1]
+    fast, slow, middle = deciles[0], deciles[-1], statistics.median(reference)
     if slow <= (1 + UNSTEADY) * fast:
         return measured
     total = sum(measured.seconds().values()) or 1.0
-    call = statistics.median(calls)
-    least, most = clamp(call - slow, total), clamp(call - fast, total)
+    value = getattr(measured, part)
+    least, most = clamp(value - (slow - middle), total), clamp(value + (middle - fast), total)
     intervals, share_intervals = dict(measured.intervals), dict(measured.share_intervals)
-    low, high = intervals.get("input", (measured.input, measured.input))
-    intervals["input"] = (min(low, least), max(high, most))
+    low, high = intervals.get(part, (value, value))
+    intervals[part] = (min(low, least), max(high, most))
     low, high = intervals.get("compute", (measured.compute, measured.compute))
-    intervals["compute"] = (max(0.0, min(low, measured.compute - (most - measured.input))),
-                            max(high, measured.compute + (measured.input - least)))
-    for part in ("input", "compute"):
-        low, high = share_intervals.get(part, (measured.shares()[part],) * 2)
-        share_intervals[part] = (min(low, intervals[part][0] / total), max(high, intervals[part][1] / total))
-    return replace(measured, intervals=intervals, share_intervals=share_intervals, unsteady=(fast, slow))
+    intervals["compute"] = (clamp(min(low, measured.compute - (most - value)), total),
+                            max(high, measured.compute + (value - least)))
+    for name in (part, "compute"):
+        low, high = share_intervals.get(name, (measured.shares()[name],) * 2)
+        share_intervals[name] = (min(low, intervals[name][0] / total), max(high, intervals[name][1] / total))
+    return replace(measured, intervals=intervals, share_intervals=share_intervals, unsteady=(part, fast, slow))
 
 
 def difference_interval(slower: list[float], faster: list[float]) -> tuple[float, float]:

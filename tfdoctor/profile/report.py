@@ -83,7 +83,8 @@ class Report:
             out["unstable"] = {part: {"first_half": first, "second_half": second}
                                for part, (first, second) in result.drift.items() if part in result.measured()}
         if result and result.unsteady:
-            out["replayed_step_spread_s"] = {"p10": result.unsteady[0], "p90": result.unsteady[1]}
+            part, fast, slow = result.unsteady
+            out["replayed_step_spread_s"] = {"part": part, "p10": fast, "p90": slow}
         if self.one_replica_examples_per_s:
             out["throughput"]["one_replica_examples_per_s"] = self.one_replica_examples_per_s
             out["throughput"]["scaling_efficiency"] = self.efficiency()
@@ -146,11 +147,12 @@ def render(report: Report, console: Console) -> None:
                               f"{second:.0%} in the second: its rounds are not alike (noise, or a change of speed during "
                               "the run), so another run may give either; its interval holds both", highlight=False)
         if result.unsteady:
-            low, high = result.share_interval("input")
-            console.print(f"unsteady: the same step replayed on one batch took {result.unsteady[0] * 1000:.0f}-"
-                          f"{result.unsteady[1] * 1000:.0f} ms (p10-p90; the machine's speed changed from second to "
-                          f"second), so input, the step calls' excess over it, can be anywhere in {low:.0%}-{high:.0%}; "
-                          "its interval holds that range. More --steps narrow it", highlight=False)
+            part, fast, slow = result.unsteady
+            low, high = result.share_interval(part)
+            console.print(f"unsteady: the same step replayed on one batch took {fast * 1000:.0f}-{slow * 1000:.0f} ms "
+                          f"(p10-p90; the machine's speed changed from second to second), so {part}, measured as the "
+                          f"step calls' excess over it, can be anywhere in {low:.0%}-{high:.0%}; its interval holds that "
+                          "range. More --steps narrow it", highlight=False)
         if result.contention:
             than = ("the same step replayed once the script's input threads were idle" if report.mode == "script"
                     else "batches made earlier")

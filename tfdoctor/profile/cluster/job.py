@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, replace
 
-from tfdoctor.profile.breakdown import Breakdown, breakdown
+from tfdoctor.profile.breakdown import Breakdown, breakdown, with_unsteady_reference
 from tfdoctor.profile.cluster.parts import WorkerPart
 
 OWN_PARTS = ("input", "host", "compute")
@@ -65,6 +65,8 @@ def worker_breakdown(part: WorkerPart) -> WorkerBreakdown:
     assert phases is not None, "a failed worker's part has no phases"
     result = replace(breakdown(phases.full, phases.on_device, phases.looped, phases.gradients, phases.reduced,
                                paired=True, waits=phases.input_wait, across_workers=True), separated=part.separated)
+    if part.separated:  # the wait for the others: the calls' excess over the step replayed on every worker
+        result = with_unsteady_reference(result, phases.on_device, "sync")
     return WorkerBreakdown(part, result, result.waiting or 0.0)
 
 

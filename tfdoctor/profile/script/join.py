@@ -126,7 +126,7 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
                                  paired=True), separated=result.replayed, input_inside=bool(result.looped))
     measured = with_contention(result, kind, measured)
     if result.source == "fit" and result.replayed:  # fit's input: the calls' excess over the replays
-        measured = with_unsteady_reference(measured, result.step_calls, result.replay_steps)
+        measured = with_unsteady_reference(measured, result.replay_steps)
     verdict = judge(measured)
     part = PART_OF[verdict.primary]
     rank = {code: index for index, code in enumerate(RULES_FOR[part] if part else ())}
