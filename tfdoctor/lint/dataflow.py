@@ -97,10 +97,13 @@ from tfdoctor.lint.analysis.sessions import (
 )
 from tfdoctor.lint.analysis.stateful import (
     PARALLELISES_STATELESS_MAPS,
+    PY_FUNCTIONS,
     cheap_map,
     costly_map,
     map_function_stateful,
+    python_under_one_lock,
     stateful_map,
+    wrapped_python_calls,
 )
 from tfdoctor.lint.analysis.steps import (
     TRAINING_ATTRS,
@@ -144,8 +147,8 @@ __all__ = [
     "loaded_arrays", "loop_ifs", "loss_kind", "map_function_stateful", "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored",
     "multi_worker_model_scope", "on_shared_storage", "one_loss_of_list", "only_multi_worker", "only_one_device",
     "optimizer_learning_rate",
-    "paced_by_python", "parameter_server", "path_from_outside", "random_data", "repeats_one_batch", "returns_host_values", "stateful_map", "runs_many_steps", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
+    "PY_FUNCTIONS", "paced_by_python", "parameter_server", "python_under_one_lock", "path_from_outside", "random_data", "repeats_one_batch", "returns_host_values", "stateful_map", "runs_many_steps", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
     "same_start_everywhere", "saved_under_strategy", "saves_beside", "second_pulls", "session_feeds", "slices_in_memory", "step_counter",
     "sync_on_read_state", "tf_config_sets", "training_chains", "training_inputs", "training_loops",
-    "training_step_scopes", "trains", "unknown_value", "value_provenance", "worker_guard", "write_kind",
+    "training_step_scopes", "trains", "unknown_value", "value_provenance", "worker_guard", "wrapped_python_calls", "write_kind",
 ]

@@ -9,6 +9,7 @@ from tfdoctor.lint.dataflow import (
     PARALLELISES_STATELESS_MAPS,
     costly_map,
     fed_elsewhere,
+    python_under_one_lock,
     stateful_map,
     training_chains,
 )
@@ -44,7 +45,8 @@ class MapNotParallel(Rule):
     (`map_parallelization`, on by default): there a `map` is reported only when its function visibly draws
     random numbers, runs Python (`py_function`, `numpy_function`), prints (`tf.print`) or calls a random Keras
     layer, or when the module turns that optimization off; a function the module does not show is not
-    reported.
+    reported. Python that reads through h5py is not reported either: h5py runs every call under one global
+    lock, so parallel calls would take turns.
 
     ## Why it is bad
     Without `num_parallel_calls` the transformation runs on one core, one element at a time. Decoding and
@@ -178,6 +180,17 @@ model.fit(ds)
 ds = tf.data.Dataset.from_tensor_slices(paths).map(load).cache().shuffle(1000).batch(4)
 model.fit(ds, epochs=50)
 """,
+        # Python that reads HDF5: h5py's global lock lets one call run at a time, parallel or not
+        """import h5py
+import tensorflow as tf
+def read_snapshot(path):
+    with h5py.File(path.numpy().decode(), "r") as f:
+        return f["density"][...]
+def load(path):
+    return tf.py_function(read_snapshot, [path], tf.float32)
+ds = tf.data.Dataset.list_files("snapshots/*.h5").map(load).shuffle(64).batch(8)
+model.fit(ds, epochs=10)
+""",
         # `map` on what need not be a dataset (a pandas Series has one): nothing only tf.data has
         """import tensorflow as tf
 def train(model, features, labels):
@@ -194,6 +207,8 @@ def train(model, features, labels):
                 if not self._serial(op.call) or runs_once(op, chain.ops):
                     continue
                 if (parallelised and not _stays_serial(facts, op)) or not _costly(facts, op, chain):
+                    continue
+                if python_under_one_lock(facts, op):
                     continue
                 if id(op.call) in seen:
                     continue
@@ -212,7 +227,8 @@ def train(model, features, labels):
         for feed in fed_elsewhere(facts):  # a loader's pipeline, trained on in another module
             for op in feed.ops:
                 if (self._serial(op.call) and id(op.call) not in seen and not runs_once(op, feed.steps or feed.ops)
-                        and not (parallelised and not _stays_serial(facts, op)) and _costly(facts, op)):
+                        and not (parallelised and not _stays_serial(facts, op)) and _costly(facts, op)
+                        and not python_under_one_lock(facts, op)):
                     seen.add(id(op.call))
                     call = facts.call_fact(op.call)
                     yield self.report(op.call.func.attr, statement=call.statement if call else None,

@@ -2,13 +2,17 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import cached_later, distributed_program, evaluation_step
+from tfdoctor.lint.dataflow import (
+    PY_FUNCTIONS,
+    cached_later,
+    distributed_program,
+    evaluation_step,
+    wrapped_python_calls,
+)
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg
 from tfdoctor.lint.rule import Context, Rule
-
-_PY_FUNCTIONS = frozenset({"tensorflow.py_function", "tensorflow.numpy_function", "tensorflow.py_func"})
 
 
 # Libraries that read formats TensorFlow has no op for (medical volumes, video, HDF5, DICOM, TIFF, rasters): Python
@@ -21,9 +25,7 @@ _NO_TF_OP = ("nibabel", "decord", "pydicom", "SimpleITK", "h5py", "av.", "cv2.Vi
 def _reads_a_format_tf_cannot(facts: ModuleFacts, py_call: CallFact) -> bool:
     """Whether the Python function a `py_function` wraps (or one it calls, in this module) reads a format that
     has no TensorFlow op (`nibabel.load`, `decord.VideoReader`)."""
-    wrapped = facts.callables_of(call_arg(py_call.node, 0, "func"), py_call.scope)
-    return any((facts.resolve(call.func) or "").startswith(_NO_TF_OP)
-               for function in facts.transitive_callees(wrapped) for call in function.calls)
+    return any(name.startswith(_NO_TF_OP) for name in wrapped_python_calls(facts, py_call))
 
 
 class PyFunctionInPipeline(Rule):
@@ -137,7 +139,7 @@ ds = tf.data.Dataset.list_files(pattern).map(tf.io.read_file).map(tf.io.decode_p
             if evaluation_step(facts, call) or cached_later(facts, call):
                 continue  # not the training pipeline, or Python that runs in the first epoch only
             for fn in facts.callables_of(call_arg(call.node, 0, None), call.scope):
-                inner = next((c for c in fn.calls if facts.resolve(c.func) in _PY_FUNCTIONS), None)
+                inner = next((c for c in fn.calls if facts.resolve(c.func) in PY_FUNCTIONS), None)
                 if inner is not None and _reads_a_format_tf_cannot(facts, inner):
                     continue  # no TF op to use instead
                 if inner is not None and id(fn) not in seen and distributed_program(facts):

@@ -16,7 +16,7 @@ import libcst as cst
 
 from tfdoctor.lint.analysis.tensorflow import DatasetOp, ModuleFacts
 from tfdoctor.lint.names import call_arg, dotted
-from tfdoctor.lint.semantic.collector import Scope
+from tfdoctor.lint.semantic.collector import CallFact, Scope
 
 PARALLELISES_STATELESS_MAPS = (2, 7)  # `map_parallelization` on by default (TF 2.7 OptimizationOptions docs)
 _STATEFUL = re.compile(
@@ -33,6 +33,9 @@ _COSTLY = re.compile(
     r"compat\.v1\.(parse_\w+|decode_\w+|image\.\w+))|tensorflow_io\.\w+|tensorflow_addons\.image\.\w+|"
     r"keras\.layers\.Random\w+)")
 _MAX_DEPTH = 3
+PY_FUNCTIONS = frozenset({"tensorflow.py_function", "tensorflow.numpy_function", "tensorflow.py_func"})
+# h5py runs every call under one global lock: parallel calls of Python that reads through it take turns.
+_ONE_LOCK = ("h5py.",)
 
 
 def map_function_stateful(facts: ModuleFacts, function: cst.BaseExpression | None, scope: Scope,
@@ -139,6 +142,26 @@ def stateful_map(facts: ModuleFacts, op: DatasetOp) -> bool:
     """Whether a pipeline's `map` step visibly runs a stateful op, judged in the module that holds the call."""
     home, scope = _home(facts, op)
     return scope is not None and map_function_stateful(home, call_arg(op.call, 0, "map_func"), scope) is True
+
+
+def wrapped_python_calls(facts: ModuleFacts, py_call: CallFact) -> set[str]:
+    """What the Python function a `py_function` wraps calls (resolved names), itself or through a function of
+    this module."""
+    wrapped = facts.callables_of(call_arg(py_call.node, 0, "func"), py_call.scope)
+    return {name for function in facts.transitive_callees(wrapped) for call in function.calls
+            if (name := facts.resolve(call.func)) is not None}
+
+
+def python_under_one_lock(facts: ModuleFacts, op: DatasetOp) -> bool:
+    """Whether a `map` step's function runs Python (`py_function`, `numpy_function`) that reads through h5py,
+    whose global lock lets one call run at a time: `num_parallel_calls` would not overlap them."""
+    home, scope = _home(facts, op)
+    if scope is None:
+        return False
+    functions = home.transitive_callees(home.callables_of(call_arg(op.call, 0, "map_func"), scope))
+    return any(home.resolve(call.func) in PY_FUNCTIONS and
+               any(name.startswith(_ONE_LOCK) for name in wrapped_python_calls(home, call))
+               for function in functions for call in function.calls)
 
 
 def _home(facts: ModuleFacts, op: DatasetOp) -> tuple[ModuleFacts, Scope | None]:
