@@ -166,12 +166,18 @@ def test_model_fit_fed_by_a_slow_pydataset_is_input_bound(tmp_path):
 @pytest.mark.tf
 def test_fit_of_several_epochs_is_measured_after_its_first_epoch(tmp_path):
     """The first epoch reads each batch slowly into a cache (input ~90% there), the later ones read the cache:
-    the window measures the epochs that follow."""
+    the window measures the epochs that follow. The second epoch starts 1 s late, outside every step: the
+    report says so apart from the breakdown."""
     report = _profile("fit_slow_first_epoch.py", tmp_path)
-    assert report["workload"]["warmup_steps"] == 20
+    assert report["workload"]["warmup_steps"] == report["workload"]["epoch_steps"] == 20
     assert report["shares"]["input"] < 0.5, report["shares"]
     assert any(note.startswith("the window opened in fit's second epoch: the first (20 steps) was the warm-up")
                for note in report["notes"])
+    (end, start), = report["workload"]["between_epochs_s"]
+    assert start >= 1.0 and end < 0.5, (end, start)
+    between = next(note for note in report["notes"] if note.startswith("between fit's epochs: "))
+    assert between.endswith("outside the steps measured above; fit's dataset ends each epoch, so every epoch starts "
+                            "a new iterator over it: `dataset.repeat()` with `steps_per_epoch` keeps one")
 
 
 @pytest.mark.tf

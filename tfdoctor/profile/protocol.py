@@ -157,6 +157,16 @@ class Measured(Event):
 
 
 @dataclass(frozen=True)
+class EpochBoundary:
+    """The time `Model.fit` spent between two epochs: `end_s` from the epoch's last step to its end (the end
+    of the data, validation, the callbacks before tfdoctor's), `start_s` from there to the next epoch's first
+    step (a new iterator over its data, the next epoch's callbacks)."""
+
+    end_s: float
+    start_s: float
+
+
+@dataclass(frozen=True)
 class ScriptMeasured(Event):
     """Script mode's (and the API's) result: the step window and the replays on a captured batch. `full`
     and `on_device` are the same steps (paired); `gradients[i]` and `reduced[i]` come from the same turn."""
@@ -178,6 +188,9 @@ class ScriptMeasured(Event):
     lines_run: dict[str, list[int]] = field(default_factory=dict)  # script's files -> lines run before the window
     looped: list[str] = field(default_factory=list)  # step functions that run many steps per call, input inside
     warmup_steps: int = 0                  # the steps before the window (fit's whole first epoch, or --warmup)
+    epoch_steps: int = 0                   # the steps of fit's first epoch, when it ended in the warm-up
+    between_epochs: list[EpochBoundary] = field(default_factory=list)  # fit's epoch boundaries seen
+    new_iterator_each_epoch: bool = False  # fit's data is a dataset that ends each epoch (no steps_per_epoch)
 
 
 @dataclass(frozen=True)

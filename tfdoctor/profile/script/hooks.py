@@ -275,6 +275,7 @@ def _patch_fit(module: ModuleType) -> None:
             data, targets = (list(args) + [kwargs.get("x"), kwargs.get("y")][len(args):])[:2]
             rec.replay = replay.of_fit(self, data, targets, kwargs.get("batch_size"))
             rec.input_kind = _kind_of(data)
+            rec.new_iterator_each_epoch = rec.input_kind == TF_DATA and kwargs.get("steps_per_epoch") is None
         _State.fitting = module.__name__
         out = original_fit(self, *args, **kwargs)  # on an error, `fitting` stays set for the crash report
         _State.fitting = None

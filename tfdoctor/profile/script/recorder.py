@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tfdoctor.profile.machine_load import CpuSample, load_note, sample
-from tfdoctor.profile.protocol import NoStep, PhaseTimes, ScriptMeasured, Traced, WhatIf
+from tfdoctor.profile.protocol import EpochBoundary, NoStep, PhaseTimes, ScriptMeasured, Traced, WhatIf
 from tfdoctor.profile.script.lines_run import LinesRun
 from tfdoctor.profile.script.replay import Replay, measure
 
@@ -56,6 +56,10 @@ class Recorder:
         self.through_epoch = False       # the warm-up runs to the end of fit's first epoch
         self.first_epoch = 0             # that epoch's steps, once it ended in the warm-up
         self._first_seen = 0.0           # when the first step ended
+        self._last_end: float | None = None   # when the last counted step call ended
+        self._epoch_end: float | None = None  # when fit's last epoch ended, until the next one's first step
+        self.between_epochs: list[EpochBoundary] = []
+        self.new_iterator_each_epoch = False  # fit's data is a dataset that ends each epoch
         self.warmed = 0                  # the steps before the window
         self.starts: list[float] = []    # starts of the measured steps (K + 1 of them)
         self.calls: list[float] = []     # how long each measured step call took
@@ -87,7 +91,10 @@ class Recorder:
         if epochs_left > 1 and self.seen == 0:
             self.through_epoch = True
 
-    def epoch_ended(self) -> None:
+    def epoch_ended(self, at: float) -> None:
+        """A Model.fit epoch ended at `at` (perf_counter seconds)."""
+        if self._last_end is not None:
+            self._epoch_end = at
         if self.through_epoch and not self.starts:
             self.through_epoch, self.first_epoch = False, self.seen
 
@@ -130,6 +137,10 @@ class Recorder:
         if looping and looping not in self.looped:
             self.looped.append(looping)
         self.seen += 1
+        if self._epoch_end is not None and self._last_end is not None:
+            self.between_epochs.append(EpochBoundary(self._epoch_end - self._last_end, start - self._epoch_end))
+            self._epoch_end = None
+        self._last_end = end
         (wait, peer, other) = self._wait, self._peer_wait, self._other_time
         self._wait = self._peer_wait = self._other_time = 0.0
         if self._traced >= 0:
@@ -240,7 +251,8 @@ class Recorder:
                               replicas, replayed is not None, replayed.replay_steps if replayed else [],
                               self.peer_waits[:len(intervals)], self.input_kind, _mixed_precision(),
                               self.lines_run.recorded() if self.lines_run is not None else {}, list(self.looped),
-                              self.warmed)
+                              self.warmed, self.first_epoch, list(self.between_epochs),
+                              self.new_iterator_each_epoch)
 
     def _start_trace(self) -> None:
         import tensorflow as tf

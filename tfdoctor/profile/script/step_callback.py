@@ -30,7 +30,7 @@ class _Timing:
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
         if self.recorder:
-            self.recorder.epoch_ended()
+            self.recorder.epoch_ended(time.perf_counter())
 
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         self._start = time.perf_counter()
