@@ -175,6 +175,7 @@ def test_fit_of_several_epochs_is_measured_after_its_first_epoch(tmp_path):
                for note in report["notes"])
     (end, start), = report["workload"]["between_epochs_s"]
     assert start >= 1.0 and end < 0.5, (end, start)
+    assert "of the training time passed between fit's epochs (see the notes)." in report["verdict"]["statement"]
     between = next(note for note in report["notes"] if note.startswith("between fit's epochs: "))
     assert between.endswith("outside the steps measured above; fit's dataset ends each epoch, so every epoch starts "
                             "a new iterator over it: `dataset.repeat()` with `steps_per_epoch` keeps one")

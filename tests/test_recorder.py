@@ -55,19 +55,20 @@ def test_a_first_epoch_longer_than_a_minute_opens_the_window_inside_it():
 
 
 def test_the_time_between_fits_epochs_is_reported_apart_from_the_steps():
-    from tfdoctor.profile.script.join import between_epochs_note
+    from tfdoctor.profile.script.join import between_epochs
 
     result = _window(epochs_left=3, epoch_steps=7, step_s=0.1, between=(0.2, 1.5))
     assert [(round(b.end_s, 6), round(b.start_s, 6)) for b in result.between_epochs] == [(0.2, 1.5)]
     assert result.epoch_steps == 7
-    note = between_epochs_note(result, 0.1)
+    share, note = between_epochs(result, 0.1)
+    assert share == pytest.approx(1.7 / 2.4)
     assert note == ("between fit's epochs: 1.7 s from one epoch's last step to the next one's first (0.2 s to the "
                     "epoch's end: the end of its data, validation, callbacks; 1.5 s to start the next: its callbacks "
                     "and data), against 0.7 s for an epoch's 7 steps: 71% of the training time, outside the steps "
                     "measured above")
     fresh = replace(result, new_iterator_each_epoch=True)
-    assert between_epochs_note(fresh, 0.1).endswith(
+    assert between_epochs(fresh, 0.1)[1].endswith(
         "; fit's dataset ends each epoch, so every epoch starts a new iterator over it: `dataset.repeat()` with "
         "`steps_per_epoch` keeps one")
     quick = _window(epochs_left=3, epoch_steps=7, step_s=0.1, between=(0.002, 0.003))
-    assert between_epochs_note(quick, 0.1) is None  # 5 ms against a 0.7 s epoch: not worth a line
+    assert between_epochs(quick, 0.1) is None  # 5 ms against a 0.7 s epoch: not worth a line

@@ -119,24 +119,26 @@ def with_contention(result: ScriptMeasured, kind: str, measured: Breakdown) -> B
 BETWEEN_EPOCHS = 0.10  # fit's time between epochs, as a share of an epoch's time, that the report mentions
 
 
-def between_epochs_note(result: ScriptMeasured, step: float) -> str | None:
-    """What the report says of the time `Model.fit` spent between epochs, outside every step (the breakdown's
-    window holds none of it), when it reached BETWEEN_EPOCHS of the first epoch's steps and that time."""
+def between_epochs(result: ScriptMeasured, step: float) -> tuple[float, str] | None:
+    """The share of the training time that `Model.fit` spent between epochs, outside every step (the
+    breakdown's window holds none of it), and the report's note on it, when it reached BETWEEN_EPOCHS of the
+    first epoch's steps and that time."""
     if not result.between_epochs or not result.epoch_steps:
         return None
     end = statistics.median(boundary.end_s for boundary in result.between_epochs)
     start = statistics.median(boundary.start_s for boundary in result.between_epochs)
     epoch = result.epoch_steps * step
-    if end + start < BETWEEN_EPOCHS * (end + start + epoch):
+    share = (end + start) / (end + start + epoch)
+    if share < BETWEEN_EPOCHS:
         return None
     note = (f"between fit's epochs: {end + start:.1f} s from one epoch's last step to the next one's first "
             f"({end:.1f} s to the epoch's end: the end of its data, validation, callbacks; {start:.1f} s to start "
             f"the next: its callbacks and data), against {epoch:.1f} s for an epoch's {result.epoch_steps} steps: "
-            f"{(end + start) / (end + start + epoch):.0%} of the training time, outside the steps measured above")
+            f"{share:.0%} of the training time, outside the steps measured above")
     if result.new_iterator_each_epoch and start >= end:
         note += ("; fit's dataset ends each epoch, so every epoch starts a new iterator over it: `dataset.repeat()` "
                  "with `steps_per_epoch` keeps one")
-    return note
+    return share, note
 
 
 def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind: str, names: list[str],
@@ -162,8 +164,11 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
         verdict = replace(verdict, statement=(
             f"{verdict.statement} {verdict.primary} {measured.shares()[part]:.0%}: {first.code} at "
             f"{first.path}:{first.line} {first.message}."))
+    between = between_epochs(result, measured.step.median)
+    if between:
+        verdict = replace(verdict, statement=f"{verdict.statement} Besides the steps, {between[0]:.0%} of the "
+                          "training time passed between fit's epochs (see the notes).")
     waits = times.input_wait
-    between = between_epochs_note(result, measured.step.median)
     extra = [(f"steps seen through {result.source} ({result.steps_seen} in all); input = the time between "
               "step calls plus any input inside them, i.e. step-to-step time minus the step on a batch already on "
               "the devices")]
@@ -184,5 +189,5 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
         suggestions=suggest(measured, causes, replicas, Seen(result.input_kind, result.precision)),
         examples_per_s=global_batch / measured.step.median if global_batch else None,
         trace=trace or {"logdir": None, "xprof": None},
-        notes=device_notes(kind, [*extra, *result.notes, *notes, *filter(None, [between])]),
+        notes=device_notes(kind, [*extra, *result.notes, *notes, *([between[1]] if between else [])]),
     )
