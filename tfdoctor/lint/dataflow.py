@@ -136,7 +136,7 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 
 __all__ = [
     "DATASET_ONLY_METHODS", "FedElsewhere", "GUARD_WORDS", "Loss", "LossKind", "OneOfList", "Optimizer",
-    "PARALLELISES_STATELESS_MAPS", "PLAIN_TENSOR", "Provenance", "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "apart_from_multi_worker", "applied_optimizer",
+    "PARALLELISES_STATELESS_MAPS", "PLAIN_TENSOR", "PY_FUNCTIONS", "Provenance", "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "apart_from_multi_worker", "applied_optimizer",
     "applies_gradients", "broadcasts_otherwise", "cached_later", "call_list", "callback_is", "calls_any", "calls_training_step", "cheap_map", "costly_map",
     "counters_read", "definitions", "derived_names", "differentiated_losses", "escapes", "evaluation_name", "evaluation_step", "expression_names",
     "fed_elsewhere", "fit_callbacks", "gated_by_step_modulo", "gated_if", "graph_mode", "guard_test",
@@ -147,7 +147,7 @@ __all__ = [
     "loaded_arrays", "loop_ifs", "loss_kind", "map_function_stateful", "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored",
     "multi_worker_model_scope", "on_shared_storage", "one_loss_of_list", "only_multi_worker", "only_one_device",
     "optimizer_learning_rate",
-    "PY_FUNCTIONS", "paced_by_python", "parameter_server", "python_under_one_lock", "path_from_outside", "random_data", "repeats_one_batch", "returns_host_values", "stateful_map", "runs_many_steps", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
+    "paced_by_python", "parameter_server", "path_from_outside", "python_under_one_lock", "random_data", "repeats_one_batch", "returns_host_values", "stateful_map", "runs_many_steps", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
     "same_start_everywhere", "saved_under_strategy", "saves_beside", "second_pulls", "session_feeds", "slices_in_memory", "step_counter",
     "sync_on_read_state", "tf_config_sets", "training_chains", "training_inputs", "training_loops",
     "training_step_scopes", "trains", "unknown_value", "value_provenance", "worker_guard", "wrapped_python_calls", "write_kind",
