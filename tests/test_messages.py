@@ -88,6 +88,7 @@ EXPECTED = [
     ('TFD204', 2, 2, 85, '`cache()` after `map` freezes or breaks it; move `cache()` before `map`'),
     ('TFD204', 3, 6, 31, '`cache()` after `shuffle` freezes or breaks it; move `cache()` before `shuffle`'),
     ('TFD204', 4, 3, 26, '`prefetch` before `cache()` overlaps input and step in the first epoch only; move it after `cache()`'),
+    ('TFD204', 5, 3, 35, '`cache()` after `repeat` freezes or breaks it; move `cache()` before `repeat`'),
     ('TFD205', 0, 2, 61, '`T.py_function` in a `tf.data` transformation runs Python under the GIL; use TF ops'),
     ('TFD205', 1, 6, 16, '`tf.py_func` in a `tf.data` transformation runs Python under the GIL; use TF ops'),
     ('TFD205', 2, 4, 16, '`tf.py_func` in a `tf.data` transformation runs Python under the GIL; use TF ops'),

@@ -333,6 +333,7 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
         importers = tuple(s for s in project_sightings(root, excluded, cite)
                           if path.stem != "__init__" and s not in known and named.search(_import_lines(s.path)))
         project = project + importers  # a script elsewhere that imports this module (through `sys.path`) runs it
+    project = tuple(s for s in project if not _test_file(s.path))  # no program imports a test: it runs alone
     others = tuple(s for s in project if s.path != here)
     sightings = own + others
     if not own and len(others) == len(project):  # nothing of its own: what the project decides (cached)
@@ -341,6 +342,17 @@ def code_evidence(path: Path, source: bytes | None, excluded: Callable[[Path], b
         ranges = tuple(decide(sightings, package) for package in (TENSORFLOW, KERAS))
     ranges = tuple(found or decide(own, package) for found, package in zip(ranges, (TENSORFLOW, KERAS)))
     return CodeEvidence(sightings, *ranges)
+
+
+_TEST_NAME = re.compile(r"^(?:test_\w*|\w+_tests?|conftest)\.py$")
+
+
+def _test_file(path: str) -> bool:
+    """A test module (`x_test.py`, `test_x.py`, `conftest.py`, or any file under a `tests` or `test` folder):
+    it runs alone, under its test runner, and may test compatibility with other versions (a TF 1 `tf.Session`
+    test of a TF 2 library), so what it uses says nothing of the files it tests."""
+    parts = path.split("/")
+    return bool(_TEST_NAME.match(parts[-1])) or any(part in ("tests", "test") for part in parts[:-1])
 
 
 @lru_cache(maxsize=1024)

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import PLAIN_TENSOR, in_test_code, value_provenance
-from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.dataflow import PLAIN_TENSOR, applies_gradients, in_test_code, runs_once, value_provenance
+from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
 
@@ -15,7 +15,10 @@ class UndistributedInput(Rule):
     numpy arrays, plain tensors, items of a Python iterator class or generator, or items of a
     `tf.data.Dataset` that was never passed to `strategy.experimental_distribute_dataset`. It follows the
     batch through the function that calls `strategy.run` to the loop that feeds it. Test code (a `test*`
-    function of a test module, a `TestCase` method) gives every replica one tensor on purpose, and is left alone.
+    function of a test module, a `TestCase` method) gives every replica one tensor on purpose, and is left alone;
+    so does a `strategy.run` given a plain tensor that runs once (outside any loop, in code only module-level code
+    calls), whose replica function the code shows and applies no gradients (a seed for a sampling demo): it
+    trains nothing.
 
     ## Why it is bad
     A value that is not a per-replica value is given whole to every replica: each of the N replicas
@@ -113,6 +116,13 @@ show(generator, sample, True)
 """,
     )
     VALID = (
+        # one call of a sampling function, every replica given the same seed on purpose
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def sample(seed):
+    return model.sample(seed=seed)
+samples = strategy.run(sample, (tf.constant([1, 2]),))
+""",
         # distributed on the branch that has a strategy: the attribute holds either dataset
         """import tensorflow as tf
 class Process:
@@ -202,5 +212,14 @@ for sample in dist:
                     continue
                 if distributed and origin.reason == PLAIN_TENSOR:
                     continue  # a tensor beside the distributed batches (`args=(*next(it), epoch)`): not a batch
+                if origin.reason == PLAIN_TENSOR and _one_untrained_call(facts, run):
+                    continue  # one call that trains nothing: a tensor for every replica on purpose
                 yield self.report(run, call=run.func or run.attr, origin=origin.reason, evidence=origin.evidence)
                 break
+
+
+def _one_untrained_call(facts: ModuleFacts, run: CallFact) -> bool:
+    """A `strategy.run` that runs once (outside any loop, in code that only module-level code calls), of
+    replica functions the code shows, none of which applies gradients."""
+    replicas = facts.callables_of(facts.replica_fn_expr(run), run.scope, before=run.order)
+    return runs_once(facts, run) and bool(replicas) and not any(applies_gradients(facts, r) for r in replicas)

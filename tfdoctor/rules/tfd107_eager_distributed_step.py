@@ -21,11 +21,12 @@ class EagerDistributedStep(Rule):
     or wrapped as `self.step = tf.function(self.step)`) is not flagged: each replica then runs a graph.
     Nor is code that does not train: test code (a `test*` function of a test module, a `TestCase` method), an
     evaluation step (a function named for validation or evaluation, or a metric's `update_state`, whose replica
-    functions apply no gradients),
+    functions apply no gradients as far as the code shows, or come from its caller),
     or one `strategy.run` outside any loop whose replica function applies no gradients (a look at one
     forward value or gradient, or a Python builtin such as `print`), or one before or after its function's own loop whose function applies none
     as far as the code shows (`strategy.run(hook.profiling_end)` once training is done). Code that builds a
-    TF 1 graph (in `with tf.Graph().as_default():`, or only called from there) runs nothing eagerly either. A
+    TF 1 graph (in `with tf.Graph().as_default():`, or in the graph of `get_default_graph()` or Keras'
+    `backend.get_graph()`, or only called from there) runs nothing eagerly either. A
     replica function given as a parameter of a function the module never calls (a benchmark harness's
     `run_test(target_call, ...)`) may be a `tf.function`: the rule cannot tell, and stays silent. A program
     that turns eager execution off (`tf.compat.v1.disable_eager_execution()`, here or in a project module it
@@ -172,6 +173,20 @@ def train(strategy, input_fn):
             while not sess.should_stop():
                 sess.run(train_op)
 """,
+        # an evaluation loop whose replica function its caller hands in
+        """import tensorflow as tf
+def _evaluate_dataset(dataset, eval_step_fn, strategy):
+    for images, labels in strategy.experimental_distribute_dataset(dataset):
+        logits = strategy.run(eval_step_fn, args=(images, labels))
+""",
+        # Keras 2's graph-mode cloning: a model copy per replica, built into Keras' graph
+        """from tf_keras import backend
+def clone_model_on_replicas(model, strategy, mode):
+    with backend.get_graph().as_default(), strategy.scope():
+        replicas = strategy.extended.call_for_each_replica(clone_and_build, args=(model, mode))
+    for step in range(steps):
+        run_graph(replicas)
+""",
         # once after the training loop, to stop a profiler: not a step
         """import tensorflow as tf
 def train(strategy, dataset, hook):
@@ -276,13 +291,13 @@ _METRIC_METHODS = frozenset({"update_state", "result", "reset_state", "reset_sta
 
 def _evaluates(facts: ModuleFacts, run: CallFact) -> bool:
     """A `strategy.run` in a function named for validation or evaluation (`distributed_vali_step`,
-    `eval_step`), of replica functions the code shows, or in a metric's `update_state`; none of them applies
-    gradients."""
+    `eval_step`, `_evaluate_dataset`), or in a metric's `update_state`, whose replica functions apply no
+    gradients as far as the code shows (one handed in by a caller included: the name says what it runs)."""
     metric = run.scope.is_function and run.scope.name in _METRIC_METHODS
     if not (metric or run.scope.is_function and evaluation_name(run.scope.name)):
         return False
     replicas = facts.callables_of(facts.replica_fn_expr(run), run.scope, before=run.order)
-    return (metric or bool(replicas)) and not any(applies_gradients(facts, r) for r in replicas)
+    return not any(applies_gradients(facts, r) for r in replicas)
 
 
 def _one_look(facts: ModuleFacts, run: CallFact) -> bool:

@@ -22,7 +22,9 @@ class CacheAfterRandom(Rule):
     `tf.random.*` or a Keras `Random*` layer, also in a helper the mapped function calls), `prefetch` or
     an endless `repeat` in a `tf.data` pipeline (`repeat(n)` ends, and the cache after it completes). A
     `shuffle` before a cache that a later `shuffle` reads (a shuffle of the file names, then `if cache: ds =
-    ds.cache()` and `ds.shuffle(n)`) is not frozen: the records are shuffled again every epoch. Nor is
+    ds.cache()` and `ds.shuffle(n)`, or `apply(tf.data.experimental.shuffle_and_repeat(n))`) is not frozen: the
+    records are shuffled again every epoch. Behind an endless `repeat` the cache never replays anything, so the
+    finding names the `repeat`, not the steps before it. Nor is
     `shuffle(..., reshuffle_each_iteration=False)`, whose order is the same every epoch anyway. A step under
     `if not cache:` never runs before a cache under `if cache:`. A cache in an evaluation pipeline (under `if
     validation:`, in the `else` of `if is_training:`, on a dataset named `ds_val`) is left alone: what it
@@ -89,8 +91,18 @@ class Pipeline:
 ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=8).batch(8)
 model.fit(ds.prefetch(2).cache(), epochs=3)  # TFD204
 """,
+        # a shuffle, then an endless repeat: the cache never completes a pass, so it is the repeat that breaks it
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices(examples).shuffle(n).repeat()
+ds = ds.batch(32).map(preprocess).cache()  # TFD204
+""",
     )
     VALID = (
+        # the file names shuffled, the records cached, then shuffled again every epoch by shuffle_and_repeat
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files)).interleave(tf.data.TFRecordDataset)
+ds = ds.cache().apply(tf.data.experimental.shuffle_and_repeat(16384))
+""",
         # a benchmark's fake-data switch loops over one batch on purpose
         """import tensorflow as tf
 class Loader:
@@ -185,6 +197,8 @@ def null_input_fn(batch_size):
             random_steps = [op for op in chain.ops[:index] if self._is_random(facts, op, chain)
                             and not (op.method == "shuffle" and (id(cache.call) in reshuffled or _fixed_order(op)))
                             and not facts.exclusive_branches(op.call, cache.call)]
+            endless = [i for i, op in enumerate(random_steps) if op.method == "repeat"]
+            random_steps = random_steps[endless[-1]:] if endless else random_steps  # the cache never replays them
             if not random_steps:
                 continue
             first = random_steps[0]
@@ -233,11 +247,19 @@ def null_input_fn(batch_size):
         return Fix(calls[-1], node, "move cache() before the first random step", safe=False)
 
 
+_SHUFFLES_AS_APPLIED = ("data.experimental.shuffle_and_repeat",)
+
+
 def _reshuffled_caches(facts: ModuleFacts) -> set[int]:
-    """The `cache()` calls (by id) that a later `shuffle` in the flow reads: the order a shuffle before such a
-    cache froze is shuffled again every epoch (`if cache: ds = ds.cache()` ... `ds = ds.shuffle(n)`)."""
+    """The `cache()` calls (by id) that a later `shuffle` in the flow reads (or `apply(shuffle_and_repeat(n))`):
+    the order a shuffle before such a cache froze is shuffled again every epoch (`if cache: ds = ds.cache()`
+    ... `ds = ds.shuffle(n)`)."""
     found: set[int] = set()
-    for call in facts.method_calls("shuffle"):
+    for call in facts.method_calls("shuffle", "apply"):
+        applied = call_arg(call.node, 0, "transformation_func") if call.attr == "apply" else None
+        if call.attr == "apply" and not (isinstance(applied, cst.Call) and (facts.resolve(applied.func) or "").endswith(
+                _SHUFFLES_AS_APPLIED)):
+            continue
         chain = facts.dataset_chain(call.node, call.scope, call.order + 1, any_source=True)
         for pipeline in (chain, *chain.alternatives) if chain is not None else ():
             found.update(id(op.call) for op in pipeline.ops if op.method == "cache")  # the chain ends in this shuffle

@@ -19,7 +19,8 @@ class DatasetResultDiscarded(Rule):
     `tf.data` pipeline that is used afterwards (fitted, iterated, returned, transformed again). A step
     that nothing follows is left alone: `ds.map(layer)` ending a test may be there to trace the function.
     So is the last line of a notebook cell, whose value the notebook displays (`ds.batch(3)` to look at
-    the batches), unless a `;` hides it.
+    the batches), unless a `;` hides it, and a step inside `with self.assertRaises(...):` (or
+    `pytest.raises`), which a test makes to see it fail.
 
     ## Why it is bad
     Datasets are immutable: each transformation returns a new dataset and leaves its receiver as it was.
@@ -83,6 +84,15 @@ model.fit(ds)
 """,
     )
     VALID = (
+        # a test expects the step to fail
+        """import tensorflow as tf
+def test_unknown_batch_size_fails(self):
+    dataset = tf.data.Dataset.from_tensor_slices(tensors).batch(4)
+    with self.assertRaises(ValueError):
+        dataset.map(map_func=meta_map_fn)
+    dataset = dataset.unbatch()
+    self.assertLen(list(dataset), 8)
+""",
         """import tensorflow as tf
 ds = tf.data.Dataset.range(100).shuffle(100)
 ds = ds.batch(8)
@@ -119,7 +129,7 @@ ds.save("/tmp/ds")
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for call in facts.method_calls(*DATASET_METHODS):
-            if not call.discarded or call.displayed or not self._on_dataset(facts, call):
+            if not call.discarded or call.displayed or _expects_error(call) or not self._on_dataset(facts, call):
                 continue
             name = dotted(_base(call.receiver))
             if name is not None and _used_later(facts, call, name):
@@ -131,6 +141,15 @@ ds.save("/tmp/ds")
         """The receiver is a `tf.data` pipeline: from a source the code shows, or with a method only datasets have."""
         chain = facts.dataset_chain(call.receiver, call.scope, call.order, any_source=True)
         return chain is not None and bool(chain.source or DATASET_ONLY_METHODS.intersection(chain.methods()))
+
+
+_RAISES = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp", "raises"})
+
+
+def _expects_error(call: CallFact) -> bool:
+    """A step made inside `with self.assertRaises(...):` (or `pytest.raises`): it is there to fail."""
+    return any(isinstance(item, cst.Call) and (dotted(item.func) or "").rpartition(".")[2] in _RAISES
+               for block in call.withs for item in block.items)
 
 
 def _base(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:

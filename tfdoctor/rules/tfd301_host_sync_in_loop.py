@@ -212,6 +212,17 @@ for x in dist:
 """,
     )
     VALID = (
+        # a trainer's own Python count of its steps, named like an optimizer's
+        """import tensorflow as tf
+class Trainer:
+    def train(self, dataset):
+        self.iterations = 1
+        for images, targets in dataset:
+            loss = distributed_train_step(images, targets)
+            self.iterations += 1
+            if self.iterations % self.log_after == 0:
+                self.write_summaries(loss)
+""",
         # each step's input is built from the last step's value on the host: every step must wait for it
         """import tensorflow as tf
 @tf.function

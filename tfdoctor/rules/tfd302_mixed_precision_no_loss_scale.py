@@ -12,11 +12,17 @@ from tfdoctor.lint.rule import Context, Rule
 _POLICY_SETTERS = frozenset({"set_global_policy", "set_policy", "set_dtype_policy"})
 
 
+# What only a (Keras 2) LossScaleOptimizer does: an optimizer made in another module (a factory's) that the loop
+# calls so is wrapped. Keras 3's `scale_loss` is on every optimizer, so it proves nothing.
+_LOSS_SCALE_METHODS = frozenset({"get_scaled_loss", "get_unscaled_gradients"})
+
+
 class MixedPrecisionNoLossScale(Rule):
     """
     ## What it does
     Finds a `mixed_float16` policy in a program that trains with a custom loop (`GradientTape` and
-    `apply_gradients`) and never wraps its optimizer in `LossScaleOptimizer`. A Keras model's own
+    `apply_gradients`) and never wraps its optimizer in `LossScaleOptimizer` (nor calls its `get_scaled_loss` or
+    `get_unscaled_gradients` on one a factory made elsewhere). A Keras model's own
     `train_step` applying `self.optimizer` is not such a loop: `fit` runs it, and `compile` wraps the optimizer
     in a `LossScaleOptimizer` under a mixed policy.
 
@@ -76,6 +82,16 @@ def step(x):
 """,
     )
     VALID = (
+        # the optimizer comes from a factory of another module; the loop scales and unscales with it
+        """import tensorflow as tf
+tf.keras.mixed_precision.set_global_policy("mixed_float16")
+optimizer = make_optimizer(cfg)
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = optimizer.get_scaled_loss(loss_fn(y, model(x)))
+    grads = optimizer.get_unscaled_gradients(tape.gradient(loss, model.trainable_variables))
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+""",
         # a train_step override that fit runs: compile wraps self.optimizer in a LossScaleOptimizer
         """import tensorflow as tf
 tf.keras.mixed_precision.set_global_policy("mixed_float16")
@@ -113,7 +129,8 @@ def step(x):
         custom_loop = any(c.attr == "apply_gradients" and not _compiled_step(c) for c in facts.calls) and any(
             (facts.resolve(c.func) or "").endswith("GradientTape") for c in facts.calls
         )
-        wrapped = any((facts.resolve(c.func) or "").endswith("LossScaleOptimizer") for c in facts.calls)
+        wrapped = any((facts.resolve(c.func) or "").endswith("LossScaleOptimizer") or c.attr in _LOSS_SCALE_METHODS
+                      for c in facts.calls)  # made here, or made elsewhere and used here for what only it does
         if custom_loop and not wrapped:
             yield self.report(policy)
 

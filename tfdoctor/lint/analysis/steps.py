@@ -258,12 +258,16 @@ def step_counter(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, bef
     or a name for steps (`global_step`, `self.step`, `ckpt.step`) bound to a `tf.Variable`, to the global step
     (`tf.train.get_or_create_global_step()`), or given to a `tf.train.Checkpoint` as one, and a name bound
     only to an optimizer's `iterations` (`iterations = optimizer.iterations`). A Python counter of the same
-    name is not one."""
+    name is not one (`self.iterations = 0` in a trainer of its own)."""
     name = dotted(expr)
     if name is None:
         return None
     last = name.rsplit(".", 1)[-1]
     if last == "iterations" and "." in name:
+        origins = facts.values_of(expr, scope, before)
+        if any(o.kind == "value" and (isinstance(o.expr, cst.Integer) or isinstance(o.expr, cst.AugAssign)
+                                      and isinstance(o.expr.value, cst.Integer)) for o in origins):
+            return None  # `self.iterations = 0`, then `+= 1`: a Python count of the loop's own
         return name
     if "." not in name:
         bound = facts.definitions(name, scope, before)

@@ -250,7 +250,7 @@ class ModuleFacts(SemanticModel):
 
     def building_graph(self, call: CallFact) -> bool:
         """A call made while a TF 1 graph is being built: in `with tf.Graph().as_default():` (or `with
-        graph.as_default():` of a graph made so)."""
+        graph.as_default():` of a graph made so, or got from `get_default_graph()` or Keras' `backend.get_graph()`)."""
         for block in call.withs:
             for item in block.items:
                 if not (isinstance(item, cst.Call) and isinstance(item.func, cst.Attribute)
@@ -259,7 +259,7 @@ class ModuleFacts(SemanticModel):
                 made = item.func.value
                 values = [made] if isinstance(made, cst.Call) else [
                     o.expr for o in self.values_of(made, block.scope) if isinstance(o.expr, cst.Call)]
-                if values and all(self.resolve(v.func) == "tensorflow.Graph" for v in values):  # type: ignore[union-attr]
+                if values and all(_makes_graph(self.resolve(v.func) or dotted(v.func)) for v in values):  # type: ignore[union-attr]
                     return True
         return False
 
@@ -590,3 +590,12 @@ def _alternatives(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
         yield from _alternatives(expr.orelse)
     else:
         yield expr
+
+
+_GRAPH_MAKERS = frozenset({"Graph", "FuncGraph", "get_default_graph", "get_graph"})  # what `as_default()` of builds into
+
+
+def _makes_graph(name: str | None) -> bool:
+    """A call that makes or gets a TF graph (`tf.Graph()`, `tf.compat.v1.get_default_graph()`, Keras'
+    `backend.get_graph()`), by its name's last part: a summary writer's or a session's `as_default()` is not."""
+    return name is not None and name.rpartition(".")[2] in _GRAPH_MAKERS
