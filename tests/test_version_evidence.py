@@ -323,6 +323,21 @@ def test_a_notebook_takes_no_evidence_from_the_scripts_beside_it(tmp_path):
     assert (imported.kind, imported.source) == ("code", f"`tf.Session` at {project / 'lib/steps.py'}:2")
 
 
+def test_a_test_module_of_an_imported_package_is_no_evidence_for_the_files_it_does_not_test(tmp_path):
+    """A TF 2 library's TF 1 compatibility test (`tf.Session` in `estimator/adversarial_test.py`) runs alone,
+    under its test runner: a notebook that imports the library, and the library's own modules, are not TF 1
+    for it. The test module itself is judged by what it uses."""
+    session = "import tensorflow as tf\nwith tf.Session() as sess:\n    sess.run(op)\n"
+    project = _project(tmp_path, {"nsl/__init__.py": "", "nsl/estimator/adversarial.py": "import tensorflow as tf\n",
+                                  "nsl/estimator/adversarial_test.py": session, "nsl/tests/test_keras.py": session})
+    (project / "book.ipynb").write_text(_notebook([("import nsl\nimport tensorflow as tf", [])]))
+    settings = load_settings(project)
+    assert settings.for_file(project / "book.ipynb").targets.tensorflow.kind != "code"
+    assert settings.for_file(project / "nsl/estimator/adversarial.py").targets.tensorflow.kind != "code"
+    tested = settings.for_file(project / "nsl/estimator/adversarial_test.py").targets.tensorflow
+    assert (tested.kind, tested.label) == ("code", "1")
+
+
 def test_a_keras_3_only_claim_needs_more_than_the_installed_keras_except_in_a_profiles_run(tmp_path, monkeypatch):
     """Nothing in the project says which Keras: the installed one is a guess, and TFD304 (Keras 3 only) stays
     silent when the code is linted; a profile's run meets the installed Keras, so there it reports."""

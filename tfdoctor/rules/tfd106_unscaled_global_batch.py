@@ -278,6 +278,8 @@ def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope,
             facts.values_of(size, scope, END_OF_SCOPE), depth)
     if not found and ("." not in name or (name.startswith("self.") and name.count(".") == 1)):
         return False  # an unknown global, or an attribute a base class sets
+    if not found and name.split(".")[0] in scope.params and _made_global_elsewhere(facts, name.rpartition(".")[2]):
+        return False  # `cfg.BATCH_SIZE` of a config whose class sets `self.BATCH_SIZE = IMAGES_PER_GPU * GPU_COUNT`
     if found and all(isinstance(a.value, cst.Name) and a.value.value in a.scope.params for a in found):
         # `self.batch_size = batch_size`: what the callers give
         return _given_unscaled([o for a in found for o in a.scope.owner.values_of(a.value, a.scope, a.order)], depth)
@@ -293,6 +295,16 @@ def _unscaled(facts: ModuleFacts, size: cst.BaseExpression | None, scope: Scope,
         reads(a.names, name) and mentions_replica_count(facts, a.names, a.scope)
         and not _scales_up(a.value, lambda e: dotted(e) == name) for a in facts.assigns
     )
+
+
+def _made_global_elsewhere(facts: ModuleFacts, attribute: str) -> bool:
+    """Whether a project file sets an attribute of this name to a product or from a device count
+    (`self.BATCH_SIZE = self.IMAGES_PER_GPU * self.GPU_COUNT` in a config class): the size a parameter's
+    attribute holds is then the global batch."""
+    if facts.loader is None or facts.file is None:
+        return False
+    made = re.compile(rb"\." + re.escape(attribute.encode()) + rb"[ \t]*=(?!=)[^\n#]*(?:\*|num_replicas|replica|gpu|GPU)")
+    return bool(facts.loader.named_elsewhere(facts.file.resolve(), made))
 
 
 def _treated_as_global(facts: ModuleFacts, name: str) -> bool:

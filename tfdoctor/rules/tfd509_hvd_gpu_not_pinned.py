@@ -30,7 +30,9 @@ class HvdGpuNotPinned(Rule):
     `compile`, `apply_gradients` or `minimize`): a library or a helper of the training script. A process
     that a scheduler places, one per container or worker (the module sets `HOROVOD_RANK` and
     `HOROVOD_LOCAL_RANK` itself, or is a task given its own `TF_CONFIG`, as tf-yarn's are), is left alone
-    too: how many processes share a host's GPUs is then up to the scheduler, not in the code.
+    too: how many processes share a host's GPUs is then up to the scheduler, not in the code. So is a module
+    that sizes TensorFlow's CPU thread pools (`intra_op_parallelism_threads`) and names no GPU or CUDA
+    anywhere: a CPU run (Intel's Horovod trainers), with no GPU to share.
 
     ## Why it is bad
     Horovod starts one process per GPU but does not choose the GPU: TensorFlow in every process takes all
@@ -109,6 +111,15 @@ def horovod_train_task(batch_size: int):
     model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01)), loss="mse")
     model.fit(make_dataset(batch_size), epochs=1)
 """,
+        # CPU thread pools sized, no GPU named anywhere: a CPU run
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+train_op = hvd.DistributedOptimizer(tf.compat.v1.train.AdamOptimizer(0.001)).minimize(loss)
+config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=2, intra_op_parallelism_threads=FLAGS.intra)
+with tf.compat.v1.train.MonitoredTrainingSession(hooks=hooks, config=config) as sess:
+    sess.run(train_op)
+""",
         # pinning commented out: a CPU run on purpose
         """import tensorflow as tf
 import horovod.tensorflow as hvd
@@ -167,7 +178,7 @@ hvd.init()
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         inits = horovod_init(facts)
         if (not inits or not trains(facts) or _chooses_devices(facts) or _placed_by_scheduler(facts)
-                or _pinning_commented_out(facts) or _requests_no_gpu(facts)):
+                or _pinning_commented_out(facts) or _requests_no_gpu(facts) or _tuned_for_cpus(facts)):
             return
         for call in inits:
             yield self.report(call)
@@ -180,6 +191,17 @@ def _pinning_commented_out(facts: ModuleFacts) -> bool:
     """A pinning line the author commented out (`# config.gpu_options.visible_device_list =
     str(hvd.local_rank())`): the job runs without GPUs on purpose (Intel's CPU Horovod trainer)."""
     return any(_COMMENTED_PIN.search(line) for line in facts.source_lines)
+
+
+_CPU_POOLS = re.compile(r"\b(?:intra|inter)_op_parallelism_threads\b")
+_GPU_WORD = re.compile(r"gpu|cuda", re.IGNORECASE)
+
+
+def _tuned_for_cpus(facts: ModuleFacts) -> bool:
+    """A module that sizes TensorFlow's CPU thread pools (`intra_op_parallelism_threads`) and names no GPU or
+    CUDA anywhere (Intel's CPU Horovod trainers): its processes have no GPU to share."""
+    text = "\n".join(facts.source_lines)
+    return bool(_CPU_POOLS.search(text)) and not _GPU_WORD.search(text)
 
 
 def _requests_no_gpu(facts: ModuleFacts) -> bool:
