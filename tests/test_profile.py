@@ -166,6 +166,29 @@ def test_fit_input_over_replays_that_spread_widely_gets_an_interval_that_holds_t
     assert steady == plain  # replays within 10% of each other: the bootstrap's interval stands
 
 
+def test_fit_input_interval_holds_the_uncertainty_of_the_replayed_step_it_is_measured_against():
+    """Steady step calls of 159-162 ms against ten replays of 146-156 ms (within 10% of each other, so not
+    'unsteady'): input is the calls' excess over the replays' median, and that median is a sample too. Split the
+    replays in two, as another launch might have timed them: the input against either half lies inside the
+    reported interval, though outside the one a bootstrap of the calls alone gives."""
+    from tfdoctor.profile.breakdown import with_sampled_reference
+
+    calls = [160, 161, 159, 160, 162, 160, 159, 161, 160, 160]
+    replays = [146, 153, 149, 156, 147, 151, 155, 148, 152, 150]
+    replay = statistics.median(replays)
+    full = [(c + 0.5) * MS for c in calls]
+    on_device = [(c + 0.5 - max(c - replay, 0)) * MS for c in calls]
+    plain = breakdown(full, on_device, [replay * MS] * 10, [0.1] * 10, [0.1] * 10, paired=True)
+    result = with_sampled_reference(plain, full, [c * MS for c in calls], [r * MS for r in replays])
+    assert result.shares() == plain.shares()
+    low, high = result.share_interval("input")
+    for half in (replays[:5], replays[5:]):
+        other = statistics.median(max(c - statistics.median(half), 0) for c in calls) / statistics.median(full) * MS
+        assert low <= other <= high
+        assert not plain.share_interval("input")[0] <= other <= plain.share_interval("input")[1]
+    assert result.share_interval("compute")[0] < plain.share_interval("compute")[0]  # compute gives it back
+
+
 def test_a_share_whose_interval_straddles_the_cut_off_is_called_borderline():
     result = _rounds([14, 17, 19, 21, 22, 23, 26, 28] * 3)  # input about 21.5%, the cut-off at 20%
     verdict = judge(result)

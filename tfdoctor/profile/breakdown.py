@@ -157,6 +157,26 @@ def _with_drift(measured: Breakdown, arrays: dict[str, list[float]], groups: lis
     return replace(measured, drift=drift, intervals=intervals, share_intervals=share_intervals)
 
 
+def with_sampled_reference(measured: Breakdown, full: list[float], calls: list[float], reference: list[float],
+                           part: str = "input") -> Breakdown:
+    """`part` measured as the median of the step calls' excess over the median of a `reference` step replayed
+    apart from them (fit's calls fetch their own batch): that median is itself a sample of a few replays, which
+    the bootstrap of the calls alone treats as exact. The part's interval then also holds its values over
+    resamples of the calls (with their step-to-step times in `full`) and of the replays, each on its own (the
+    two were timed apart, so nothing pairs them); compute's interval gives that time back."""
+    if len(reference) < 2 or len(calls) < 2:
+        return measured
+    rng = random.Random(0)  # the same timings give the same intervals
+    seconds, shares = [], []
+    for _ in range(RESAMPLES):
+        step = statistics.median(rng.choices(reference, k=len(reference)))
+        at = [rng.randrange(len(calls)) for _ in calls]
+        value = statistics.median(max(calls[i] - step, 0.0) for i in at)
+        seconds.append(value)
+        shares.append(value / (statistics.median(full[i] for i in at) or 1.0))
+    return _widened(measured, part, _central(seconds), _central(shares))
+
+
 def with_unsteady_reference(measured: Breakdown, reference: list[float], part: str = "input") -> Breakdown:
     """`part` measured as the step calls' excess over a `reference` step timed apart from them (fit's calls
     fetch their own batch, a worker's calls also wait for the other workers; the reference is that step
@@ -172,16 +192,26 @@ def with_unsteady_reference(measured: Breakdown, reference: list[float], part: s
     total = sum(measured.seconds().values()) or 1.0
     value = getattr(measured, part)
     least, most = clamp(value - (slow - middle), total), clamp(value + (middle - fast), total)
+    return replace(_widened(measured, part, (least, most), (least / total, most / total)),
+                   unsteady=(part, fast, slow))
+
+
+def _widened(measured: Breakdown, part: str, seconds: tuple[float, float], shares: tuple[float, float]) -> Breakdown:
+    """The breakdown with `part`'s intervals widened to hold `seconds` and `shares`, and compute's widened by
+    the same time the other way (the parts add up to the step)."""
+    total = sum(measured.seconds().values()) or 1.0
+    value = getattr(measured, part)
     intervals, share_intervals = dict(measured.intervals), dict(measured.share_intervals)
     low, high = intervals.get(part, (value, value))
-    intervals[part] = (min(low, least), max(high, most))
+    intervals[part] = (min(low, seconds[0]), max(high, seconds[1]))
     low, high = intervals.get("compute", (measured.compute, measured.compute))
-    intervals["compute"] = (clamp(min(low, measured.compute - (most - value)), total),
-                            max(high, measured.compute + (value - least)))
-    for name in (part, "compute"):
-        low, high = share_intervals.get(name, (measured.shares()[name],) * 2)
-        share_intervals[name] = (min(low, intervals[name][0] / total), max(high, intervals[name][1] / total))
-    return replace(measured, intervals=intervals, share_intervals=share_intervals, unsteady=(part, fast, slow))
+    intervals["compute"] = (clamp(min(low, measured.compute - (intervals[part][1] - value)), total),
+                            max(high, measured.compute + (value - intervals[part][0])))
+    low, high = share_intervals.get(part, (measured.shares()[part],) * 2)
+    share_intervals[part] = (min(low, shares[0], intervals[part][0] / total), max(high, shares[1], intervals[part][1] / total))
+    low, high = share_intervals.get("compute", (measured.shares()["compute"],) * 2)
+    share_intervals["compute"] = (min(low, intervals["compute"][0] / total), max(high, intervals["compute"][1] / total))
+    return replace(measured, intervals=intervals, share_intervals=share_intervals)
 
 
 def difference_interval(slower: list[float], faster: list[float]) -> tuple[float, float]:

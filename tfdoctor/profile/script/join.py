@@ -14,7 +14,8 @@ from typing import Any
 from tfdoctor.config import Overrides
 from tfdoctor.lint.engine import lint_paths
 from tfdoctor.lint.findings import Finding
-from tfdoctor.profile.breakdown import Breakdown, breakdown, clamp, difference_interval, with_unsteady_reference
+from tfdoctor.profile.breakdown import (Breakdown, breakdown, clamp, difference_interval, with_sampled_reference,
+                                        with_unsteady_reference)
 from tfdoctor.profile.protocol import ScriptMeasured
 from tfdoctor.profile.report import Report, device_notes
 from tfdoctor.profile.suggest import RULES_FOR, Cause, Seen, suggest
@@ -151,6 +152,8 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
                                  paired=True), separated=result.replayed, input_inside=bool(result.looped))
     measured = with_contention(result, kind, measured)
     if result.source == "fit" and result.replayed:  # fit's input: the calls' excess over the replays
+        measured = with_sampled_reference(measured, times.full, result.step_calls[:len(times.full)],
+                                          result.replay_steps)
         measured = with_unsteady_reference(measured, result.replay_steps)
     verdict = judge(measured)
     part = PART_OF[verdict.primary]
