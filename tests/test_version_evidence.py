@@ -279,6 +279,29 @@ def test_a_cell_that_prints_each_version_on_its_own_line_gives_each(tmp_path):
     assert load_settings(tmp_path).for_file(tmp_path / "book.ipynb").targets.tensorflow.kind != "code"
 
 
+def test_a_notebook_that_installs_its_tensorflow_is_judged_by_that_version(tmp_path):
+    """`!pip install -q tensorflow-gpu==2.0.0-alpha0` in a notebook's first cell: TF 2.0, where `fit_generator`
+    is the way to train on a generator (TFD401 is for TF 2.1 and later). Colab's `%tensorflow_version 1.x` says
+    TF 1. A range (`tensorflow>=2.4`) or an unpinned install says nothing."""
+    fit = ("model.fit_generator(batches, steps_per_epoch=100, epochs=30)", [])
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "alpha.ipynb").write_text(_notebook([
+        ("!pip install -q tensorflow-gpu==2.0.0-alpha0 tensorflow_datasets\nimport tensorflow as tf", []), fit]))
+    (tmp_path / "colab.ipynb").write_text(_notebook([("%tensorflow_version 1.x\nimport tensorflow as tf", []), fit]))
+    (tmp_path / "range.ipynb").write_text(_notebook([("%pip install 'tensorflow>=2.4' keras\nimport tensorflow as tf",
+                                                      []), fit]))
+    settings = load_settings(tmp_path)
+    alpha = settings.for_file(tmp_path / "alpha.ipynb").targets.tensorflow
+    assert (alpha.kind, alpha.source) == (
+        "code", f"`pip install tensorflow-gpu==2.0.0-alpha0` at {tmp_path / 'alpha.ipynb'}:cell 1:1")
+    colab = settings.for_file(tmp_path / "colab.ipynb").targets.tensorflow
+    assert (colab.kind, colab.label) == ("code", "1")
+    assert settings.for_file(tmp_path / "range.ipynb").targets.tensorflow.kind != "code"
+    result = run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD401", ".", cwd=tmp_path)
+    assert [line.split(": TFD401")[0] for line in result.stdout.splitlines() if "TFD401" in line] == [
+        "range.ipynb:cell 2:1:1"]
+
+
 def test_a_script_above_counts_only_when_it_imports_the_branch(tmp_path):
     session = "import tensorflow as tf\nsess = tf.InteractiveSession()\nprint(sess)\n"
     project = _project(tmp_path, {"examples/onnx_demo.py": session,  # a script above, importing nothing below

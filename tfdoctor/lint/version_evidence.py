@@ -5,7 +5,8 @@ whatever TensorFlow happens to be installed where tfdoctor runs. `scan` finds th
 a file's bytes: a text scan (each API is first looked for as a literal, and its pattern runs only on files
 holding it) that costs about 1% of parsing the same files. Uses in comments and docstrings are skipped, and
 so are files that check the version they run under. A notebook whose saved output shows the version it ran
-under (a cell ending in `keras.__version__` that printed '2.0.8') gives that version. `decide` turns the sightings into one range per
+under (a cell ending in `keras.__version__` that printed '2.0.8') gives that version, and so does one that
+installs it (`!pip install tensorflow-gpu==2.0.0-alpha0`; Colab's `%tensorflow_version 1.x` gives TF 1). `decide` turns the sightings into one range per
 package, citing the sighting it rests on; sightings that contradict each other decide nothing.
 """
 
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from tfdoctor.lint.notebooks import Notebook, NotebookError, read_notebook
+from tfdoctor.lint.pins import parse_requirement
 from tfdoctor.lint.project_root import project_root
 from tfdoctor.lint.versions import Target
 
@@ -465,7 +467,7 @@ def _notebook_scan(source: bytes, here: str) -> tuple[Sighting, ...]:
     except NotebookError:
         return ()
     code = tuple(replace(s, cell=notebook.place(s.line)) for s in scan(notebook.python.encode(), here))
-    return code + tuple(_recorded_versions(notebook, here))
+    return code + tuple(_recorded_versions(notebook, here)) + tuple(_installed_versions(notebook, here))
 
 
 # A cell whose last line shows a package's version (`keras.__version__`, `print(tf.__version__)`), and the
@@ -493,6 +495,35 @@ def _recorded_versions(notebook: Notebook, here: str) -> Iterator[Sighting]:
             api = Api(name, package, number, number, ".".join(map(str, number)), b"", b"")
             at = (cell.number, cell.lines.index(line) + 1)
             yield Sighting(api, here, len(notebook.places) - notebook.places[::-1].index(at), at)
+
+
+# `!pip install -q tensorflow-gpu==2.0.0-alpha0`, `%pip install ...`, `!python3 -m pip install ...`; Colab's
+# `%tensorflow_version 1.x` (it chose TensorFlow 1.15 until Colab dropped TF 1)
+_PIP_INSTALL = re.compile(r"^\s*[!%]\s*(?:python[\d.]*\s+-m\s+)?pip3?\s+install\s+(?P<arguments>[^#;&|]*)")
+_COLAB_TF1 = re.compile(r"^\s*%tensorflow_version\s+1(?:\.x|\.\d+)?\s*$")
+
+
+def _installed_versions(notebook: Notebook, here: str) -> Iterator[Sighting]:
+    """The versions a notebook installs for itself: an exact TensorFlow or Keras pin on a `pip install` line
+    (a range of that one version), or Colab's `%tensorflow_version 1.x` (TensorFlow 1). These lines run before
+    the code, so they say what it was written for."""
+    for cell in notebook.cells:
+        for index, line in enumerate(cell.lines):
+            if "install" not in line and "tensorflow_version" not in line:
+                continue
+            at = (cell.number, index + 1)
+            module_line = len(notebook.places) - notebook.places[::-1].index(at)
+            if _COLAB_TF1.match(line):
+                yield Sighting(Api("%tensorflow_version 1.x", literal=b"", pattern=b"", **_TF1), here, module_line, at)
+                continue
+            install = _PIP_INSTALL.match(line)
+            for argument in install.group("arguments").split() if install else ():
+                pin = parse_requirement(argument, Path(here))
+                if pin is None or "==" not in pin.text or pin.kind not in (TENSORFLOW, KERAS):
+                    continue
+                number = tuple(int(part) for part in pin.version.split("."))
+                api = Api(f"pip install {pin.text}", pin.kind, number, number, pin.version, b"", b"")
+                yield Sighting(api, here, module_line, at)
 
 
 def _shown_versions(lines: list[str], printed: str) -> list[tuple[str, str, str]]:

@@ -26,7 +26,8 @@ class EagerDistributedStep(Rule):
     forward value or gradient, or a Python builtin such as `print`), or one before or after its function's own loop whose function applies none
     as far as the code shows (`strategy.run(hook.profiling_end)` once training is done). Code that builds a
     TF 1 graph (in `with tf.Graph().as_default():`, or in the graph of `get_default_graph()` or Keras'
-    `backend.get_graph()`, or only called from there) runs nothing eagerly either. A
+    `backend.get_graph()`, or in the `else` of `if context.executing_eagerly():`, or only called from there)
+    runs nothing eagerly either. A
     replica function given as a parameter of a function the module never calls (a benchmark harness's
     `run_test(target_call, ...)`) may be a `tf.function`: the rule cannot tell, and stays silent. A program
     that turns eager execution off (`tf.compat.v1.disable_eager_execution()`, here or in a project module it
@@ -186,6 +187,22 @@ def clone_model_on_replicas(model, strategy, mode):
         replicas = strategy.extended.call_for_each_replica(clone_and_build, args=(model, mode))
     for step in range(steps):
         run_graph(replicas)
+""",
+        # Keras 2's graph-mode path: called only where eager execution is off
+        """import tensorflow as tf
+from tensorflow.python.eager import context
+def _make_graph_execution_function(model, mode):
+    with model._distribution_strategy.scope():
+        outputs = model._distribution_strategy.extended.call_for_each_replica(_per_replica_function, args=(model,))
+    return backend.function(outputs)
+def _make_execution_function_with_cloning(model, mode):
+    if context.executing_eagerly():
+        return _make_eager_execution_function(model, mode)
+    else:
+        return _make_graph_execution_function(model, mode)
+def fit_loop(model, mode, steps):
+    for step in range(steps):
+        _make_execution_function_with_cloning(model, mode)(inputs)
 """,
         # once after the training loop, to stop a profiler: not a step
         """import tensorflow as tf

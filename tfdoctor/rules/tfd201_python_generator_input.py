@@ -26,6 +26,11 @@ from tfdoctor.lint.rule import Context, Rule
 _FLOW = re.compile(r"^flow(_from_\w+)?$")
 # ImageDataGenerator arguments that transform nothing per image (a split, the data format, a rescale is one multiply)
 _NO_WORK = frozenset({"validation_split", "data_format", "dtype", "rescale"})
+# Python feeds whose work runs in processes of their own: tensorpack's multiprocess dataflows (also under
+# `from tensorpack import *`), a `multiprocessing` pool or process. Whether they keep up turns on the process
+# count and the copies, which the code does not show.
+_PROCESS_LOADERS = re.compile(r"^(?:MultiProcess\w*|\w*ZMQ|PrefetchData)$")
+_PROCESS_MODULES = ("tensorpack", "multiprocessing")
 
 
 class PythonGeneratorInput(Rule):
@@ -45,7 +50,10 @@ class PythonGeneratorInput(Rule):
     `dtype`): it slices arrays in memory. Only in a program that distributes training: the module, or a
     project module that imports it, builds a `tf.distribute` strategy or uses one (`scope`, `run`, a
     distributed dataset), or calls Horovod or `multi_gpu_model`. On one device, whether a Python feed keeps
-    up turns on costs the code does not show; `tfdoctor profile` measures it.
+    up turns on costs the code does not show; `tfdoctor profile` measures it. Nor in a module that makes its
+    batches in worker processes of their own (tensorpack's `MultiProcessRunnerZMQ`, `PrefetchDataZMQ`,
+    `MultiProcessMapData`, or a `multiprocessing` pool or process), outside `fit`: whether they keep up turns
+    on the process count and the copies, which the code does not show.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -207,6 +215,17 @@ def batches(data, size):
 strategy = tf.distribute.MirroredStrategy()
 dist = strategy.experimental_distribute_dataset(
     tf.data.Dataset.from_generator(lambda: batches(data, 64), output_signature=SIGNATURE))  # TFD201
+""",
+        # a tensorpack dataflow made in this process (no multiprocess runner)
+        """import horovod.tensorflow as hvd
+import tensorflow as tf
+from tensorpack import *
+hvd.init()
+df = BatchData(ImageFiles(files), 32)
+df.reset_state()
+with tf.Session() as sess:
+    for images, labels in df:  # TFD201
+        sess.run(train_op, feed_dict={x: images, y: labels})
 """,
     )
     VALID = (
@@ -428,6 +447,17 @@ for step in range(num_steps):
 for images, labels in batches(files):
     sess.run(accuracy, feed_dict={x: images, y: labels})
 """,
+        # tensorpack's dataflow in worker processes of its own
+        """import horovod.tensorflow as hvd
+import tensorflow as tf
+from tensorpack import *
+hvd.init()
+df = MultiProcessRunnerZMQ(BatchData(ImageFiles(files), 32), num_proc=8)
+df.reset_state()
+with tf.Session() as sess:
+    for images, labels in df:
+        sess.run(train_op, feed_dict={x: images, y: labels})
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
@@ -438,6 +468,8 @@ for images, labels in batches(files):
             seen.add(id(node))
             if not distributed_program(facts):
                 return  # one device: whether the feed keeps up turns on costs the code does not show
+            if fit is None and _process_loaders(facts):
+                return
             template, workers = _workers(facts, fit) if fit is not None else ("default", "")
             yield self.report(node, template, statement=statement, what=what, workers=workers,
                               severity=Severity.INFO if template == "processes" else None)
@@ -504,6 +536,23 @@ for images, labels in batches(files):
                 arg.keyword is None or arg.keyword.value not in _NO_WORK for arg in receiver.args):  # type: ignore[union-attr]
             return None  # `ImageDataGenerator().flow(x, y)`: batches of arrays in memory, a copy each
         return expr.func.attr.value
+
+
+def _process_loaders(facts: ModuleFacts) -> bool:
+    """Whether the module makes its batches in worker processes: a call of tensorpack's multiprocess dataflows
+    (`MultiProcessRunnerZMQ`, `PrefetchDataZMQ`, `MultiProcessMapData`, ...) or of `multiprocessing.Pool` /
+    `Process`, in a module that imports those libraries."""
+    modules = [fact.module for fact in facts.imports if fact.level == 0] + [
+        name for name, level in facts.star_imports if not level]
+    if not any(module.partition(".")[0] in _PROCESS_MODULES for module in modules):
+        return False
+    for call in facts.calls:
+        name = facts.resolve(call.func) or call.func or ""
+        last = name.rpartition(".")[2]
+        if (name.startswith("multiprocessing.") and last in ("Pool", "Process")) or (
+                not name.startswith("multiprocessing.") and _PROCESS_LOADERS.match(last)):
+            return True
+    return False
 
 
 def _generators(*sources: str) -> bool:

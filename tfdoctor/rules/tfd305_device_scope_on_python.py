@@ -11,9 +11,9 @@ from tfdoctor.lint.rule import Context, Rule
 _PYTHON_ROOTS = ("numpy.", "cv2.", "random.", "math.", "PIL.", "os.", "json.", "time.")
 _BUILTINS = frozenset({
     "len", "range", "int", "float", "min", "max", "sum", "abs", "round", "list", "dict", "tuple", "set", "zip",
-    "enumerate", "sorted", "reversed", "print", "open", "isinstance", "str", "bool", "iter", "next", "map", "any",
-    "all", "divmod", "StopIteration", "ValueError",
-})
+    "enumerate", "sorted", "reversed", "print", "open", "isinstance", "str", "bool", "map", "any", "all", "divmod",
+    "StopIteration", "ValueError",
+})  # not `iter` or `next`: `iter(dataset)` places a tf.data iterator on the block's device
 _PLAIN_METHODS = frozenset({
     "append", "extend", "split", "strip", "readlines", "read", "format", "copy", "astype", "reshape", "transpose",
     "get", "items", "keys", "values", "join", "replace", "startswith", "endswith", "pop",
@@ -81,6 +81,13 @@ with tf.device("/cpu:0"):
         """import tensorflow as tf
 with tf.device("/cpu:0"):
     batch = preprocess(raw)
+""",
+        # `iter` over a tf.data dataset makes its iterator on the block's device
+        """import os
+import tensorflow as tf
+with tf.device("/cpu:0"):
+    files = sorted(os.listdir(folder))
+    batches = iter(dataset)
 """,
     )
 

@@ -250,7 +250,10 @@ class ModuleFacts(SemanticModel):
 
     def building_graph(self, call: CallFact) -> bool:
         """A call made while a TF 1 graph is being built: in `with tf.Graph().as_default():` (or `with
-        graph.as_default():` of a graph made so, or got from `get_default_graph()` or Keras' `backend.get_graph()`)."""
+        graph.as_default():` of a graph made so, or got from `get_default_graph()` or Keras' `backend.get_graph()`),
+        or in a branch taken only outside eager execution (the `else` of `if context.executing_eagerly():`)."""
+        if any(_outside_eager(branch, call.statement) for branch in self._eager_tests(call.scope)):
+            return True
         for block in call.withs:
             for item in block.items:
                 if not (isinstance(item, cst.Call) and isinstance(item.func, cst.Attribute)
@@ -262,6 +265,13 @@ class ModuleFacts(SemanticModel):
                 if values and all(_makes_graph(self.resolve(v.func) or dotted(v.func)) for v in values):  # type: ignore[union-attr]
                     return True
         return False
+
+    def _eager_tests(self, scope: Scope) -> list[cst.If]:
+        """The `if ...executing_eagerly():` statements of a function (none in a module that never asks)."""
+        if not self.memo("asks-eager", lambda: any("executing_eagerly" in line for line in self.source_lines)):
+            return []
+        return self.memo(("eager-tests", id(scope)), lambda: [
+            node for node in m.findall(scope.node, m.If()) if isinstance(node, cst.If) and _eager_test(node) is not None])
 
     def _nested(self, scope: Scope) -> Iterator[Scope]:
         for child in scope.children:
@@ -593,6 +603,24 @@ def _alternatives(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
 
 
 _GRAPH_MAKERS = frozenset({"Graph", "FuncGraph", "get_default_graph", "get_graph"})  # what `as_default()` of builds into
+
+
+def _eager_test(branch: cst.If) -> bool | None:
+    """For `if ...executing_eagerly():` False, for `if not ...executing_eagerly():` True (whether its body is the
+    graph part); None for any other test."""
+    test, negated = branch.test, False
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negated = test.expression, True
+    if isinstance(test, cst.Call) and (dotted(test.func) or "").rpartition(".")[2] == "executing_eagerly":
+        return negated
+    return None
+
+
+def _outside_eager(branch: cst.If, statement: cst.CSTNode) -> bool:
+    """Whether `statement` lies in the part of `if ...executing_eagerly():` (or `if not ...executing_eagerly():`)
+    that runs only while a graph is built."""
+    graph_part = branch.body if _eager_test(branch) else branch.orelse
+    return graph_part is not None and bool(m.findall(graph_part, m.MatchIfTrue(lambda node: node is statement)))
 
 
 def _makes_graph(name: str | None) -> bool:
