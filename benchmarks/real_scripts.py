@@ -17,7 +17,7 @@ then a lower bound; on logical CPU devices also with the profile's pipeline cont
 run's speed-up holds too: there the pipeline's threads slow the step on the shared cores) and writes the rows as
 JSON with `--json PATH`. Usage:
 
-    python benchmarks/real_scripts.py [--dest /work/real_scripts] [--only NAME ...] [--runs K] [--pairs P]
+    python benchmarks/real_scripts.py [--dest /work/real_scripts] [--only NAME ...] [--runs K] [--launches L] [--pairs P]
         [--json PATH]
 """
 
@@ -178,15 +178,17 @@ def independent(script: dict[str, Any], folder: Path, warmup: int, window: int, 
     return result
 
 
-def profile(script: dict[str, Any], folder: Path, timeout: float) -> Profiled:
-    """One `tfdoctor profile` run of the script's command."""
+def profile(script: dict[str, Any], folder: Path, timeout: float, launches: int = 1) -> Profiled:
+    """One `tfdoctor profile` run of the script's command (of `launches` launches, on one host)."""
     env = {**os.environ, **script.get("env", {}), "TF_CPP_MIN_LOG_LEVEL": "2",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     for name in ("REAL_SCRIPTS_CACHED", "REAL_SCRIPTS_TIMES"):
         env.pop(name, None)
     with tempfile.TemporaryDirectory(prefix="real-scripts-profile-") as tmp:
         output = Path(tmp) / "profile.json"
-        command = [sys.executable, "-m", "tfdoctor", "profile", *script.get("profile", []), "--format", "json",
+        flags = [*script.get("profile", []), *(["--launches", str(launches)] if launches > 1 and
+                                                 "--workers" not in script.get("profile", []) else [])]
+        command = [sys.executable, "-m", "tfdoctor", "profile", *flags, "--format", "json",
                    "--logdir", str(Path(tmp) / "logdir"), "--output", str(output), "--", *script["command"]]
         start = time.perf_counter()
         try:
@@ -285,6 +287,8 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=1, help="pairs of plain runs (real, cached) per script: the "
                         "independent share is their median, shown with their range")
     parser.add_argument("--no-independent", action="store_true", help="profile only")
+    parser.add_argument("--launches", type=int, default=1, help="launches per profile (`tfdoctor profile --launches`; "
+                        "not for multi-worker scripts)")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -300,7 +304,7 @@ def main() -> int:
         if not folder.is_dir():
             print(f"| {name} | {script.get('style', '')} | - | - | not built: run rebuild.py | - | - | - |")
             continue
-        runs = [profile(script, folder, args.timeout) for _ in range(args.runs)]
+        runs = [profile(script, folder, args.timeout, args.launches) for _ in range(args.runs)]
         warmup = next((run.warmup_steps for run in runs if run.warmup_steps is not None), args.warmup)
         ind = Independent(error="not run") if args.no_independent else independent(
             script, folder, warmup, args.window, args.timeout, args.pairs)

@@ -189,6 +189,43 @@ def test_fit_input_interval_holds_the_uncertainty_of_the_replayed_step_it_is_mea
     assert result.share_interval("compute")[0] < plain.share_interval("compute")[0]  # compute gives it back
 
 
+def test_the_typical_launch_is_reported_with_intervals_that_hold_every_launch():
+    """Three launches of one real script (a Keras 2 `fit` on a Python `Sequence`, 2 logical CPU devices) gave
+    input 37% (10-46%), 35% (22-44%) and 64% (55-75%): no launch's interval held the third. The report is the
+    launch nearest the middle, its input interval widened to 10-75%, and says the launches disagree."""
+    from rich.console import Console
+    from tfdoctor.profile.breakdown import Breakdown, StepTime, across_launches, typical
+    from tfdoctor.profile.report import render
+
+    def launch(input_share: float, low: float, high: float) -> Breakdown:
+        step = 0.040
+        other = (1 - input_share) * step
+        shares = {"input": (low, high), "sync": (0.0, 0.0), "host": (0.0, 0.15),
+                  "compute": (0.9 * (1 - high), 0.9 * (1 - low))}  # compute mirrors input
+        return Breakdown(step=StepTime(step, step, step), input=input_share * step, sync=0.0, host=0.1 * other,
+                         compute=0.9 * other, share_intervals=shares,
+                         intervals={part: (a * step, b * step) for part, (a, b) in shares.items()})
+
+    launches = [launch(0.37, 0.10, 0.46), launch(0.35, 0.22, 0.44), launch(0.64, 0.55, 0.75)]
+    chosen = typical(launches)
+    assert chosen == 0
+    result = across_launches(launches[chosen], launches)
+    assert result.shares() == launches[0].shares()
+    assert result.share_interval("input") == pytest.approx((0.10, 0.75))
+    assert result.launches_apart() == ["input", "compute"]
+    report = Report(mode="script", requested=2, device_kind="cpu", device_names=[], workload={"name": "x"},
+                    breakdown=result, verdict=judge(result), suggestions=[])
+    assert [launch["shares"]["input"] for launch in report.to_json()["launches"]] == pytest.approx([0.37, 0.35, 0.64])
+    assert report.verdict.borderline  # 10-75% straddles the 20% cut-off
+    console = Console(record=True, width=300)
+    render(report, console)
+    text = console.export_text()
+    assert "launch 3: input 64% (55%-75%)" in text
+    assert "unstable between launches: input and compute moved from launch to launch" in text
+    alike = across_launches(launches[1], launches[:2])
+    assert alike.launches_apart() == []
+
+
 def test_a_share_whose_interval_straddles_the_cut_off_is_called_borderline():
     result = _rounds([14, 17, 19, 21, 22, 23, 26, 28] * 3)  # input about 21.5%, the cut-off at 20%
     verdict = judge(result)

@@ -264,3 +264,30 @@ def test_a_whole_epoch_in_one_tf_function_is_measured_as_its_calls_and_said_so(t
     assert report["verdict"]["statement"].startswith("Not separated: each ")
     assert "runs many steps in one tf.function and reads their input inside it" in report["verdict"]["statement"]
     assert "a lower bound" in report["verdict"]["statement"]
+
+
+@pytest.mark.tf
+def test_launches_that_disagree_widen_the_intervals_and_are_called_unstable(tmp_path):
+    """A script whose Python feed waits 60 ms a batch in one launch and 2 ms in the next: one launch's interval
+    cannot hold the other's share, so `--launches 2` reports the launches, widens input's interval to hold both
+    and says that they disagree; each launch keeps its own output log."""
+    result = run_cli("profile", "--gpus", "2", "--steps", "8", "--warmup", "2", "--launches", "2", "--format", "json",
+                     "--logdir", str(tmp_path / "logs"), "--", "python", "tests/scripts/launch_dependent.py",
+                     str(tmp_path / "launch-count"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    inputs = sorted(launch["shares"]["input"] for launch in report["launches"])
+    assert inputs[0] < 0.3 and inputs[1] > 0.6, report["launches"]
+    low, high = report["intervals"]["input"]["share"]
+    assert low <= inputs[0] and high >= inputs[1]
+    assert report["launches_apart"][0] == "input"
+    assert any(note.startswith("2 launches of the script") for note in report["notes"])
+    assert (tmp_path / "logs" / "launch-1" / "script-output.log").is_file()
+    assert (tmp_path / "logs" / "launch-2" / "script-output.log").is_file()
+
+
+def test_launches_need_a_script_on_this_host():
+    line = _error("input_bound.py", "--launches", "2", "--workers", "2")
+    assert line == "error: --launches repeats a script on this host: use it with `-- python train.py` and without --workers"
+    line = _error("input_bound.py", "--launches", "2", "--what-if", "xla")
+    assert line.startswith("error: --launches and --what-if")

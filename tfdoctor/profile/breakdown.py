@@ -37,6 +37,14 @@ class StepTime:
 
 
 @dataclass(frozen=True)
+class Launch:
+    """One launch of a script measured several times: its shares and their intervals."""
+
+    shares: dict[str, float]
+    share_intervals: dict[str, tuple[float, float]]
+
+
+@dataclass(frozen=True)
 class Breakdown:
     """Seconds per step in each part; they add up to the median full step. `contention` is the part of
     `compute` that is the replicas running slower while the input pipeline's threads take host cores from
@@ -61,6 +69,7 @@ class Breakdown:
     input_inside: bool = False
     drift: dict[str, tuple[float, float]] = field(default_factory=dict)  # part -> (first half, second half) share
     unsteady: tuple[str, float, float] | None = None  # the part the replayed step's p10 and p90 (s) widened
+    launches: tuple[Launch, ...] = ()  # each launch of the script, when several were measured (this one among them)
 
     def seconds(self) -> dict[str, float]:
         return {part: getattr(self, part) for part in PARTS}
@@ -81,6 +90,12 @@ class Breakdown:
         """The part's interval as shares of the step (the share itself when none was measured)."""
         share = self.shares()[part]
         return self.share_intervals.get(part, (share, share))
+
+    def launches_apart(self) -> list[str]:
+        """The measured parts whose intervals in two of the launches do not overlap."""
+        return [part for part in self.measured() if any(
+            first.share_intervals[part][1] < second.share_intervals[part][0]
+            for first in self.launches for second in self.launches)]
 
 
 def breakdown(full: list[float], on_device: list[float], looped: list[float], gradients: list[float],
@@ -212,6 +227,31 @@ def _widened(measured: Breakdown, part: str, seconds: tuple[float, float], share
     low, high = share_intervals.get("compute", (measured.shares()["compute"],) * 2)
     share_intervals["compute"] = (min(low, intervals["compute"][0] / total), max(high, intervals["compute"][1] / total))
     return replace(measured, intervals=intervals, share_intervals=share_intervals)
+
+
+def typical(launches: list[Breakdown]) -> int:
+    """The index of the launch whose shares lie nearest every part's median share over the launches."""
+    middle = {part: statistics.median(launch.shares()[part] for launch in launches) for part in PARTS}
+    return min(range(len(launches)), key=lambda index: sum(
+        abs(launches[index].shares()[part] - middle[part]) for part in PARTS))
+
+
+def across_launches(chosen: Breakdown, launches: list[Breakdown]) -> Breakdown:
+    """`chosen`, one of several `launches` of the same script, with each part's intervals widened to hold every
+    launch's interval and share: something set at launch (the input's start, thread placement, the machine's
+    load) can move a part by more than one launch's steps vary, which only other launches show."""
+    intervals, share_intervals = dict(chosen.intervals), dict(chosen.share_intervals)
+    for part in PARTS:
+        for launch in launches:
+            low, high = launch.share_interval(part)
+            own = share_intervals.get(part, chosen.share_interval(part))
+            share_intervals[part] = (min(own[0], low, launch.shares()[part]), max(own[1], high, launch.shares()[part]))
+            seconds = launch.intervals.get(part, (getattr(launch, part),) * 2)
+            own = intervals.get(part, (getattr(chosen, part),) * 2)
+            intervals[part] = (min(own[0], seconds[0]), max(own[1], seconds[1]))
+    recorded = tuple(Launch(launch.shares(), {part: launch.share_interval(part) for part in PARTS})
+                     for launch in launches)
+    return replace(chosen, intervals=intervals, share_intervals=share_intervals, launches=recorded)
 
 
 def difference_interval(slower: list[float], faster: list[float]) -> tuple[float, float]:

@@ -90,6 +90,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--what-if", type=_changes, default=[], metavar="LIST",
                         help="after the profile, try each change on the measured step and time it beside today's: "
                              f"'all' or some of {', '.join(CHANGES)}, separated by commas (README: What-if)")
+    parser.add_argument("--launches", type=_positive, default=1,
+                        help="script mode: launch the script this many times and report the most typical launch, "
+                             "each interval widened to hold every launch's (default: 1)")
     parser.add_argument("script_command", nargs="*", metavar="-- python train.py ARGS",
                         help="profile your own training script instead of the reference workload")
 
@@ -117,6 +120,10 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         return "--from-tf-config needs --output-dir DIR, a folder every worker can write (a shared file system)"
     if (args.from_tf_config or args.workers > 1) and args.pipeline == "both":
         return "a multi-worker job measures one --pipeline variant at a time"
+    if args.launches > 1 and (not args.script_command or args.workers > 1 or args.from_tf_config):
+        return "--launches repeats a script on this host: use it with `-- python train.py` and without --workers"
+    if args.launches > 1 and args.what_if:
+        return "--launches and --what-if: try the changes in one launch (they are measured beside today's step)"
     if args.from_tf_config and args.workers > 1:
         return "--from-tf-config runs one task of a job that TF_CONFIG describes; --workers starts a local job"
     return None
@@ -182,7 +189,7 @@ def _script_report(args: argparse.Namespace) -> Report:
 
     options = ScriptOptions(command=tuple(args.script_command), gpus=args.gpus, steps=args.steps or 10,
                             warmup=args.warmup, max_seconds=args.max_seconds, logdir=args.logdir.resolve(),
-                            what_if=tuple(args.what_if))
+                            what_if=tuple(args.what_if), launches=args.launches)
     with _progress(Console(stderr=True)) as progress:
         task = progress.add_task("script: starting", total=None)
         return profile_script(options, _follow(progress, task, "script"))

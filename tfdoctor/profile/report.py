@@ -85,6 +85,12 @@ class Report:
         if result and result.unsteady:
             part, fast, slow = result.unsteady
             out["replayed_step_spread_s"] = {"part": part, "p10": fast, "p90": slow}
+        if result and result.launches:
+            out["launches"] = [{"shares": result.reported(launch.shares),
+                                "share_intervals": result.reported({part: list(interval) for part, interval
+                                                                    in launch.share_intervals.items()})}
+                               for launch in result.launches]
+            out["launches_apart"] = result.launches_apart()
         if self.one_replica_examples_per_s:
             out["throughput"]["one_replica_examples_per_s"] = self.one_replica_examples_per_s
             out["throughput"]["scaling_efficiency"] = self.efficiency()
@@ -153,6 +159,8 @@ def render(report: Report, console: Console) -> None:
                           f"(p10-p90; the machine's speed changed from second to second), so {part}, measured as the "
                           f"step calls' excess over it, can be anywhere in {low:.0%}-{high:.0%}; its interval holds that "
                           "range. More --steps narrow it", highlight=False)
+        if result.launches:
+            _print_launches(result, console)
         if result.contention:
             than = ("the same step replayed once the script's input threads were idle" if report.mode == "script"
                     else "batches made earlier")
@@ -180,6 +188,21 @@ def render(report: Report, console: Console) -> None:
                       highlight=False)
     if report.comparison:
         console.print(Text(_comparison(report), style="bold"))
+
+
+def _print_launches(result: Breakdown, console: Console) -> None:
+    """Each launch's shares, and the parts on which launches disagree beyond their own intervals."""
+    for index, launch in enumerate(result.launches, 1):
+        parts = ", ".join(f"{part} {launch.shares[part]:.0%} ({launch.share_intervals[part][0]:.0%}-"
+                          f"{launch.share_intervals[part][1]:.0%})" for part in result.measured())
+        console.print(f"launch {index}: {parts}", highlight=False)
+    apart = result.launches_apart()
+    if apart:
+        named = " and ".join([", ".join(apart[:-1]), apart[-1]] if len(apart) > 1 else apart)
+        console.print(f"unstable between launches: {named} moved from launch to launch by more than one "
+                      "launch's steps vary (something set at launch: the input's start, thread placement, the "
+                      "machine's load), so a single launch's interval does not hold the next; the intervals above hold "
+                      "every launch", highlight=False)
 
 
 def _print_what_if(outcomes: list[Outcome], console: Console) -> None:

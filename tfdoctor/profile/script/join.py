@@ -14,8 +14,8 @@ from typing import Any
 from tfdoctor.config import Overrides
 from tfdoctor.lint.engine import lint_paths
 from tfdoctor.lint.findings import Finding
-from tfdoctor.profile.breakdown import (Breakdown, breakdown, clamp, difference_interval, with_sampled_reference,
-                                        with_unsteady_reference)
+from tfdoctor.profile.breakdown import (Breakdown, across_launches, breakdown, clamp, difference_interval,
+                                        with_sampled_reference, with_unsteady_reference)
 from tfdoctor.profile.protocol import ScriptMeasured
 from tfdoctor.profile.report import Report, device_notes
 from tfdoctor.profile.suggest import RULES_FOR, Cause, Seen, suggest
@@ -142,11 +142,9 @@ def between_epochs(result: ScriptMeasured, step: float) -> tuple[float, str] | N
     return share, note
 
 
-def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind: str, names: list[str],
-          script: str, notes: list[str], trace: dict[str, Any] | None = None) -> Report:
-    """The report of one script-mode (or API) measurement. The window's steps and their replays are paired
-    (the i-th interval and the i-th step call; each turn's replays), so the breakdown takes paired
-    differences."""
+def breakdown_of(result: ScriptMeasured, kind: str) -> Breakdown:
+    """The breakdown of one script-mode measurement. The window's steps and their replays are paired (the i-th
+    interval and the i-th step call; each turn's replays), so it takes paired differences."""
     times = result.times
     measured = replace(breakdown(times.full, times.on_device, times.looped, times.gradients, times.reduced,
                                  paired=True), separated=result.replayed, input_inside=bool(result.looped))
@@ -155,6 +153,18 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
         measured = with_sampled_reference(measured, times.full, result.step_calls[:len(times.full)],
                                           result.replay_steps)
         measured = with_unsteady_reference(measured, result.replay_steps)
+    return measured
+
+
+def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind: str, names: list[str],
+          script: str, notes: list[str], trace: dict[str, Any] | None = None,
+          launches: list[Breakdown] | None = None) -> Report:
+    """The report of one script-mode (or API) measurement; with `launches` (every launch's breakdown, this
+    one's among them), its intervals widened to hold theirs."""
+    times = result.times
+    measured = breakdown_of(result, kind)
+    if launches:
+        measured = across_launches(measured, launches)
     verdict = judge(measured)
     part = PART_OF[verdict.primary]
     rank = {code: index for index, code in enumerate(RULES_FOR[part] if part else ())}

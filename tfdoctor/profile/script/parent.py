@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 import tfdoctor
 from tfdoctor.profile import protocol
 from tfdoctor.profile.protocol import Event, ScriptConfig
+from tfdoctor.profile.breakdown import typical
 from tfdoctor.profile.report import Report
 from tfdoctor.profile.runner import Child, OutOfMemory, ProfileError, raise_failure, run_child, trace_of
 from tfdoctor.profile.script import join
@@ -39,6 +40,7 @@ class ScriptOptions:
     trace_steps: int = 3
     multi_worker: bool = False  # one task of a multi-worker job (TF_CONFIG is set; the script makes the strategy)
     what_if: tuple[str, ...] = ()  # changes to try on the captured step (what_if.CHANGES)
+    launches: int = 1  # launches of the script measured, each in LOGDIR/launch-K when more than one
 
 
 def split_command(command: tuple[str, ...]) -> Target:
@@ -87,23 +89,41 @@ def run_script(options: ScriptOptions, on_event: OnEvent) -> tuple[Child, Target
 
 
 def profile_script(options: ScriptOptions, on_event: OnEvent) -> Report:
-    """Measure the script's training steps on `options.gpus` replicas; ProfileError says why not."""
-    try:
-        child, target = run_script(options, on_event)
-    except OutOfMemory as error:
-        return _oom_report(options, split_command(options.command).path, error.message)
-    script = target.path
-    devices = child.last(protocol.Devices)
-    result = child.last(protocol.ScriptMeasured)
-    assert result is not None
+    """Measure the script's training steps on `options.gpus` replicas, in `options.launches` launches (the
+    report is the most typical launch's, its intervals widened to hold every launch's); ProfileError says why
+    not."""
+    runs = []
+    for launch in range(options.launches):
+        try:
+            runs.append(run_script(replace(options, logdir=_launch_logdir(options, launch)), on_event))
+        except OutOfMemory as error:
+            return _oom_report(options, split_command(options.command).path, error.message)
+    measured = [child.last(protocol.ScriptMeasured) for child, _ in runs]
+    assert all(measured)  # run_script returns only a child that sent its result
+    devices = runs[0][0].last(protocol.Devices)
+    kind = devices.kind if devices else "unknown"
+    launches = [join.breakdown_of(result, kind) for result in measured] if len(runs) > 1 else None
+    chosen = typical(launches) if launches else 0
+    (child, target), result = runs[chosen], measured[chosen]
     trace, lost = trace_of(child, options.logdir is not None and options.trace_steps > 0)
-    findings, skipped = join.split_by_run(join.lint_findings(script, target.package), result.lines_run)
+    findings, skipped = join.split_by_run(join.lint_findings(target.path, target.package), result.lines_run)
     notes = [*([lost] if lost else []), *([join.skipped_note(skipped)] if skipped else []),
              *([f"the script's output: {child.log}"] if child.log else [])]
-    report = join.build(result, findings, options.gpus, devices.kind if devices else "unknown",
-                        devices.names if devices else [], target.name, notes, trace)
+    if launches:
+        notes.append(f"{len(launches)} launches of the script, measured one after another: this report is launch "
+                        f"{chosen + 1}'s, the one nearest every part's median (of two, the first), each interval widened to hold every "
+                        "launch's (the launches line below lists them)")
+    report = join.build(result, findings, options.gpus, kind, devices.names if devices else [], target.name, notes,
+                        trace, launches)
     report.what_if = tried(child.events, [Cause(f.code, f.path, f.line) for f in findings], options.what_if)
     return report
+
+
+def _launch_logdir(options: ScriptOptions, index: int) -> Path | None:
+    """Where launch `index` (from 0) writes its trace and output: LOGDIR/launch-K when there are several."""
+    if options.logdir is None or options.launches <= 1:
+        return options.logdir
+    return options.logdir / f"launch-{index + 1}"
 
 
 def _explain(child: Child, script: Path, error: ProfileError) -> ProfileError:
