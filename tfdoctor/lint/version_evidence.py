@@ -6,8 +6,9 @@ a file's bytes: a text scan (each API is first looked for as a literal, and its 
 holding it) that costs about 1% of parsing the same files. Uses in comments and docstrings are skipped, and
 so are files that check the version they run under. A notebook whose saved output shows the version it ran
 under (a cell ending in `keras.__version__` that printed '2.0.8') gives that version, and so does one that
-installs it (`!pip install tensorflow-gpu==2.0.0-alpha0`; Colab's `%tensorflow_version 1.x` gives TF 1). `decide` turns the sightings into one range per
-package, citing the sighting it rests on; sightings that contradict each other decide nothing.
+installs it (`!pip install tensorflow-gpu==2.0.0-alpha0`; Colab's `%tensorflow_version 1.x` gives TF 1).
+`decide` turns the sightings into one range per package, citing the sighting it rests on; sightings that
+contradict each other decide nothing.
 """
 
 from __future__ import annotations

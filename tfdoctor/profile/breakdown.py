@@ -223,7 +223,8 @@ def _widened(measured: Breakdown, part: str, seconds: tuple[float, float], share
     intervals["compute"] = (clamp(min(low, measured.compute - (intervals[part][1] - value)), total),
                             max(high, measured.compute + (value - intervals[part][0])))
     low, high = share_intervals.get(part, (measured.shares()[part],) * 2)
-    share_intervals[part] = (min(low, shares[0], intervals[part][0] / total), max(high, shares[1], intervals[part][1] / total))
+    share_intervals[part] = (min(low, shares[0], intervals[part][0] / total),
+                             max(high, shares[1], intervals[part][1] / total))
     low, high = share_intervals.get("compute", (measured.shares()["compute"],) * 2)
     share_intervals["compute"] = (min(low, intervals["compute"][0] / total), max(high, intervals["compute"][1] / total))
     return replace(measured, intervals=intervals, share_intervals=share_intervals)

@@ -270,8 +270,8 @@ class ModuleFacts(SemanticModel):
         """The `if ...executing_eagerly():` statements of a function (none in a module that never asks)."""
         if not self.memo("asks-eager", lambda: any("executing_eagerly" in line for line in self.source_lines)):
             return []
-        return self.memo(("eager-tests", id(scope)), lambda: [
-            node for node in m.findall(scope.node, m.If()) if isinstance(node, cst.If) and _eager_test(node) is not None])
+        return self.memo(("eager-tests", id(scope)), lambda: [node for node in m.findall(scope.node, m.If())
+                                                              if isinstance(node, cst.If) and _eager_test(node) is not None])
 
     def _nested(self, scope: Scope) -> Iterator[Scope]:
         for child in scope.children:

@@ -12,8 +12,8 @@ from typing import Callable
 
 import tfdoctor
 from tfdoctor.profile import protocol
-from tfdoctor.profile.protocol import Event, ScriptConfig
 from tfdoctor.profile.breakdown import typical
+from tfdoctor.profile.protocol import Event, ScriptConfig
 from tfdoctor.profile.report import Report
 from tfdoctor.profile.runner import Child, OutOfMemory, ProfileError, raise_failure, run_child, trace_of
 from tfdoctor.profile.script import join
@@ -111,8 +111,8 @@ def profile_script(options: ScriptOptions, on_event: OnEvent) -> Report:
              *([f"the script's output: {child.log}"] if child.log else [])]
     if launches:
         notes.append(f"{len(launches)} launches of the script, measured one after another: this report is launch "
-                        f"{chosen + 1}'s, the one nearest every part's median (of two, the first), each interval widened to hold every "
-                        "launch's (the launches line below lists them)")
+                     f"{chosen + 1}'s, the one nearest every part's median (of two, the first), each interval widened "
+                     "to hold every launch's (a line per launch below)")
     report = join.build(result, findings, options.gpus, kind, devices.names if devices else [], target.name, notes,
                         trace, launches)
     report.what_if = tried(child.events, [Cause(f.code, f.path, f.line) for f in findings], options.what_if)
