@@ -111,8 +111,8 @@ def profile_script(options: ScriptOptions, on_event: OnEvent) -> Report:
              *([f"the script's output: {child.log}"] if child.log else [])]
     if launches:
         notes.append(f"{len(launches)} launches of the script, measured one after another: this report is launch "
-                     f"{chosen + 1}'s, the one nearest every part's median (of two, the first), each interval widened "
-                     "to hold every launch's (a line per launch below)")
+                     f"{chosen + 1}'s, the one nearest every part's median{' (of two, the first)' if len(launches) == 2 else ''}"
+                     ", each interval widened to hold every launch's (a line per launch below)")
     report = join.build(result, findings, options.gpus, kind, devices.names if devices else [], target.name, notes,
                         trace, launches)
     report.what_if = tried(child.events, [Cause(f.code, f.path, f.line) for f in findings], options.what_if)
