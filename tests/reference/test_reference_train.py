@@ -56,8 +56,11 @@ def test_more_replicas_than_the_started_runtime_has(strategy):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["tuned", "naive"])
-def test_it_learns(cache_home, variant):
+def test_it_learns(cache_home):
+    """The tuned pipeline only: the naive one yields the same batches without augmentation and the same boxes
+    with it (test_reference_pipelines.py), and its step gives the same loss on the same first batches, before and
+    after one update (above), so a second 200-step training (70-90 s on a 2-core machine) would test nothing more."""
+    variant = "tuned"
     result = run_training(variant, 1, 200, TrainConfig(model="yolov3-tiny", img_size=160), num_images=256)
     print(f"{variant}: loss {result.loss_first:.2f} -> {result.loss_last:.2f}, {result.images_per_s:.1f} images/s")
     assert result.loss_last <= result.loss_first / 2
