@@ -267,11 +267,14 @@ class ModuleFacts(SemanticModel):
         return False
 
     def _eager_tests(self, scope: Scope) -> list[cst.If]:
-        """The `if ...executing_eagerly():` statements of a function (none in a module that never asks)."""
-        if not self.memo("asks-eager", lambda: any("executing_eagerly" in line for line in self.source_lines)):
-            return []
-        return self.memo(("eager-tests", id(scope)), lambda: [node for node in m.findall(scope.node, m.If())
-                                                              if isinstance(node, cst.If) and _eager_test(node) is not None])
+        """The `if ...executing_eagerly():` statements of a scope, from the `if`s the walk recorded."""
+        def by_scope() -> dict[int, list[cst.If]]:
+            found: dict[int, list[cst.If]] = {}
+            for fact in self.if_facts:
+                if _eager_test(fact.node) is not None:
+                    found.setdefault(id(fact.scope), []).append(fact.node)
+            return found
+        return self.memo("eager-tests", by_scope).get(id(scope), [])
 
     def _nested(self, scope: Scope) -> Iterator[Scope]:
         for child in scope.children:
