@@ -268,7 +268,7 @@ def test_a_whole_epoch_in_one_tf_function_is_measured_as_its_calls_and_said_so(t
 
 @pytest.mark.tf
 def test_launches_that_disagree_widen_the_intervals_and_are_called_unstable(tmp_path):
-    """A script whose Python feed waits 60 ms a batch in one launch and 2 ms in the next: one launch's interval
+    """A script whose Python feed waits 250 ms a batch in one launch and not at all in the next: one launch's interval
     cannot hold the other's share, so `--launches 2` reports the launches, widens input's interval to hold both
     and says that they disagree; each launch keeps its own output log."""
     result = run_cli("profile", "--gpus", "2", "--steps", "8", "--warmup", "2", "--launches", "2", "--format", "json",

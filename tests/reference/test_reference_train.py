@@ -59,9 +59,11 @@ def test_more_replicas_than_the_started_runtime_has(strategy):
 def test_it_learns(cache_home):
     """The tuned pipeline only: the naive one yields the same batches without augmentation and the same boxes
     with it (test_reference_pipelines.py), and its step gives the same loss on the same first batches, before and
-    after one update (above), so a second 200-step training (70-90 s on a 2-core machine) would test nothing more."""
+    after one update (above), so a second training would test nothing more. At half width, 200 steps took 25 s on a
+    slow 2-core machine (full width: 88-147 s) and the loss fell from a mean of 245 over the first 20 to 39 over the
+    last 20."""
     variant = "tuned"
-    result = run_training(variant, 1, 200, TrainConfig(model="yolov3-tiny", img_size=160), num_images=256)
+    result = run_training(variant, 1, 200, TrainConfig(model="yolov3-tiny", img_size=160, width=0.5), num_images=256)
     print(f"{variant}: loss {result.loss_first:.2f} -> {result.loss_last:.2f}, {result.images_per_s:.1f} images/s")
     assert result.loss_last <= result.loss_first / 2
     assert np.mean(result.losses[-20:]) <= np.mean(result.losses[:20]) / 2
