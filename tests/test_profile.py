@@ -94,6 +94,19 @@ def test_steps_that_read_their_input_inside_one_call_are_never_called_compute_bo
         assert "input between the calls is 5% (interval 5%-5%), a lower bound" in verdict.statement
 
 
+def test_input_inside_the_calls_with_a_part_whose_interval_reaches_its_cut_off_says_another_run_may_differ():
+    # The real case: a whole epoch in one tf.function gave host overhead 33%, 14% and 17% in three runs, called
+    # host-bound, not separated (saying nothing of host) and host-bound. Here host is 12%, its rounds 2 or 22 ms.
+    on_device = [90 * MS, 110 * MS] * 10
+    full = [b + 3 * MS for b in on_device]
+    result = replace(breakdown(full, on_device, [88 * MS], [0.05] * 20, [0.05] * 20, paired=True), input_inside=True)
+    verdict = judge(result)
+    assert verdict.primary == "not-separated" and verdict.borderline
+    assert [(f.part, f.level) for f in verdict.secondary] == [("host", "moderate")]
+    assert verdict.statement.endswith("Borderline: the host overhead interval 2%-19% reaches the 15% cut-off, so "
+                                      "another run may call it host-bound.")
+
+
 def _rounds(differences_ms: list[float], step_ms: float = 100.0):
     """A, B, G and R of paired rounds whose A - B are `differences_ms` (no host, no all-reduce)."""
     full = [step_ms * MS] * len(differences_ms)

@@ -81,16 +81,13 @@ def judge(result: Breakdown) -> Verdict:
     secondary = tuple(f for f in found if f is not primary)
     also = f" Secondary: {'; '.join(f.phrase() for f in secondary)}." if secondary else ""
     if result.input_inside and primary is None:  # not compute-bound: compute holds the input read inside the calls
-        return _input_inside(result, also)
+        return _input_inside(result, secondary, also)
     if primary is None:
         shares = result.shares()
-        close = [f for f in secondary if f.interval[1] >= THRESHOLDS[f.part][0]]
-        caveat = "".join(f" Borderline: the {LABELS[f.part]} interval {f.interval[0]:.0%}-{f.interval[1]:.0%} reaches "
-                         f"the {THRESHOLDS[f.part][0]:.0%} cut-off, so another run may call it {NAMES[f.part]}."
-                         for f in close)
+        caveat = _may_pass(secondary)
         return Verdict("compute-bound", "high", (
             f"Compute-bound: {shares['compute']:.0%} of each {step_ms:.0f} ms step is device compute, and no "
-            f"part passes its high cut-off.{also}{caveat}"), secondary, bool(close))
+            f"part passes its high cut-off.{also}{caveat}"), secondary, bool(caveat))
     part = primary.part
     line = THRESHOLDS[part][0]
     close = primary.interval[0] < line
@@ -100,6 +97,14 @@ def judge(result: Breakdown) -> Verdict:
         f"Highly {NAMES[part]}: {primary.share:.0%} of each {step_ms:.0f} ms step "
         f"({getattr(result, part) * 1000:.0f} ms; interval {primary.interval[0]:.0%}-{primary.interval[1]:.0%}) "
         f"is spent {CAUSES[part]}.{caveat}{also}"), secondary, close)
+
+
+def _may_pass(secondary: tuple[Finding, ...]) -> str:
+    """A sentence for each secondary part whose interval reaches its HIGH cut-off: another run may make it the
+    primary verdict (empty when none does)."""
+    return "".join(f" Borderline: the {LABELS[f.part]} interval {f.interval[0]:.0%}-{f.interval[1]:.0%} reaches "
+                   f"the {THRESHOLDS[f.part][0]:.0%} cut-off, so another run may call it {NAMES[f.part]}."
+                   for f in secondary if f.interval[1] >= THRESHOLDS[f.part][0])
 
 
 def _input_only(result: Breakdown) -> Verdict:
@@ -117,17 +122,18 @@ def _input_only(result: Breakdown) -> Verdict:
         (), top >= line)
 
 
-def _input_inside(result: Breakdown, also: str) -> Verdict:
+def _input_inside(result: Breakdown, secondary: tuple[Finding, ...], also: str) -> Verdict:
     """The verdict when each step call runs many steps and reads their input inside (a whole epoch in one
     tf.function): compute then holds that input, so no share is put on compute, and input is a lower bound."""
     shares, step_ms = result.shares(), result.step.median * 1000
     low, top = result.share_interval("input")
+    caveat = _may_pass(secondary)
     return Verdict("not-separated", "high", (
         f"Not separated: each {step_ms:.0f} ms call runs many steps in one tf.function and reads their input "
         f"inside it, so that input is not told apart from compute ({shares['compute']:.0%} together); input "
         f"between the calls is {shares['input']:.0%} (interval {low:.0%}-{top:.0%}), a lower "
-        f"bound. Time the input pipeline alone, or call the step once per batch, to separate it.{also}"),
-        (), top >= THRESHOLDS["input"][0])
+        f"bound. Time the input pipeline alone, or call the step once per batch, to separate it.{also}{caveat}"),
+        secondary, top >= THRESHOLDS["input"][0] or bool(caveat))
 
 
 def out_of_memory(per_replica_batch: int, fits: int | None, detail: str) -> Verdict:
