@@ -6,7 +6,7 @@ import libcst as cst
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg
+from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
 
 # Options under which a Python number does not make a new trace: a signature turns it into a tensor, and type
@@ -26,7 +26,8 @@ class PythonNumberRetracesFunction(Rule):
     function again (and builds a new graph), so every epoch or step pays a full retrace, and TensorFlow
     warns "triggered tf.function retracing". `reduce_retracing=True` does not help: it generalises
     tensor shapes, not Python values (TensorFlow 2.21 traces `f(x, epoch)` once per epoch either way).
-    Not reported when the function has an `input_signature`, which turns the number into a tensor.
+    Not reported when the function has an `input_signature`, which turns the number into a tensor, nor when
+    it is wrapped only in a branch (`if enable_function: step = tf.function(step)`), which may not run.
 
     ## Example
     ```python
@@ -103,6 +104,16 @@ fast_step = tf.function(step)
 for epoch in range(10):
     step(x, epoch)
 """,
+        # wrapped only when a flag asks for it: the call may run the plain function
+        """import tensorflow as tf
+def main(enable_function=False):
+    def step(x, epoch):
+        return x
+    if enable_function:
+        step = tf.function(step)
+    for epoch in range(3):
+        step(x, epoch)
+""",
         # a value that is not a loop counter
         """import tensorflow as tf
 @tf.function
@@ -127,10 +138,21 @@ for epoch in range(10):
     def _retraces(facts: ModuleFacts, call: CallFact) -> bool:
         """The call surely runs a `tf.function` that a Python number retraces (no `input_signature`)."""
         made = facts.tf_function_made_by(call)
-        return made is not None and not any(
+        return made is not None and not _may_run_unwrapped(facts, call) and not any(
             wrapper is not None and (call_arg(wrapper, 1, "input_signature") is not None or any(
                 arg.keyword is not None and arg.keyword.value in _NO_RETRACE_OPTIONS for arg in wrapper.args))
             for wrapper in made)
+
+
+def _may_run_unwrapped(facts: ModuleFacts, call: CallFact) -> bool:
+    """`if enable_function: step = tf.function(step)`: the called name is bound only in branches the call is
+    outside of, and no `else` binds it too, so the call may run the plain function."""
+    name = dotted(call.node.func)
+    assigns = facts.definitions(name, call.scope, call.order) if name else []
+    if not assigns or any(assign.definite_at(call.order) for assign in assigns):
+        return False
+    return not any(block.other_branch is not None and block.other_branch.holds(other.order)
+                   for assign in assigns for block in assign.blocks for other in assigns if other is not assign)
 
 
 def _counts(facts: ModuleFacts, call: CallFact, value: cst.BaseExpression) -> bool:
