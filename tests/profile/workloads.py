@@ -44,6 +44,7 @@ def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunct
     sleep per batch in a Python input), `payload_mb` (an extra all-reduce per step), `eager` (no
     tf.function around the distributed step), `oom` (out of memory above `fits` examples per replica, in the
     `oom_variant` only when given), or `crash`; with `task`, only that task of a multi-worker job gets it.
+    A payload's added time is timed apart as the ground truth unless `sync_truth` is False.
     `input=distributed`: every task reads its batches through `distribute_datasets_from_function` from a
     `from_generator` source (where `input_delay` sleeps), as multi-worker scripts do."""
     inject = params.get("inject", "none")
@@ -126,7 +127,7 @@ def build(strategy: tf.distribute.Strategy, params: dict[str, Any]) -> StepFunct
         def batches():
             while True:
                 yield device_batch
-    if inject == "payload":  # what the extra all-reduce adds to a step, timed with and without it
+    if inject == "payload" and params.get("sync_truth", True):  # what the extra all-reduce adds to a step
         plain = tf.function(lambda b: step(b, with_payload=False))
         added, _ = _paired_difference(lambda: graph_step(device_batch), lambda: plain(device_batch))
         notes.append(f"ground-truth sync {added}")
