@@ -52,7 +52,9 @@ class ManualTowerReplication(Rule):
     (syncing variables, reducing gradients), or only creates variables and their initial values (a store of
     tensors per device, to all-reduce or to keep results in), builds nothing; nor does one that walks the
     towers' gradients (`for d, grads in zip(devices, tower_grads)`), applies them, or reads a device's memory
-    use. Towers in a function or class named for prediction or evaluation (`OfflinePredictor`,
+    use. Nor is a loop whose GPU count is only ever the literal 1 (`self.num_gpus = 1`), nor a module that
+    makes one GPU visible at its top (`os.environ["CUDA_VISIBLE_DEVICES"] = "0"`). Towers in a function or
+    class named for prediction or evaluation (`OfflinePredictor`,
     `FeedForwardEvaluator`), or in a module so named that computes no gradients (`multi_gpu_test_rgb.py`), run
     a model rather than train it, and are left alone. So is a generic helper that
     runs only functions its caller passes on devices its caller names (Mesh-TensorFlow's
@@ -157,6 +159,24 @@ for i in [1]:
     with tf.device('/gpu:%d' % i):
         logits = build_model(images)
         loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+""",
+        # a GPU count that is only ever 1: one tower
+        """import tensorflow.compat.v1 as tf
+class YoloTrain:
+    def __init__(self):
+        self.num_gpus = 1
+    def build(self, images):
+        for i in range(self.num_gpus):
+            with tf.device('/gpu:%d' % i):
+                self.loss = build_model(images[i])
+""",
+        # one GPU made visible at the top of the module, whatever count the flags give
+        """import os
+os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+import tensorflow.compat.v1 as tf
+for i in range(args.num_gpus):
+    with tf.device('/gpu:%d' % i):
+        loss = build_model(images[i])
 """,
         # towers that run a network forward and fetch its outputs (StyleGAN's `Network.run`): inference
         """import tensorflow as tf
@@ -299,7 +319,9 @@ for gpu in tf.config.list_physical_devices("GPU"):
             yield self.one_for_all(facts, found, "another per-GPU loop")
 
     def _towers(self, facts: ModuleFacts) -> Iterator[Violation]:
-        """Every per-GPU block of the module that builds something."""
+        """Every per-GPU block of the module that builds something (none when the module shows one GPU)."""
+        if _one_visible_gpu(facts):
+            return
         for block in facts.withs:
             for item in block.items:
                 device = facts.call_fact(item) if isinstance(item, cst.Call) else None
@@ -309,7 +331,7 @@ for gpu in tf.config.list_physical_devices("GPU"):
                 names = device.names_of(spec)
                 if isinstance(spec, cst.Call) and (facts.resolve(spec.func) or "").endswith(".replica_device_setter"):
                     spec = call_arg(spec, None, "worker_device")  # TF1 towers: the GPU is the worker device
-                loop_vars = {t for loop in device.loops if not _one_turn(loop) for t in loop.targets}
+                loop_vars = {t for loop in device.loops if not _one_turn(facts, loop) for t in loop.targets}
                 builds = [c for c in block.calls if _builds(facts, c)]
                 per_gpu = ((_mentions_gpu(facts, spec, device.scope) and any(reads(names, v) for v in loop_vars))
                            or _picked_from_devices(facts, spec, device, loop_vars))
@@ -320,9 +342,34 @@ for gpu in tf.config.list_physical_devices("GPU"):
                     yield self.report(device)
 
 
-def _one_turn(loop: LoopFact) -> bool:
-    """`for i in [1]:`: a loop over a literal of at most one device builds one copy, on that device."""
-    return isinstance(loop.iter_expr, (cst.List, cst.Tuple)) and len(loop.iter_expr.elements) <= 1
+def _one_turn(facts: ModuleFacts, loop: LoopFact) -> bool:
+    """`for i in [1]:`, or `for i in range(self.num_gpus)` where the count is only ever the literal 1: a loop of
+    at most one device builds one copy, on that device."""
+    iterated = loop.iter_expr
+    if isinstance(iterated, (cst.List, cst.Tuple)):
+        return len(iterated.elements) <= 1
+    if not (isinstance(iterated, cst.Call) and dotted(iterated.func) == "range" and len(iterated.args) == 1):
+        return False
+    counts = facts.values_of(iterated.args[0].value, loop.scope, loop.order)
+    return bool(counts) and all(o.kind == "value" and not o.path and isinstance(o.expr, cst.Integer)
+                                and o.expr.evaluated_value <= 1 for o in counts)
+
+
+def _one_visible_gpu(facts: ModuleFacts) -> bool:
+    """`os.environ["CUDA_VISIBLE_DEVICES"] = "0"` at the top of the module, whatever runs: the process sees one
+    GPU, so towers over GPUs are one copy."""
+    for assign in facts.module_scope.assigns:
+        if "os.environ[]" not in assign.targets or assign.blocks or not isinstance(assign.node, cst.Assign):
+            continue
+        target, value = assign.node.targets[0].target, assign.value
+        if not (isinstance(target, cst.Subscript) and len(target.slice) == 1
+                and isinstance(target.slice[0].slice, cst.Index)):
+            continue
+        key = target.slice[0].slice.value
+        if (isinstance(key, cst.SimpleString) and key.evaluated_value == "CUDA_VISIBLE_DEVICES"
+                and isinstance(value, cst.SimpleString) and str(value.evaluated_value).strip().isdigit()):
+            return True
+    return False
 
 
 def _builds(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:
