@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.facts import ModuleFacts
+from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.dataflow import horovod_module, horovod_off, horovod_scope, runs_on_one_worker, write_kind
 from tfdoctor.lint.rule import Context, Rule
@@ -23,7 +23,8 @@ class HvdEveryRankWrites(Rule):
     bound to a name that nothing reads again, or made on every rank but added to `fit` only on rank 0,
     writes nothing there. In a Horovod-on-Spark driver (`horovod.spark`), only the functions given to
     `horovod.spark.run` run on every rank. The other branch of a Horovod switch (`else` of
-    `if args.use_horovod:`) runs as a single process. One statement that opens several writers is one finding.
+    `if args.use_horovod:`) runs as a single process, and so does a function called only there or under a test of
+    the rank. One statement that opens several writers is one finding.
 
     Multi-worker strategies have their own rule (TFD503); a Horovod program is reported by this one.
 
@@ -92,6 +93,21 @@ def get_callbacks(log_dir):
 """,
     )
     VALID = (
+        # a save function called on rank 0 under Horovod, and as the single process without it
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+def save_model(model, output_dir):
+    tf.saved_model.save(model, output_dir)
+def main(args):
+    if args.use_horovod:
+        hvd.init()
+    model.fit(train_dataset, epochs=args.epochs)
+    if args.use_horovod:
+        if hvd.rank() == 0:
+            save_model(model, args.model_output_dir)
+    else:
+        save_model(model, args.model_output_dir)
+""",
         # each rank saves its own input iterator, to a folder named by its rank
         """import os
 import tensorflow as tf
@@ -174,6 +190,15 @@ writer = tf.summary.create_file_writer(f"logs/rank{hvd.rank()}")
         for call in facts.calls:
             kind = write_kind(facts, call)
             if (kind is not None and id(call.statement) not in reported and horovod_scope(facts, call.scope)
-                    and not horovod_off(facts, call) and not runs_on_one_worker(facts, call)):
+                    and not _one_process_writes(facts, call)):
                 reported.add(id(call.statement))
                 yield self.report(call, kind)
+
+
+def _one_process_writes(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:
+    """The call runs where Horovod is off, or on one rank, or in a function each of whose callers is one of
+    these (`if hvd.rank() == 0: save_model(...)` beside `else: save_model(...)` of `if args.use_horovod:`)."""
+    if horovod_off(facts, call) or runs_on_one_worker(facts, call):
+        return True
+    callers = facts.callers_of(call.scope) if call.scope.is_function and depth < 3 else []
+    return bool(callers) and all(_one_process_writes(facts, caller, depth + 1) for caller in callers)
