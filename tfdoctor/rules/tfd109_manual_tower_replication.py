@@ -52,9 +52,9 @@ class ManualTowerReplication(Rule):
     (syncing variables, reducing gradients), or only creates variables and their initial values (a store of
     tensors per device, to all-reduce or to keep results in), builds nothing; nor does one that walks the
     towers' gradients (`for d, grads in zip(devices, tower_grads)`), applies them, or reads a device's memory
-    use. Nor is a loop whose GPU count is only ever the literal 1 (`self.num_gpus = 1`), nor a module that
-    makes one GPU visible at its top (`os.environ["CUDA_VISIBLE_DEVICES"] = "0"`). Towers in a function or
-    class named for prediction or evaluation (`OfflinePredictor`,
+    use. A loop whose GPU count is only ever the literal 1 (`self.num_gpus = 1`) builds one copy, and a module
+    that makes one GPU visible at its top (`os.environ["CUDA_VISIBLE_DEVICES"] = "0"`) has one: neither is
+    reported. Towers in a function or class named for prediction or evaluation (`OfflinePredictor`,
     `FeedForwardEvaluator`), or in a module so named that computes no gradients (`multi_gpu_test_rgb.py`), run
     a model rather than train it, and are left alone. So is a generic helper that
     runs only functions its caller passes on devices its caller names (Mesh-TensorFlow's
