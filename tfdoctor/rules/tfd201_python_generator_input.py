@@ -53,8 +53,7 @@ class PythonGeneratorInput(Rule):
     up turns on costs the code does not show; `tfdoctor profile` measures it. Nor in a module that makes its
     batches in worker processes of their own (tensorpack's `MultiProcessRunnerZMQ`, `PrefetchDataZMQ`,
     `MultiProcessMapData`, or a `multiprocessing` pool or process), outside `fit`: whether they keep up turns
-    on the process count and the copies, which the code does not show. Nor a `fit` of standalone Keras before 2.2
-    (a pin, or code that shows which): it takes no `tf.data` dataset, so Python is how its models are fed.
+    on the process count and the copies, which the code does not show.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -471,8 +470,6 @@ with tf.Session() as sess:
                 return  # one device: whether the feed keeps up turns on costs the code does not show
             if fit is None and _process_loaders(facts):
                 return
-            if fit is not None and _fit_takes_no_dataset(context, facts):
-                continue
             template, workers = _workers(facts, fit) if fit is not None else ("default", "")
             yield self.report(node, template, statement=statement, what=what, workers=workers,
                               severity=Severity.INFO if template == "processes" else None)
@@ -616,9 +613,3 @@ def _constant(expr: cst.CSTNode) -> int | bool | None:
     if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
         return expr.value == "True"
     return int(expr.value, 0) if isinstance(expr, cst.Integer) else None
-
-
-def _fit_takes_no_dataset(context: Context, facts: ModuleFacts) -> bool:
-    """Standalone Keras before 2.2, by a pin or by what the code shows: its `fit` takes no `tf.data` dataset."""
-    keras = context.targets.keras
-    return keras.kind != "derived" and len(keras.version) > 1 and keras.below(2, 2) and facts.standalone_keras

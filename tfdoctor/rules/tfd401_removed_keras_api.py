@@ -141,7 +141,7 @@ model.fit_generator(gen(), steps_per_epoch=10)
             old_keras = len(keras.version) > 1 and keras.below(2, 4)  # a bare "2" is Keras 2 at large
             if keras.kind == "code" and keras.below(3) and not keras.label.startswith(">="):
                 # the code shows Keras 2, not which: standalone Keras may be 2.3; or it shows one before 2.4
-                old_keras = facts.standalone_keras or (keras.label.startswith("<=") and keras.below(2, 4))
+                old_keras = _standalone(facts) or (keras.label.startswith("<=") and keras.below(2, 4))
         if old_keras or _tensorflow_1(context, facts):
             return  # standalone Keras 2.3 or earlier, or the Keras of TF 1.x/2.0: how generators are trained
         for call in facts.calls:
@@ -209,3 +209,16 @@ def _library_call(model: object, expr: cst.CSTNode) -> bool:
     name, resolved = dotted(expr.func), model.resolve(expr.func)
     return (name is not None and resolved is not None and resolved.partition(".")[0] not in _KERAS_HOMES
             and model.imported(name.partition(".")[0]) is None)
+
+
+_TF_KERAS_MODELS = ("tensorflow.keras.models", "tensorflow.keras.layers", "tensorflow.keras.applications")
+
+
+def _standalone(facts: ModuleFacts) -> bool:
+    """Whether the module builds its models with standalone Keras (`import keras`, `from keras.models import
+    ...`), not with `tf.keras` (`from tensorflow import keras`, `tensorflow.keras.models`); an optimizer taken
+    from `tf.keras` does not make the model one."""
+    names = [(fact.module, fact.symbol) for fact in facts.imports if fact.level == 0]
+    tf_keras = any(module == "tensorflow.keras" or module.startswith(_TF_KERAS_MODELS)
+                   or (module == "tensorflow" and symbol == "keras") for module, symbol in names)
+    return not tf_keras and any(module == "keras" or module.startswith("keras.") for module, _ in names)

@@ -162,9 +162,6 @@ class DatasetChain:
                                            subject=True),)
 
 
-_TF_KERAS_MODELS = ("tensorflow.keras.models", "tensorflow.keras.layers", "tensorflow.keras.applications")
-
-
 class ModuleFacts(SemanticModel):
     """Facts about one module: the semantic model plus what its values are for `tf.distribute`."""
 
@@ -189,16 +186,6 @@ class ModuleFacts(SemanticModel):
         found = other.function_named(function, other.module_scope)
         return found is not None and any(isinstance(r.value, cst.Call) and other.resolve(r.value.func) ==
                                          "tensorflow.function" for r in found.returns)
-
-    @cached_property
-    def standalone_keras(self) -> bool:
-        """Whether the module builds its models with standalone Keras (`import keras`, `from keras.models import
-        ...`), not with `tf.keras` (`from tensorflow import keras`, `tensorflow.keras.models`); an optimizer taken
-        from `tf.keras` does not make the model one."""
-        names = [(fact.module, fact.symbol) for fact in self.imports if fact.level == 0]
-        tf_keras = any(module == "tensorflow.keras" or module.startswith(_TF_KERAS_MODELS)
-                       or (module == "tensorflow" and symbol == "keras") for module, symbol in names)
-        return not tf_keras and any(module == "keras" or module.startswith("keras.") for module, _ in names)
 
     @cached_property
     def divisors(self) -> frozenset[str]:
