@@ -6,10 +6,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import evaluation_name, horovod_scope
-from tfdoctor.lint.facts import CallFact, LoopFact, ModuleFacts, Scope, reads
+from tfdoctor.lint.dataflow import environment_sets, evaluation_name, horovod_scope
+from tfdoctor.lint.facts import AssignFact, CallFact, LoopFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg, dotted
+from tfdoctor.lint.names import call_arg, dotted, literal_int, literal_str
 from tfdoctor.lint.rule import Context, Rule
 
 _GPU_TEXT = re.compile(r"gpu", re.IGNORECASE)
@@ -351,25 +351,15 @@ def _one_turn(facts: ModuleFacts, loop: LoopFact) -> bool:
     if not (isinstance(iterated, cst.Call) and dotted(iterated.func) == "range" and len(iterated.args) == 1):
         return False
     counts = facts.values_of(iterated.args[0].value, loop.scope, loop.order)
-    return bool(counts) and all(o.kind == "value" and not o.path and isinstance(o.expr, cst.Integer)
-                                and o.expr.evaluated_value <= 1 for o in counts)
+    return bool(counts) and all(o.kind == "value" and not o.path and literal_int(o.expr) in (0, 1) for o in counts)
 
 
 def _one_visible_gpu(facts: ModuleFacts) -> bool:
     """`os.environ["CUDA_VISIBLE_DEVICES"] = "0"` at the top of the module, whatever runs: the process sees one
     GPU, so towers over GPUs are one copy."""
-    for assign in facts.module_scope.assigns:
-        if "os.environ[]" not in assign.targets or assign.blocks or not isinstance(assign.node, cst.Assign):
-            continue
-        target, value = assign.node.targets[0].target, assign.value
-        if not (isinstance(target, cst.Subscript) and len(target.slice) == 1
-                and isinstance(target.slice[0].slice, cst.Index)):
-            continue
-        key = target.slice[0].slice.value
-        if (isinstance(key, cst.SimpleString) and key.evaluated_value == "CUDA_VISIBLE_DEVICES"
-                and isinstance(value, cst.SimpleString) and str(value.evaluated_value).strip().isdigit()):
-            return True
-    return False
+    return any(isinstance(made, AssignFact) and made.scope is facts.module_scope and not made.blocks
+               and (literal_str(made.value) or "").strip().isdigit()
+               for made in environment_sets(facts, frozenset({"CUDA_VISIBLE_DEVICES"})))
 
 
 def _builds(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.facts import CallFact, ModuleFacts
+from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.dataflow import horovod_module, horovod_off, horovod_scope, runs_on_one_worker, write_kind
 from tfdoctor.lint.rule import Context, Rule
@@ -190,15 +190,6 @@ writer = tf.summary.create_file_writer(f"logs/rank{hvd.rank()}")
         for call in facts.calls:
             kind = write_kind(facts, call)
             if (kind is not None and id(call.statement) not in reported and horovod_scope(facts, call.scope)
-                    and not _one_process_writes(facts, call)):
+                    and not runs_on_one_worker(facts, call, one_process=horovod_off)):
                 reported.add(id(call.statement))
                 yield self.report(call, kind)
-
-
-def _one_process_writes(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:
-    """The call runs where Horovod is off, or on one rank, or in a function each of whose callers is one of
-    these (`if hvd.rank() == 0: save_model(...)` beside `else: save_model(...)` of `if args.use_horovod:`)."""
-    if horovod_off(facts, call) or runs_on_one_worker(facts, call):
-        return True
-    callers = facts.callers_of(call.scope) if call.scope.is_function and depth < 3 else []
-    return bool(callers) and all(_one_process_writes(facts, caller, depth + 1) for caller in callers)

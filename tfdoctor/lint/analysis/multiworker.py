@@ -635,12 +635,14 @@ def _inherits(facts: ModuleFacts, name: str | None, base: str | None, depth: int
     return base in found.bases or any(_inherits(facts, b, base, depth + 1) for b in found.bases)
 
 
-def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:
+def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0,
+                       one_process: Callable[[ModuleFacts, CallFact], bool] = lambda facts, call: False) -> bool:
     """True when a call may run on one worker only, or its target may differ per worker: under an `if` that
     decides by worker, in a statement or function that tests a worker's identity, with a path built from
-    the worker's identity or a temporary directory, or in a function whose every caller is so guarded.
-    Precision first: True whenever the module leaves it open."""
-    if any(guard_test(facts, branch.test, call.scope) for branch in call.ifs):
+    the worker's identity or a temporary directory, where `one_process` says the program runs as one process
+    (Horovod's switch off), or in a function whose every caller is one of these. Precision first: True
+    whenever the module leaves it open."""
+    if one_process(facts, call) or any(guard_test(facts, branch.test, call.scope) for branch in call.ifs):
         return True
     if GUARD_WORDS.search(facts.module.code_for_node(call.statement)):
         return True
@@ -663,7 +665,7 @@ def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bo
         scope = scope.parent
     if call.scope.is_function and depth < 3:
         callers = facts.callers_of(call.scope)
-        if callers and all(runs_on_one_worker(facts, c, depth + 1) for c in callers):
+        if callers and all(runs_on_one_worker(facts, c, depth + 1, one_process) for c in callers):
             return True
     return False
 
