@@ -345,11 +345,11 @@ def test_bad_flags_are_one_line_errors(args):
 
 # -- real runs with injected ground truth --------------------------------------------------------------------
 
-def _profile(inject: str, steps: int = 20, **params):
+def _profile(inject: str, steps: int = 20, what_if: tuple[str, ...] = (), **params):
     from tfdoctor.profile.measure import Options, profile
 
     options = Options(gpus=2, steps=steps, warmup=3, workload="tests.profile.workloads:build", one_replica=False,
-                      params={"inject": inject, **params}, timeout_s=300)
+                      params={"inject": inject, **params}, timeout_s=300, what_if=what_if)
     return profile(options, lambda event: None)
 
 
@@ -363,6 +363,32 @@ def test_injected_input_delay_is_input_bound_and_measured():
     report = _profile("input_delay", input_delay=0.05)
     assert report.verdict.primary == "input-bound"
     assert report.breakdown.input == pytest.approx(_truth(report, "input"), rel=0.15)
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize(("waits_ms", "settle"), [
+    ([40, 41, 40], 1),          # nothing buffered (no prefetch): the first step after the others waits in full
+    ([1, 1, 30, 42, 41], 4),    # two buffered batches, one made in part, and a step to spare
+    ([1] * 9, 8),               # still buffered after every step tried: the most
+])
+def test_a_round_settles_until_the_batches_buffered_while_the_others_ran_are_taken(waits_ms, settle):
+    from tfdoctor.profile.phases import SETTLE_MAX, settle_steps
+
+    assert settle_steps([ms / 1000 for ms in waits_ms], 0.042) == settle <= SETTLE_MAX
+
+
+@pytest.mark.tf
+def test_a_prefetching_pipeline_slower_than_the_step_is_timed_as_a_loop_of_steps_waits_for_it():
+    """`distribute_datasets_from_function` prefetches, so it buffers batches while the other phases run, and a
+    round's first steps take them at once. Each replica's batch takes 30 ms to make, 60 ms a step, against a
+    step of about 18 ms on the devices: timed on buffered batches, the step read as 20 ms and sync-bound, and
+    the input on the devices as 1.3x; steps in a row take 62 ms each."""
+    report = _profile("input_delay", steps=8, what_if=("input-on-device",), input_delay=0.03, input="distributed")
+    assert report.verdict.primary == "input-bound" and report.breakdown.shares()["input"] > 0.4
+    assert report.breakdown.step.median > 0.8 * 2 * 0.03
+    assert any(note.startswith("An input pipeline slower than the step buffers batches") for note in report.notes)
+    on_device = next(outcome for outcome in report.what_if if outcome.change == "input-on-device")
+    assert on_device.speedup > 2.0, on_device
 
 
 @pytest.mark.tf

@@ -78,7 +78,7 @@ def profile(options: Options, on_event: OnEvent) -> Report:
         suggestions=suggest(result, causes, options.gpus), examples_per_s=examples_per_s,
         one_replica_examples_per_s=throughputs.get(1) if options.gpus > 1 else None,
         trace=trace or {"logdir": None, "xprof": None},
-        notes=device_notes(devices.kind, [*work.notes, *([lost] if lost else [])]),
+        notes=device_notes(devices.kind, [*work.notes, *settle_notes(times), *([lost] if lost else [])]),
         clock=measured.clock.with_trace(trace) if measured.clock else None,
         what_if=tried(child.events, causes, options.what_if),
     )
@@ -87,6 +87,14 @@ def profile(options: Options, on_event: OnEvent) -> Report:
         report.scaling = [{"replicas": n, "examples_per_s": throughputs[n], "efficiency": throughputs[n] / (n * one)}
                           for n in sorted(throughputs)]
     return report
+
+
+def settle_notes(times: protocol.PhaseTimes) -> list[str]:
+    """What the rounds did about a pipeline that buffers while the other phases run (phases.settle_steps)."""
+    if times.settle <= 1:
+        return []
+    return [f"An input pipeline slower than the step buffers batches while the other phases run: each "
+            f"round first took {times.settle} steps, so its timed step waited for input as steps in a row do."]
 
 
 def _workload(options: Options, work: protocol.WorkloadReady) -> dict[str, Any]:

@@ -30,8 +30,12 @@ from tfdoctor.profile.protocol import ClockCheck, PhaseTimes
 from tfdoctor.profile.workload import StepFunctions
 
 Progress = Callable[[str, int, int], None]
-SETTLE = 1  # untimed A steps at the start of each round
+SETTLE = 1  # untimed A steps at the start of each round, for a pipeline that keeps up with the step
+SETTLE_MAX = 8  # at most this many, for one that does not (`settle_steps`)
 PIPELINE_WARMUP = 10  # untimed A steps before the rounds
+STEADY_TAIL = 4  # the last of them tell whether the pipeline keeps up
+KEEPS_UP_SHARE = 0.10  # it does while they wait in `next()` less than this share of the step (a distributed
+# iterator's own next() took 1 ms of an 18 ms step here); below it, a buffer left full hides at most that much
 STORED_BATCHES = 4  # phase S cycles through this many batches taken from the pipeline before the rounds
 H_CALLS = 2  # phase H runs `steps` steps in this many calls, spread among the rounds
 
@@ -115,24 +119,36 @@ def in_one_graph(step: Callable[[Any], Any]) -> Callable[[Any, tf.Tensor], Any]:
     return looped
 
 
+def settle_steps(waits: list[float], backlog: float) -> int:
+    """Untimed A steps a round needs before its timed one, from the `waits` in `next()` of consecutive A steps
+    right after a round of the other phases, against the wait of steps in a row (`backlog`). The steps before
+    the first that waits half as long took batches the pipeline buffered while the others ran, and the one
+    after it waits as a training loop's does; one more step is kept for rounds whose others take longer
+    (SETTLE_MAX when none waited, SETTLE when the first did: the pipeline buffers nothing)."""
+    first = next((index for index, seconds in enumerate(waits) if seconds >= backlog / 2), None)
+    if first is None:
+        return SETTLE_MAX
+    return SETTLE if first == 0 else min(SETTLE_MAX, first + 2)
+
+
 def measure(work: StepFunctions, batches: Iterator[Any], steps: int, warmup: int, progress: Progress,
-            shared_cores: bool = False) -> PhaseTimes:
+            shared_cores: bool = False, agree: Callable[[int], int] | None = None) -> PhaseTimes:
     """`steps` rounds of A, B, G and R (and S when `shared_cores`), and H. On a shared host a step's time
     wanders by 10% from second to second, but neighbouring calls share most of that drift, so the breakdown
     takes each round's differences (A - B, R - G): `input = A - B` is often a few percent of the step. H's
     calls run at even intervals among the rounds, so its median and B's cover the same stretch of time (run
-    after the rounds, H once met a machine 15% faster, which looked like host overhead). Each round first
-    runs `SETTLE` untimed A steps, which take what a prefetching pipeline buffered while the others ran;
-    before the rounds, `PIPELINE_WARMUP` more let a tf.data pipeline fill its buffers and tune its
-    parallelism. `batches` is an iterator of `work.batches()`."""
+    after the rounds, H once met a machine 15% faster, which looked like host overhead). Before the rounds,
+    `PIPELINE_WARMUP` untimed A steps let a tf.data pipeline fill its buffers and tune its parallelism; each
+    round then first runs untimed A steps that take what a prefetching pipeline buffered while the others ran:
+    one for a pipeline that keeps up, else as many as a round of the others followed by steps in a row shows
+    (`settle_steps`), the most any worker of a job needs (`agree`: every step is a collective there).
+    `batches` is an iterator of `work.batches()`."""
     batch = work.device_batch
     progress("tracing H", 0, 1)
     looped = in_one_graph(work.step)
     wait(looped(batch, tf.constant(2)))
     per_call = max(1, steps // H_CALLS)
     h_after = {warmup + steps * (number + 1) // (H_CALLS + 1) for number in range(H_CALLS)}
-    tick = _counter(progress, "A/B/G/R in rounds", PIPELINE_WARMUP + warmup + steps)
-    _full_steps(work, batches, PIPELINE_WARMUP, PIPELINE_WARMUP, tick)
     stored = itertools.cycle([next(batches) for _ in range(STORED_BATCHES)]) if shared_cores else None
     others = {
         "on_device": lambda: work.step(batch),
@@ -140,10 +156,21 @@ def measure(work: StepFunctions, batches: Iterator[Any], steps: int, warmup: int
         "gradients": lambda: work.gradients(batch),
         "reduced": lambda: work.reduced_gradients(batch),
     }
+    _one_round(others)  # traces them
+    agreed = agree or (lambda count: count)
+    tick = _counter(progress, "A/B/G/R in rounds", PIPELINE_WARMUP + warmup + steps)
+    consecutive, waits = _full_steps(work, batches, PIPELINE_WARMUP, PIPELINE_WARMUP - STEADY_TAIL, tick)
+    backlog = statistics.median(waits)
+    lags = backlog > KEEPS_UP_SHARE * statistics.median(consecutive)
+    settle = SETTLE
+    if agreed(int(lags)):  # this worker's input, or another's, does not keep up
+        _one_round(others)
+        _, after = _full_steps(work, batches, SETTLE_MAX + 1, 0, lambda: None)
+        settle = agreed(settle_steps(after, backlog) if lags else SETTLE)
     times: dict[str, list[float]] = {"full": [], "waits": [], "stored": [], "looped": [],
                                      **{name: [] for name in others}}
     for index in range(warmup + steps):
-        full, waits = _full_steps(work, batches, SETTLE + 1, SETTLE, lambda: None)
+        full, waits = _full_steps(work, batches, settle + 1, settle, lambda: None)
         measured = _one_round(others)
         if index in h_after:
             measured["looped"] = timed(partial(looped, batch, tf.constant(per_call))) / per_call
@@ -154,7 +181,7 @@ def measure(work: StepFunctions, batches: Iterator[Any], steps: int, warmup: int
             for name, seconds in measured.items():
                 times[name].append(seconds)
     return PhaseTimes(times["full"], times["waits"], times["on_device"], times["looped"], times["gradients"],
-                      times["reduced"], times["stored"])
+                      times["reduced"], times["stored"], settle)
 
 
 def _sync_devices() -> Callable[[], None] | None:

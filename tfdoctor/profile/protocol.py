@@ -116,6 +116,7 @@ class PhaseTimes:
     gradients: list[float] = field(default_factory=list)  # G
     reduced: list[float] = field(default_factory=list)    # R
     stored: list[float] = field(default_factory=list)     # S (only where the replicas share the host's cores)
+    settle: int = 1  # untimed A steps before each round's timed one (phases.settle_steps)
 
 
 @dataclass(frozen=True)

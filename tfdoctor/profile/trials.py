@@ -3,14 +3,16 @@ rounds beside today's full step, in the measuring child (PROFILER.md, "Measured 
 
 Today is the full step on the real input (`next(batches)` then the step), as phase A times it. Each round
 times today and the changed step in turns whose order alternates, so the machine's drift touches both: one call
-each when the change shares today's input, a block of consecutive steps each when it has a pipeline of its own
-(`steady`). `what_if.judge` makes the ratio. Tracing, compiling and filling a pipeline's buffers happen in
-untimed calls first. A multi-worker task runs the same calls in the same order as every other worker (each call holds a
+each when the change shares today's input, a block of consecutive steps each when it has batches of its own (a
+pipeline, or the batch on the devices), since today's pipeline buffers while the other side runs (`steady`).
+`what_if.judge` makes the ratio. Tracing, compiling and filling a pipeline's buffers happen in untimed calls
+first. A multi-worker task runs the same calls in the same order as every other worker (each call holds a
 collective), so a change is applied everywhere or nowhere: whether it applies depends only on the
 configuration, never on one worker's state."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from typing import Any, Callable, Iterator
@@ -28,7 +30,8 @@ BLOCK = 5  # consecutive steps a side in a round, for a change with an input pip
 MIN_BLOCK_ROUNDS = 6  # with 4, a sync-bound script's unchanged input pipeline once measured 1.14x (1.07-1.83)
 UNTIMED = 2  # untimed calls of each side before the rounds (tracing, XLA compilation)
 LOOPED = 4  # steps per call for steps-per-call
-WAITED_S, WAITED_SHARE = 0.001, 0.05  # a step waited for its input: more than 1 ms and 5% of the quickest step
+WAITED_S, WAITED_SHARE = 0.001, 0.05  # a step waited for its input: its next() took more than 1 ms and 5% of the
+# quickest step longer than the quickest next() (a distributed iterator's own takes about 1 ms)
 BYTES_PER_PACK = 32 * 1024 * 1024  # the pack size tried for MultiWorkerMirroredStrategy's all-reduce
 CPU_MIXED = ("no GPU: float16 has no fast path on CPUs (they emulate it, slower), so mixed precision is not a "
              "CPU change; run on a GPU to measure it")
@@ -48,7 +51,8 @@ def error_line(error: BaseException) -> str:
 
 def steady(step: Callable[[Any], Any], batches: Iterator[Any], count: int) -> float:
     """Seconds per step over `count` consecutive steps, leaving out the first ones whose batch was waiting in a
-    buffer: from the first step that waited for its input on (all of them when none did: the pipeline kept up)."""
+    buffer, and the first that waited for its input (for a batch already part made): from the next step on (all
+    of them when none waited: the pipeline kept up; the last when only it did)."""
     waits, totals = [], []
     for _ in range(count):
         start = time.perf_counter()
@@ -57,8 +61,8 @@ def steady(step: Callable[[Any], Any], batches: Iterator[Any], count: int) -> fl
         wait(step(batch))
         waits.append(got - start)
         totals.append(time.perf_counter() - start)
-    threshold = max(WAITED_S, WAITED_SHARE * min(totals))
-    first = next((index for index, seconds in enumerate(waits) if seconds > threshold), 0)
+    threshold = min(waits) + max(WAITED_S, WAITED_SHARE * min(totals))
+    first = next((min(index + 1, count - 1) for index, seconds in enumerate(waits) if seconds > threshold), 0)
     return sum(totals[first:]) / len(totals[first:])
 
 
@@ -113,9 +117,10 @@ class Trials:
         return WhatIf(change, True, today, tried, self.work.global_batch, examples, calls_per_step, note=note)
 
     def _blocks(self, change: str, other: StepFunctions, batches: Iterator[Any], note: str) -> WhatIf:
-        """Today and a step on an input pipeline of its own, in blocks of BLOCK consecutive steps that take
-        turns: a prefetching pipeline fills its buffers while the other side runs, so single calls would time
-        its buffer, not its pace (`steady` leaves the buffered steps out)."""
+        """Today and a step on batches of its own (an input pipeline, or the batch already on the devices), in
+        blocks of BLOCK consecutive steps that take turns: a prefetching pipeline fills its buffers while the
+        other side runs, so single calls would time its buffer, not its pace (`steady` leaves the buffered
+        steps out)."""
         for _ in range(PIPELINE_WARMUP):  # fill buffers, tune parallelism, trace
             wait(other.step(next(batches)))
         today, tried = in_turns(f"what-if {change}", lambda: steady(self.work.step, self.batches, BLOCK),
@@ -135,9 +140,8 @@ class Trials:
     # -- the changes ----------------------------------------------------------------------------------------
 
     def _input_on_device(self) -> Iterator[WhatIf]:
-        batch = self.work.device_batch
-        yield self._paired("input-on-device", lambda: timed(lambda: self.work.step(batch)), self.work.global_batch,
-                           note="the same step on a batch already on the devices: no input work at all")
+        yield self._blocks("input-on-device", self.work, itertools.repeat(self.work.device_batch),
+                           "the same step on a batch already on the devices: no input work at all")
 
     def _tuned_input(self) -> Iterator[WhatIf]:
         if self.work.tuned_batches is None:

@@ -41,10 +41,12 @@ def run(config: WorkerConfig) -> None:
     from tfdoctor.reference.devices import setup_replicas
 
     started = time.perf_counter()
+    agree = None
     if config.multi_worker:
-        from tfdoctor.profile.cluster.strategy import multi_worker_strategy
+        from tfdoctor.profile.cluster.strategy import agreed_largest, multi_worker_strategy
 
         strategy, kind, names, collective = multi_worker_strategy(config.replicas)
+        agree = agreed_largest(strategy, phases.SETTLE_MAX)
         CHANNEL.emit(protocol.Devices(kind, names, collective, strategy.num_replicas_in_sync))
     else:
         strategy, kind, names = setup_replicas(config.replicas)
@@ -63,7 +65,7 @@ def run(config: WorkerConfig) -> None:
         # Phase S needs a pipeline that can sit idle while this worker alone steps: in a job, every step waits
         # for all workers, so it is not run there.
         times = phases.measure(work, batches, config.steps, config.warmup, progress,
-                               kind == "cpu" and not config.multi_worker)
+                               kind == "cpu" and not config.multi_worker, agree)
         clock = phases.check_clock(work, batches, progress, synchronise=not config.multi_worker)
         throughput = [_fewer_replicas(build, names[:count], config) for count in config.fewer_replicas]
         CHANNEL.emit(protocol.Measured(times, time.perf_counter() - started, throughput, clock))

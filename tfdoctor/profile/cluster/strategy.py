@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from typing import Callable
+
 from tfdoctor.reference.devices import DeviceKind
 
 
@@ -20,3 +22,16 @@ def multi_worker_strategy(local_replicas: int) -> tuple[tf.distribute.Strategy, 
     strategy = tf.distribute.MultiWorkerMirroredStrategy(
         communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation))
     return strategy, kind, list(strategy.extended.worker_devices), implementation.name
+
+
+def agreed_largest(strategy: tf.distribute.Strategy, most: int) -> Callable[[int], int]:
+    """`agree(count)`: the largest `count` (0 to `most`) any worker of the job gave; every worker calls it at
+    the same point, since it is an all-reduce (of a one-hot vector: the strategy sums, it has no maximum)."""
+    @tf.function
+    def summed(one_hot: tf.Tensor) -> tf.Tensor:
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.identity(one_hot)), axis=None)
+
+    def agree(count: int) -> int:
+        given = summed(tf.one_hot(min(count, most), most + 1)).numpy()
+        return max(index for index, total in enumerate(given) if total > 0)
+    return agree

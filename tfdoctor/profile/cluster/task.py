@@ -12,7 +12,7 @@ from typing import Callable
 from tfdoctor.profile import protocol
 from tfdoctor.profile.cluster.parts import PART_VERSION, WorkerPart
 from tfdoctor.profile.cluster.tf_config import ClusterConfig
-from tfdoctor.profile.measure import Options
+from tfdoctor.profile.measure import Options, settle_notes
 from tfdoctor.profile.protocol import Event
 from tfdoctor.profile.protocol import PhaseTimes
 from tfdoctor.profile.runner import OutOfMemory, ProfileError, run_worker, trace_of
@@ -60,7 +60,8 @@ def measure_task(cluster: ClusterConfig, options: Options, on_event: Callable[[E
                       device_names=devices.names, collective=devices.collective or "",
                       workload={"name": work.name, "global_batch": work.global_batch,
                                 "per_replica_batch": work.per_replica_batch},
-                      phases=measured.times, notes=[*work.notes, *_named(cluster, lost)], causes=work.causes,
+                      phases=measured.times, notes=[*work.notes, *settle_notes(measured.times), *_named(cluster, lost)],
+                      causes=work.causes,
                       trace_logdir=traced.get("logdir") if traced else None,
                       what_if=[event for event in child.events if isinstance(event, protocol.WhatIf)])
 
