@@ -3,9 +3,9 @@ GPUs with NCCL, or on its CPU with the gRPC ring (imported only in the measuring
 
 from __future__ import annotations
 
-import tensorflow as tf
-
 from typing import Callable
+
+import tensorflow as tf
 
 from tfdoctor.reference.devices import DeviceKind
 
