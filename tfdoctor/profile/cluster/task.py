@@ -60,8 +60,8 @@ def measure_task(cluster: ClusterConfig, options: Options, on_event: Callable[[E
                       device_names=devices.names, collective=devices.collective or "",
                       workload={"name": work.name, "global_batch": work.global_batch,
                                 "per_replica_batch": work.per_replica_batch},
-                      phases=measured.times, notes=[*work.notes, *settle_notes(measured.times), *_named(cluster, lost)],
-                      causes=work.causes,
+                      phases=measured.times, causes=work.causes,
+                      notes=[*work.notes, *settle_notes(measured.times), *_named(cluster, lost)],
                       trace_logdir=traced.get("logdir") if traced else None,
                       what_if=[event for event in child.events if isinstance(event, protocol.WhatIf)])
 
