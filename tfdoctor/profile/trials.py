@@ -108,7 +108,8 @@ class Trials:
     def _paired(self, change: str, changed: Callable[[], float], examples: int, calls_per_step: int = 1,
                 note: str = "") -> WhatIf:
         """Today and `changed`, one call each per round, after untimed calls of each. For changes that share
-        today's input pipeline (or need none): whatever it buffers serves both sides."""
+        today's input pipeline: whatever it buffers serves both sides (a change without input is timed in
+        `_blocks`)."""
         for _ in range(UNTIMED):
             changed()
             self._today()
