@@ -377,6 +377,20 @@ def test_a_round_settles_until_the_batches_buffered_while_the_others_ran_are_tak
     assert settle_steps([ms / 1000 for ms in waits_ms], 0.042) == settle <= SETTLE_MAX
 
 
+@pytest.mark.parametrize("waits_ms, first", [
+    ([1, 1, 1, 1, 1, 1], 0),             # the pipeline keeps up: every step
+    ([40, 41, 39, 40, 42, 40], 1),       # nothing buffered: after the first, whose batch was part made
+    ([1, 1, 15, 40, 41, 39], 4),         # two buffered, one part made: after the first full wait
+    ([3.5, 1, 1, 18, 40, 40], 5),        # a buffered step's next() slow by 2.5 ms is not a wait (CI, 2026-12-06)
+    ([1, 1, 1, 1, 1, 30], 5),            # only the last waited: it alone
+])
+def test_a_blocks_steps_at_the_pipelines_pace_start_after_the_first_full_wait(waits_ms, first):
+    from tfdoctor.profile.trials import first_steady
+
+    waits = [ms / 1000 for ms in waits_ms]
+    assert first_steady(waits, [wait + 0.019 for wait in waits]) == first
+
+
 @pytest.mark.tf
 def test_a_prefetching_pipeline_slower_than_the_step_is_timed_as_a_loop_of_steps_waits_for_it():
     """`distribute_datasets_from_function` prefetches, so it buffers batches while the other phases run, and a

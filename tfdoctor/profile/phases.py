@@ -119,6 +119,12 @@ def in_one_graph(step: Callable[[Any], Any]) -> Callable[[Any, tf.Tensor], Any]:
     return looped
 
 
+def lags(waits: list[float], steps: list[float]) -> bool:
+    """Whether a pipeline does not keep up with the step, from consecutive steps' waits in `next()` and their
+    seconds."""
+    return statistics.median(waits) > KEEPS_UP_SHARE * statistics.median(steps)
+
+
 def settle_steps(waits: list[float], backlog: float) -> int:
     """Untimed A steps a round needs before its timed one, from the `waits` in `next()` of consecutive A steps
     right after a round of the other phases, against the wait of steps in a row (`backlog`). The steps before
@@ -161,12 +167,12 @@ def measure(work: StepFunctions, batches: Iterator[Any], steps: int, warmup: int
     tick = _counter(progress, "A/B/G/R in rounds", PIPELINE_WARMUP + warmup + steps)
     consecutive, waits = _full_steps(work, batches, PIPELINE_WARMUP, PIPELINE_WARMUP - STEADY_TAIL, tick)
     backlog = statistics.median(waits)
-    lags = backlog > KEEPS_UP_SHARE * statistics.median(consecutive)
+    lagging = lags(waits, consecutive)
     settle = SETTLE
-    if agreed(int(lags)):  # this worker's input, or another's, does not keep up
+    if agreed(int(lagging)):  # this worker's input, or another's, does not keep up
         _one_round(others)
         _, after = _full_steps(work, batches, SETTLE_MAX + 1, 0, lambda: None)
-        settle = agreed(settle_steps(after, backlog) if lags else SETTLE)
+        settle = agreed(settle_steps(after, backlog) if lagging else SETTLE)
     times: dict[str, list[float]] = {"full": [], "waits": [], "stored": [], "looped": [],
                                      **{name: [] for name in others}}
     for index in range(warmup + steps):

@@ -4,7 +4,7 @@ rounds beside today's full step, in the measuring child (PROFILER.md, "Measured 
 Today is the full step on the real input (`next(batches)` then the step), as phase A times it. Each round
 times today and the changed step in turns whose order alternates, so the machine's drift touches both: one call
 each when the change shares today's input, a block of consecutive steps each when it has batches of its own (a
-pipeline, or the batch on the devices), since today's pipeline buffers while the other side runs (`steady`).
+pipeline, or the batch on the devices), since a pipeline buffers while the other side runs (`Side`).
 `what_if.judge` makes the ratio. Tracing, compiling and filling a pipeline's buffers happen in untimed calls
 first. A multi-worker task runs the same calls in the same order as every other worker (each call holds a
 collective), so a change is applied everywhere or nowhere: whether it applies depends only on the
@@ -14,24 +14,28 @@ from __future__ import annotations
 
 import itertools
 import re
+import statistics
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
-from tfdoctor.profile.phases import PIPELINE_WARMUP, Progress, timed, wait
-from tfdoctor.profile.protocol import WhatIf, WorkerConfig
+from tfdoctor.profile.phases import PIPELINE_WARMUP, SETTLE, SETTLE_MAX, STEADY_TAIL, Progress, lags, timed, wait
+from tfdoctor.profile.protocol import PhaseTimes, WhatIf, WorkerConfig
 from tfdoctor.profile.workload import StepFunctions
 
 Build = Callable[[tf.distribute.Strategy, dict[str, Any]], StepFunctions]
 TRIAL_SECONDS = 12.0  # timed rounds of a change stop once they have taken this long (at least MIN_ROUNDS; one host)
 MIN_ROUNDS = 6
-BLOCK = 5  # consecutive steps a side in a round, for a change with an input pipeline of its own
+BLOCK = 5  # consecutive timed steps a side in a round, for a change with an input pipeline of its own
+DRAIN = 64  # untimed steps before them at most, for a pipeline that lags (`Side`; they stop at its first wait)
+DRAIN_JOB = 2 * SETTLE_MAX  # on a job's workers, which run them all
 MIN_BLOCK_ROUNDS = 6  # with 4, a sync-bound script's unchanged input pipeline once measured 1.14x (1.07-1.83)
 UNTIMED = 2  # untimed calls of each side before the rounds (tracing, XLA compilation)
 LOOPED = 4  # steps per call for steps-per-call
-WAITED_S, WAITED_SHARE = 0.001, 0.05  # a step waited for its input: its next() took more than 1 ms and 5% of the
-# quickest step longer than the quickest next() (a distributed iterator's own takes about 1 ms)
+WAITED_S, WAITED_SHARE = 0.001, 0.05  # a step waited for its input when its next() took more than 1 ms and 5% of
+# the quickest step (and half the longest wait: `first_steady`)
 BYTES_PER_PACK = 32 * 1024 * 1024  # the pack size tried for MultiWorkerMirroredStrategy's all-reduce
 CPU_MIXED = ("no GPU: float16 has no fast path on CPUs (they emulate it, slower), so mixed precision is not a "
              "CPU change; run on a GPU to measure it")
@@ -49,21 +53,55 @@ def error_line(error: BaseException) -> str:
     return lines[0][:200] if lines else type(error).__name__
 
 
-def steady(step: Callable[[Any], Any], batches: Iterator[Any], count: int) -> float:
-    """Seconds per step over `count` consecutive steps, leaving out the first ones whose batch was waiting in a
-    buffer, and the first that waited for its input (for a batch already part made): from the next step on (all
-    of them when none waited: the pipeline kept up; the last when only it did)."""
-    waits, totals = [], []
-    for _ in range(count):
-        start = time.perf_counter()
-        batch = next(batches)
-        got = time.perf_counter()
-        wait(step(batch))
-        waits.append(got - start)
-        totals.append(time.perf_counter() - start)
-    threshold = min(waits) + max(WAITED_S, WAITED_SHARE * min(totals))
-    first = next((min(index + 1, count - 1) for index, seconds in enumerate(waits) if seconds > threshold), 0)
-    return sum(totals[first:]) / len(totals[first:])
+def first_steady(waits: list[float], totals: list[float]) -> int:
+    """The first of a block's consecutive steps that ran at its pipeline's pace, from each step's wait in `next()`
+    and its whole time: the one after the first step that waited (for a batch already part made), where a wait
+    is at least half the block's longest and longer than WAITED_S and WAITED_SHARE of its quickest step (a
+    distributed iterator's own `next()` takes about 1 ms); the steps before took batches buffered while the
+    other side ran. 0 when none waited (the pipeline kept up); the last step when only it did."""
+    threshold = max(WAITED_S + WAITED_SHARE * min(totals), max(waits) / 2)
+    return next((min(index + 1, len(waits) - 1) for index, seconds in enumerate(waits) if seconds > threshold), 0)
+
+
+def _one_step(step: Callable[[Any], Any], batches: Iterator[Any]) -> tuple[float, float]:
+    """Seconds in `next(batches)`, and in the whole step."""
+    start = time.perf_counter()
+    batch = next(batches)
+    got = time.perf_counter()
+    wait(step(batch))
+    return got - start, time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a what-if timed in blocks of consecutive steps: its step on its own batches, and how many
+    untimed steps at most first take what its pipeline buffered while the other side ran (0 for a pipeline that
+    keeps up), until one waits in `next()` half its `backlog` (its wait at the pace of steps in a row)."""
+
+    step: Callable[[Any], Any]
+    batches: Iterator[Any]
+    drain: int = 0
+    backlog: float = 0.0
+
+    @classmethod
+    def warmed(cls, step: Callable[[Any], Any], batches: Iterator[Any], drain: int,
+               agree: Callable[[int], int] = int) -> Side:
+        """The side after PIPELINE_WARMUP untimed steps (they fill its buffers, tune its parallelism, trace its
+        step), which drains up to `drain` steps where their last STEADY_TAIL show it lags (`phases.lags`; on any
+        of a job's workers: `agree` gives the largest)."""
+        waits, steps = zip(*[_one_step(step, batches) for _ in range(PIPELINE_WARMUP)][-STEADY_TAIL:])
+        return cls(step, batches, drain if agree(int(lags(list(waits), list(steps)))) else 0, statistics.median(waits))
+
+    def steady(self, count: int, may_stop: bool) -> float:
+        """Seconds per step over `count` consecutive steps at the pipeline's pace, after the drain (all of it
+        without `may_stop`: a worker of a job runs as many steps as every other worker), from the first that
+        ran at that pace (`first_steady`)."""
+        for _ in range(self.drain):
+            if _one_step(self.step, self.batches)[0] >= self.backlog / 2 and may_stop:
+                break
+        waits, totals = zip(*(_one_step(self.step, self.batches) for _ in range(count)))
+        first = first_steady(list(waits), list(totals))
+        return sum(totals[first:]) / len(totals[first:])
 
 
 def in_turns(label: str, today: Callable[[], float], changed: Callable[[], float], rounds: int, least: int,
@@ -88,10 +126,18 @@ class Trials:
     """Runs the requested changes on one workload and yields their `WhatIf` results."""
 
     def __init__(self, work: StepFunctions, batches: Iterator[Any], build: Build, strategy: tf.distribute.Strategy,
-                 config: WorkerConfig, device_kind: str, progress: Progress, keep: Callable[[Any], Any]) -> None:
+                 config: WorkerConfig, device_kind: str, progress: Progress, keep: Callable[[Any], Any],
+                 times: PhaseTimes, agree: Callable[[int], int] | None = None) -> None:
+        """`times`: phase A's, which say whether today's pipeline buffers batches it cannot keep up with (its
+        `settle`) and its wait in `next()` at the pace of steps in a row; `agree`: the largest of a count over a
+        job's workers."""
         self.work, self.batches, self.build, self.strategy = work, batches, build, strategy
         self.config, self.kind, self.progress, self.keep = config, device_kind, progress, keep
         self.rounds = max(config.steps, MIN_ROUNDS)
+        self.agree = agree or int
+        self.drain = DRAIN_JOB if config.multi_worker else DRAIN
+        self.today = Side(work.step, batches, self.drain if times.settle > SETTLE else 0,
+                          statistics.median(times.input_wait))
 
     def run(self, changes: list[str]) -> Iterator[WhatIf]:
         trials = {"input-on-device": self._input_on_device, "tf-data-tuned": self._tuned_input,
@@ -119,14 +165,14 @@ class Trials:
 
     def _blocks(self, change: str, other: StepFunctions, batches: Iterator[Any], note: str) -> WhatIf:
         """Today and a step on batches of its own (an input pipeline, or the batch already on the devices), in
-        blocks of BLOCK consecutive steps that take turns: a prefetching pipeline fills its buffers while the
-        other side runs, so single calls would time its buffer, not its pace (`steady` leaves the buffered
-        steps out)."""
-        for _ in range(PIPELINE_WARMUP):  # fill buffers, tune parallelism, trace
-            wait(other.step(next(batches)))
-        today, tried = in_turns(f"what-if {change}", lambda: steady(self.work.step, self.batches, BLOCK),
-                                lambda: steady(other.step, batches, BLOCK), max(MIN_BLOCK_ROUNDS, self.rounds // BLOCK),
-                                MIN_BLOCK_ROUNDS, self.progress, not self.config.multi_worker)
+        blocks of consecutive steps that take turns: a prefetching pipeline fills its buffers while the
+        other side runs, so single calls would time its buffer, not its pace (`Side` takes it first,
+        untimed)."""
+        changed = Side.warmed(other.step, batches, self.drain, self.agree)
+        may_stop = not self.config.multi_worker
+        today, tried = in_turns(f"what-if {change}", lambda: self.today.steady(BLOCK, may_stop),
+                                lambda: changed.steady(BLOCK, may_stop), max(MIN_BLOCK_ROUNDS, self.rounds // BLOCK),
+                                MIN_BLOCK_ROUNDS, self.progress, may_stop)
         return WhatIf(change, True, today, tried, self.work.global_batch, other.global_batch, note=note)
 
     def _rebuilt(self, change: str, strategy: tf.distribute.Strategy, note: str, **params: Any) -> WhatIf:

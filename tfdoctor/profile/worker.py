@@ -72,7 +72,7 @@ def run(config: WorkerConfig) -> None:
         if config.what_if:
             from tfdoctor.profile.trials import Trials
 
-            trials = Trials(work, batches, build, strategy, config, kind, progress, _keep)
+            trials = Trials(work, batches, build, strategy, config, kind, progress, _keep, times, agree)
             for result in trials.run(config.what_if):
                 CHANNEL.emit(result)
         if config.trace_dir:  # last: TensorFlow's profiler may crash the process (protocol.Traced)

@@ -14,12 +14,12 @@ import tensorflow as tf
 from tensorflow.python.distribute import values as values_lib
 
 from tfdoctor.profile.collective_options import communication_options
-from tfdoctor.profile.phases import in_one_graph, timed, wait
+from tfdoctor.profile.phases import in_one_graph, timed
 from tfdoctor.profile.protocol import WhatIf
 from tfdoctor.profile.script.inputs import tuned_copy
 from tfdoctor.profile.script.replay import EAGER, Batch, Replay, examples, replicas_compiled
-from tfdoctor.profile.trials import (BLOCK, BYTES_PER_PACK, CPU_MIXED, LOOPED, MIN_BLOCK_ROUNDS, MIN_ROUNDS, UNTIMED,
-                                     error_line, in_turns, steady)
+from tfdoctor.profile.trials import (BLOCK, BYTES_PER_PACK, CPU_MIXED, DRAIN, LOOPED, MIN_BLOCK_ROUNDS, MIN_ROUNDS,
+                                     UNTIMED, Side, error_line, in_turns)
 
 Progress = Callable[[str, int, int], None]
 ROUNDS = 10
@@ -75,11 +75,10 @@ class ScriptTrials:
         if isinstance(tuned, str):
             return WhatIf("tf-data-tuned", False, why_not=tuned)
         today_batches, tuned_batches, note = tuned
-        step = self.replay.step
-        for _ in range(UNTIMED):
-            wait(step(next(tuned_batches)))
-        today, tried = in_turns("what-if tf-data-tuned", lambda: steady(step, today_batches, BLOCK),
-                                lambda: steady(step, tuned_batches, BLOCK), MIN_BLOCK_ROUNDS, MIN_BLOCK_ROUNDS,
+        today_side, tuned_side = (Side.warmed(self.replay.step, batches, DRAIN)
+                                  for batches in (today_batches, tuned_batches))
+        today, tried = in_turns("what-if tf-data-tuned", lambda: today_side.steady(BLOCK, True),
+                                lambda: tuned_side.steady(BLOCK, True), MIN_BLOCK_ROUNDS, MIN_BLOCK_ROUNDS,
                                 self.progress, False)
         return WhatIf("tf-data-tuned", True, today, tried, self.examples, self.examples, note=note)
 
