@@ -56,6 +56,8 @@ EXPECTED = [
     ('TFD110', 1, 4, 10, "`tf.device('GPU:1')` in replica function `fwd` puts every replica on one device"),
     ('TFD111', 0, 7, 12, '`MirroredStrategy` over logical GPUs of one GPU keeps the default all-reduce, which NCCL cannot do'),
     ('TFD111', 1, 5, 12, '`MirroredStrategy` over logical GPUs of one GPU keeps the default all-reduce, which NCCL cannot do'),
+    ('TFD112', 0, 7, 24, 'every GPU tower is given the same batch `images_batch`, so each computes the same gradients'),
+    ('TFD112', 1, 6, 22, 'every GPU tower is given the same batch `x`, so each computes the same gradients'),
     ('TFD201', 0, 5, 6, 'training is fed by `Dataset.from_generator`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 1, 9, 11, 'training is fed by the Python `Sequence` class `Loader`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 1, 10, 21, 'training is fed by the Python `Sequence` class `Loader`, one Python thread under the GIL; use a `tf.data` pipeline'),
