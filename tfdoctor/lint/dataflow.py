@@ -4,6 +4,7 @@ worker of a multi-worker or Horovod job. They live in `analysis/`."""
 
 from __future__ import annotations
 
+from tfdoctor.lint.analysis.devices import one_turn, one_visible_gpu
 from tfdoctor.lint.analysis.inputs import (
     DATASET_ONLY_METHODS,
     PLAIN_TENSOR,
@@ -146,7 +147,7 @@ __all__ = [
     "in_host_scratch", "in_test_code", "is_global_batch", "is_python_iterator_class", "iterable_provenance", "keras2_code",
     "keras2_imported", "keras3_callback", "keras3_file_name", "keras3_unknown", "keras_loss_reduction", "launches_processes", "line_text",
     "loaded_arrays", "loop_ifs", "loss_kind", "map_function_stateful", "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored",
-    "multi_worker_model_scope", "on_shared_storage", "one_loss_of_list", "only_multi_worker", "only_one_device",
+    "multi_worker_model_scope", "on_shared_storage", "one_loss_of_list", "one_turn", "one_visible_gpu", "only_multi_worker", "only_one_device",
     "optimizer_learning_rate",
     "paced_by_python", "parameter_server", "path_from_outside", "python_under_one_lock", "random_data", "repeats_one_batch", "returns_host_values", "stateful_map", "runs_many_steps", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
     "same_start_everywhere", "saved_under_strategy", "saves_beside", "second_pulls", "session_feeds", "slices_in_memory", "step_counter",

@@ -6,10 +6,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import environment_sets, evaluation_name, horovod_scope
-from tfdoctor.lint.facts import AssignFact, CallFact, LoopFact, ModuleFacts, Scope, reads
+from tfdoctor.lint.dataflow import evaluation_name, horovod_scope, one_turn, one_visible_gpu
+from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg, dotted, literal_int, literal_str
+from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
 
 _GPU_TEXT = re.compile(r"gpu", re.IGNORECASE)
@@ -320,7 +320,7 @@ for gpu in tf.config.list_physical_devices("GPU"):
 
     def _towers(self, facts: ModuleFacts) -> Iterator[Violation]:
         """Every per-GPU block of the module that builds something (none when the module shows one GPU)."""
-        if _one_visible_gpu(facts):
+        if one_visible_gpu(facts):
             return
         for block in facts.withs:
             for item in block.items:
@@ -331,7 +331,7 @@ for gpu in tf.config.list_physical_devices("GPU"):
                 names = device.names_of(spec)
                 if isinstance(spec, cst.Call) and (facts.resolve(spec.func) or "").endswith(".replica_device_setter"):
                     spec = call_arg(spec, None, "worker_device")  # TF1 towers: the GPU is the worker device
-                loop_vars = {t for loop in device.loops if not _one_turn(facts, loop) for t in loop.targets}
+                loop_vars = {t for loop in device.loops if not one_turn(facts, loop) for t in loop.targets}
                 builds = [c for c in block.calls if _builds(facts, c)]
                 per_gpu = ((_mentions_gpu(facts, spec, device.scope) and any(reads(names, v) for v in loop_vars))
                            or _picked_from_devices(facts, spec, device, loop_vars))
@@ -340,26 +340,6 @@ for gpu in tf.config.list_physical_devices("GPU"):
                         and not _applies_callers_function(facts, spec, device, builds) \
                         and not _infers(facts, device.scope) and not horovod_scope(facts, device.scope):
                     yield self.report(device)
-
-
-def _one_turn(facts: ModuleFacts, loop: LoopFact) -> bool:
-    """`for i in [1]:`, or `for i in range(self.num_gpus)` where the count is only ever the literal 1: a loop of
-    at most one device builds one copy, on that device."""
-    iterated = loop.iter_expr
-    if isinstance(iterated, (cst.List, cst.Tuple)):
-        return len(iterated.elements) <= 1
-    if not (isinstance(iterated, cst.Call) and dotted(iterated.func) == "range" and len(iterated.args) == 1):
-        return False
-    counts = facts.values_of(iterated.args[0].value, loop.scope, loop.order)
-    return bool(counts) and all(o.kind == "value" and not o.path and literal_int(o.expr) in (0, 1) for o in counts)
-
-
-def _one_visible_gpu(facts: ModuleFacts) -> bool:
-    """`os.environ["CUDA_VISIBLE_DEVICES"] = "0"` at the top of the module, whatever runs: the process sees one
-    GPU, so towers over GPUs are one copy."""
-    return any(isinstance(made, AssignFact) and made.scope is facts.module_scope and not made.blocks
-               and (literal_str(made.value) or "").strip().isdigit()
-               for made in environment_sets(facts, frozenset({"CUDA_VISIBLE_DEVICES"})))
 
 
 def _builds(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:

@@ -5,6 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from tfdoctor.lint.dataflow import one_turn, one_visible_gpu
 from tfdoctor.lint.facts import CallFact, LoopFact, ModuleFacts, reads
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
@@ -17,6 +18,8 @@ _GRADIENTS = frozenset({"compute_gradients", "gradients", "gradient", "minimize"
 _OWN_INPUT = frozenset({"dequeue", "dequeue_many", "dequeue_up_to", "get_next", "next", "placeholder", "next_batch",
                         "get_batch", "get_next_batch", "batch", "shuffle_batch", "inputs", "distorted_inputs"})
 _SCOPES = frozenset({"tensorflow.name_scope", "tensorflow.variable_scope", "tensorflow.device"})
+_NAMING = frozenset({"format", "print", "str", "info", "debug", "warning"})  # they name or log a tower, not feed it
+_BATCH_CALLS = frozenset({"get_next", "dequeue", "dequeue_many", "dequeue_up_to", "placeholder"})
 _BATCH_NAME = re.compile(r"input|batch", re.IGNORECASE)  # a helper that makes the batch: get_input, read_batch
 _SYNTHETIC = re.compile(r"^tensorflow\.(random|zeros|ones|fill|constant|truncated_normal|random_uniform|random_normal)")
 
@@ -27,10 +30,12 @@ class TowersShareOneBatch(Rule):
     Finds TF1 towers (a loop over GPU indices that opens `tf.device('/gpu:%d' % i)` and computes gradients in
     it) where the model is called on a batch made once, outside the loop (by an iterator's `get_next()`, a
     queue's `dequeue()`, a placeholder, or a helper named for inputs or batches such as `get_input`), and
-    nothing under the device reads the loop's index: every tower gets the same batch. It stays silent when the loop makes a batch of its own
-    per tower (`dequeue()`, `get_next()`, a placeholder, a helper such as `inputs()`), when the index picks a
-    slice or a split (`images[i]`, `splits[i]`), when the index is given to any call under the device other than
-    a scope, and when the batch is synthetic (`tf.random.uniform`, `tf.zeros`: a throughput benchmark).
+    nothing under the device reads the loop's index: every tower gets the same batch. It stays silent when the
+    loop makes a batch of its own per tower (`dequeue()`, `get_next()`, a placeholder, a helper such as
+    `inputs()`), when the index picks a slice or a split (`images[i]`, `splits[i]`), when the index is given
+    to any call under the device other than a scope, a name or a log line (a flag such as `reuse=(i > 0)`
+    picks no data), when the batch is synthetic (`tf.random.uniform`, `tf.zeros`: a throughput benchmark),
+    and where TFD109 sees one GPU (a count only ever 1, `CUDA_VISIBLE_DEVICES="0"` at the top of the module).
 
     ## Why it is bad
     All GPUs compute the same gradients from the same examples, and averaging them gives the gradient of one
@@ -73,6 +78,16 @@ with tf.variable_scope(tf.get_variable_scope()) as var_scope:
             with tf.name_scope("tower_%d" % i) as scope:
                 loss = tower_loss(scope, images_batch, labels_batch)  # TFD112
                 grads = opt.compute_gradients(loss)
+""",
+        # the index only names the tower's scope and says whether variables are reused
+        """import tensorflow.compat.v1 as tf
+x = tf.placeholder(tf.float32, [None, 784])
+for i in range(FLAGS.num_gpus):
+    with tf.device("/gpu:{}".format(i)):
+        with tf.name_scope("{}_{}".format("tower", i)):
+            print("building tower %d" % i)
+            logits = model(x, reuse=(i > 0))  # TFD112
+            grads = opt.compute_gradients(loss_fn(logits))
 """,
         # one batch taken from the iterator before the loop
         """import tensorflow as tf
@@ -126,6 +141,15 @@ for i in range(FLAGS.num_gpus):
         loss = tower_loss(iterator, model_options)
         grads = opt.compute_gradients(loss)
 """,
+        # one GPU visible to the process: one tower
+        """import os
+os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+import tensorflow.compat.v1 as tf
+x = tf.placeholder(tf.float32, [None, 784])
+for i in range(FLAGS.num_gpus):
+    with tf.device("/gpu:%d" % i):
+        grads = opt.compute_gradients(model(x))
+""",
         # a synthetic batch in a throughput benchmark
         """import tensorflow.compat.v1 as tf
 images = tf.random.uniform([64, 224, 224, 3])
@@ -136,6 +160,8 @@ for i in range(FLAGS.num_gpus):
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        if one_visible_gpu(facts):
+            return
         for block in facts.withs:
             for item in block.items:
                 device = facts.call_fact(item) if isinstance(item, cst.Call) else None
@@ -143,11 +169,13 @@ for i in range(FLAGS.num_gpus):
                     continue
                 spec = call_arg(device.node, 0, "device_name")
                 names = device.names_of(spec)
-                loops = [loop for loop in device.loops if any(reads(names, var) for var in loop.targets)]
+                loops = [loop for loop in device.loops if any(reads(names, var) for var in loop.targets)
+                         and not one_turn(facts, loop)]
                 if not loops or not _names_gpu(spec) or not _trains(facts, loops[-1]):
                     continue
                 loop = loops[-1]
-                calls = [call for call in block.calls if facts.resolve(call.func) not in _SCOPES]
+                calls = [call for call in block.calls if facts.resolve(call.func) not in _SCOPES
+                         and call.attr not in _NAMING and call.func not in _NAMING]
                 if any(_reads_index(call, loop) for call in calls) or _makes_own_input(facts, loop):
                     continue
                 shared = next(((call, batch) for call in calls for batch in _shared_batches(facts, call, loop)), None)
@@ -182,17 +210,20 @@ def _trains(facts: ModuleFacts, loop: LoopFact) -> bool:
 
 
 def _reads_index(call: CallFact, loop: LoopFact) -> bool:
-    """Whether an argument of the call reads the loop's index, or a name the loop derives from it
-    (`x = images[i]`)."""
+    """Whether an argument of the call reads the loop's index, or a name the loop computes from it without a
+    call (`start = i * size`, `x = images[i]`), other than as a flag (`reuse=(i > 0)`, `first=i == 0`: they
+    pick no data). What a call returns (`logits = model(x, reuse=i > 0)`) is the call's own question."""
     derived = set(loop.targets)
-    assigns = [assign for assign in call.scope.assigns if loop in assign.loops]
+    assigns = [assign for assign in call.scope.assigns
+               if loop in assign.loops and not isinstance(assign.value, cst.Call)]
     while True:
         more = {target for assign in assigns if any(reads(assign.names, var) for var in derived)
                 for target in assign.targets} - derived
         if not more:
             break
         derived |= more
-    return any(reads(names, var) for names in call.arg_names for var in derived)
+    return any(reads(names, var) for argument, names in zip(call.node.args, call.arg_names)
+               if not isinstance(argument.value, (cst.Comparison, cst.UnaryOperation)) for var in derived)
 
 
 def _makes_own_input(facts: ModuleFacts, loop: LoopFact) -> bool:
@@ -223,4 +254,4 @@ def _makes_batch(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
     resolved = facts.resolve(value.func) or ""
     name = (dotted(value.func) or "").rsplit(".", 1)[-1]
     return not _SYNTHETIC.match(resolved) and (
-        name in ("get_next", "dequeue", "dequeue_many", "dequeue_up_to", "placeholder") or bool(_BATCH_NAME.search(name)))
+        name in _BATCH_CALLS or bool(_BATCH_NAME.search(name)))
