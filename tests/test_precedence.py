@@ -48,9 +48,9 @@ def test_fit_generator_gives_tfd401_alone_and_tfd201_once_where_tfd401_is_silent
     assert _found(GENERATOR, keras="2.2.4", tensorflow="1.15") == [
         (5, 21, "TFD201", "training is fed by the Python generator `batches`, one Python thread under the GIL; use a "
                           "`tf.data` pipeline")]
-    assert _found(SEQUENCE, keras="2.3.1", tensorflow="2.2") == [
+    assert _found(SEQUENCE, keras="2.3.1", tensorflow="2.2") == [  # standalone Keras: its `fit` takes no tf.data
         (5, 21, "TFD201", "training is fed by the Python `Sequence` class `Loader`, one Python thread under the GIL; "
-                          "use a `tf.data` pipeline")]
+                          "this Keras's `fit` takes no `tf.data`, so try `use_multiprocessing=True`")]
 
 
 def test_a_noqa_on_the_winner_lets_the_other_rule_speak():

@@ -13,6 +13,7 @@ from tfdoctor.lint.dataflow import (
     hands_out_slices,
     in_test_code,
     iterable_provenance,
+    keras_package_imported,
     repeats_one_batch,
     session_feeds,
     slices_in_memory,
@@ -22,6 +23,7 @@ from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
+from tfdoctor.lint.versions import Target
 
 _FLOW = re.compile(r"^flow(_from_\w+)?$")
 # ImageDataGenerator arguments that transform nothing per image (a split, the data format, a rescale is one multiply)
@@ -53,7 +55,9 @@ class PythonGeneratorInput(Rule):
     up turns on costs the code does not show; `tfdoctor profile` measures it. Nor in a module that makes its
     batches in worker processes of their own (tensorpack's `MultiProcessRunnerZMQ`, `PrefetchDataZMQ`,
     `MultiProcessMapData`, or a `multiprocessing` pool or process), outside `fit`: whether they keep up turns
-    on the process count and the copies, which the code does not show.
+    on the process count and the copies, which the code does not show. The `fit` of standalone multi-backend
+    Keras (`import keras`) where the project pins Keras before 2.4 (or a TensorFlow whose Keras that is) takes
+    no `tf.data` dataset: there the message asks for worker processes instead.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -113,6 +117,8 @@ class PythonGeneratorInput(Rule):
         "threads": "training is fed by {what}, {workers} under the GIL; use a `tf.data` pipeline",
         "processes": ("training is fed by {what} in {workers}, with every batch copied through pickling; use a "
                       "`tf.data` pipeline"),
+        "multi-backend": ("training is fed by {what}, {workers} under the GIL; this Keras's `fit` takes no "
+                          "`tf.data`, so try `use_multiprocessing=True`"),
         "threads-or-processes": ("training is fed by {what} in Python threads or worker processes, as "
                                  "`use_multiprocessing` says; use a `tf.data` pipeline"),
     }
@@ -226,6 +232,16 @@ df.reset_state()
 with tf.Session() as sess:
     for images, labels in df:  # TFD201
         sess.run(train_op, feed_dict={x: images, y: labels})
+""",
+        # standalone Keras 2.2, whose `fit` takes no tf.data dataset: worker processes are what it offers
+        """# tfdoctor: target-keras=2.2.4
+import keras
+from keras.utils import multi_gpu_model
+def batches(paths):
+    while True:
+        yield load_and_augment(paths)
+parallel = multi_gpu_model(build_model(), gpus=2)
+parallel.fit_generator(batches(paths), steps_per_epoch=100, workers=4)  # TFD201
 """,
     )
     VALID = (
@@ -471,6 +487,9 @@ with tf.Session() as sess:
             if fit is None and _process_loaders(facts):
                 return
             template, workers = _workers(facts, fit) if fit is not None else ("default", "")
+            if template in ("default", "threads") and fit is not None \
+                    and _multi_backend_keras(facts, context.targets.keras):
+                template, workers = "multi-backend", workers or "one Python thread"
             yield self.report(node, template, statement=statement, what=what, workers=workers,
                               severity=Severity.INFO if template == "processes" else None)
         if not any(c.attr == "from_generator" and id(c.node) not in seen for c in facts.calls):
@@ -575,6 +594,12 @@ def _fit_of(facts: ModuleFacts, expr: cst.BaseExpression, statement: cst.CSTNode
     """The `fit`/`fit_generator` call that `expr` is the input of."""
     return next((c for c in facts.method_calls("fit", "fit_generator") if c.statement is statement
                  and call_arg(c.node, 0, "x" if c.attr == "fit" else "generator") is expr), None)
+
+
+def _multi_backend_keras(facts: ModuleFacts, keras: Target) -> bool:
+    """Whether the module's `fit` is the standalone multi-backend Keras (`import keras`) of a project that pins
+    it, or a TensorFlow, before Keras 2.4: its `fit` takes no `tf.data` dataset."""
+    return not keras.guessed and keras.below(2, 4) and keras_package_imported(facts)
 
 
 def _workers(facts: ModuleFacts, fit: CallFact) -> tuple[str, str]:

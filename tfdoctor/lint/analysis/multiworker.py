@@ -303,6 +303,12 @@ def keras2_imported(model: SemanticModel) -> bool:
     return any(full.startswith(_KERAS2_ROOTS) for full in model.aliases.values())
 
 
+def keras_package_imported(model: SemanticModel) -> bool:
+    """Whether a module imports the `keras` package by name (`import keras`, `from keras.layers import Dense`):
+    standalone Keras under a Keras 2 target, Keras 3 under a Keras 3 one."""
+    return any(full == "keras" or full.startswith("keras.") for full in model.aliases.values())
+
+
 def multi_worker_model_scope(facts: ModuleFacts, call: CallFact) -> WithFact | None:
     """For `model.fit(...)` or `model.evaluate(...)`: the `with strategy.scope():` block of a
     `MultiWorkerMirroredStrategy` in this module where the model was built or compiled. Every value the
