@@ -20,7 +20,8 @@ _OWN_INPUT = frozenset({"dequeue", "dequeue_many", "dequeue_up_to", "get_next", 
 _SCOPES = frozenset({"tensorflow.name_scope", "tensorflow.variable_scope", "tensorflow.device"})
 _NAMING = frozenset({"format", "print", "str", "info", "debug", "warning"})  # they name or log a tower, not feed it
 _BATCH_CALLS = frozenset({"get_next", "dequeue", "dequeue_many", "dequeue_up_to", "placeholder"})
-_BATCH_NAME = re.compile(r"input|batch", re.IGNORECASE)  # a helper that makes the batch: get_input, read_batch
+# a helper that makes the batch (`get_input`, `read_batch`), not a batch norm
+_BATCH_NAME = re.compile(r"input|batch(?!_?norm)", re.IGNORECASE)
 _SYNTHETIC = re.compile(r"^tensorflow\.(random|zeros|ones|fill|constant|truncated_normal|random_uniform|random_normal)")
 
 
@@ -235,7 +236,7 @@ def _makes_own_input(facts: ModuleFacts, loop: LoopFact) -> bool:
 def _shared_batches(facts: ModuleFacts, call: CallFact, loop: LoopFact) -> Iterator[str]:
     """The call's arguments that are batches made before the loop: names that every assignment of its scope
     binds, outside the loop, to what a call that makes a batch returns (`_makes_batch`)."""
-    if (facts.resolve(call.func) or "").startswith("tensorflow.") or call.attr in ("append", "extend", "format"):
+    if (facts.resolve(call.func) or "").startswith("tensorflow.") or call.attr in ("append", "extend"):
         return
     for argument in call.node.args:
         value = argument.value
