@@ -4,7 +4,7 @@ worker of a multi-worker or Horovod job. They live in `analysis/`."""
 
 from __future__ import annotations
 
-from tfdoctor.lint.analysis.devices import one_turn, one_visible_gpu
+from tfdoctor.lint.analysis.devices import device_blocks, one_turn, one_visible_gpu
 from tfdoctor.lint.analysis.inputs import (
     DATASET_ONLY_METHODS,
     PLAIN_TENSOR,
@@ -141,7 +141,7 @@ __all__ = [
     "DATASET_ONLY_METHODS", "FedElsewhere", "GUARD_WORDS", "Loss", "LossKind", "OneOfList", "Optimizer",
     "PARALLELISES_STATELESS_MAPS", "PLAIN_TENSOR", "PY_FUNCTIONS", "Provenance", "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "apart_from_multi_worker", "applied_optimizer",
     "applies_gradients", "broadcasts_otherwise", "cached_later", "call_list", "callback_is", "calls_any", "calls_training_step", "cheap_map", "costly_map",
-    "counters_read", "definitions", "derived_names", "differentiated_losses", "environment_sets", "escapes", "evaluation_name", "evaluation_step", "expression_names",
+    "counters_read", "definitions", "derived_names", "device_blocks", "differentiated_losses", "environment_sets", "escapes", "evaluation_name", "evaluation_step", "expression_names",
     "fed_elsewhere", "fit_callbacks", "gated_by_step_modulo", "gated_if", "graph_mode", "guard_test",
     "hands_out_slices", "horovod_calls",
     "horovod_init", "horovod_member", "horovod_module", "horovod_off", "horovod_place_sets", "horovod_scope",

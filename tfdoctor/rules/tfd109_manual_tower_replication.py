@@ -6,7 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import evaluation_name, horovod_scope, one_turn, one_visible_gpu
+from tfdoctor.lint.dataflow import device_blocks, evaluation_name, horovod_scope, one_turn, one_visible_gpu
 from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
@@ -322,24 +322,20 @@ for gpu in tf.config.list_physical_devices("GPU"):
         """Every per-GPU block of the module that builds something (none when the module shows one GPU)."""
         if one_visible_gpu(facts):
             return
-        for block in facts.withs:
-            for item in block.items:
-                device = facts.call_fact(item) if isinstance(item, cst.Call) else None
-                if device is None or facts.resolve(device.func) != "tensorflow.device":
-                    continue
-                spec = call_arg(device.node, 0, "device_name")
-                names = device.names_of(spec)
-                if isinstance(spec, cst.Call) and (facts.resolve(spec.func) or "").endswith(".replica_device_setter"):
-                    spec = call_arg(spec, None, "worker_device")  # TF1 towers: the GPU is the worker device
-                loop_vars = {t for loop in device.loops if not one_turn(facts, loop) for t in loop.targets}
-                builds = [c for c in block.calls if _builds(facts, c)]
-                per_gpu = ((_mentions_gpu(facts, spec, device.scope) and any(reads(names, v) for v in loop_vars))
-                           or _picked_from_devices(facts, spec, device, loop_vars))
-                if per_gpu and builds and not _handles_gradients(facts, device, block.calls) \
-                        and not _predicts(facts, device.scope) and not _communicates(device.scope) \
-                        and not _applies_callers_function(facts, spec, device, builds) \
-                        and not _infers(facts, device.scope) and not horovod_scope(facts, device.scope):
-                    yield self.report(device)
+        for block, device in device_blocks(facts):
+            spec = call_arg(device.node, 0, "device_name")
+            names = device.names_of(spec)
+            if isinstance(spec, cst.Call) and (facts.resolve(spec.func) or "").endswith(".replica_device_setter"):
+                spec = call_arg(spec, None, "worker_device")  # TF1 towers: the GPU is the worker device
+            loop_vars = {t for loop in device.loops if not one_turn(facts, loop) for t in loop.targets}
+            builds = [c for c in block.calls if _builds(facts, c)]
+            per_gpu = ((_mentions_gpu(facts, spec, device.scope) and any(reads(names, v) for v in loop_vars))
+                       or _picked_from_devices(facts, spec, device, loop_vars))
+            if per_gpu and builds and not _handles_gradients(facts, device, block.calls) \
+                    and not _predicts(facts, device.scope) and not _communicates(device.scope) \
+                    and not _applies_callers_function(facts, spec, device, builds) \
+                    and not _infers(facts, device.scope) and not horovod_scope(facts, device.scope):
+                yield self.report(device)
 
 
 def _builds(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:

@@ -5,7 +5,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import one_turn, one_visible_gpu
+from tfdoctor.lint.dataflow import device_blocks, one_turn, one_visible_gpu
 from tfdoctor.lint.facts import CallFact, LoopFact, ModuleFacts, reads
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
@@ -163,26 +163,25 @@ for i in range(FLAGS.num_gpus):
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         if one_visible_gpu(facts):
             return
-        for block in facts.withs:
-            for item in block.items:
-                device = facts.call_fact(item) if isinstance(item, cst.Call) else None
-                if device is None or facts.resolve(device.func) != "tensorflow.device":
-                    continue
-                spec = call_arg(device.node, 0, "device_name")
-                names = device.names_of(spec)
-                loops = [loop for loop in device.loops if any(reads(names, var) for var in loop.targets)
-                         and not one_turn(facts, loop)]
-                if not loops or not _names_gpu(spec) or not _trains(facts, loops[-1]):
-                    continue
-                loop = loops[-1]
-                calls = [call for call in block.calls if facts.resolve(call.func) not in _SCOPES
-                         and call.attr not in _NAMING and call.func not in _NAMING]
-                if any(_reads_index(call, loop) for call in calls) or _makes_own_input(facts, loop):
-                    continue
-                shared = next(((call, batch) for call in calls for batch in _shared_batches(facts, call, loop)), None)
-                if shared is not None:
-                    yield self.report(shared[0], batch=shared[1])
-                    break
+        reported: set[int] = set()  # one finding per block
+        for block, device in device_blocks(facts):
+            if id(block) in reported:
+                continue
+            spec = call_arg(device.node, 0, "device_name")
+            names = device.names_of(spec)
+            loops = [loop for loop in device.loops if any(reads(names, var) for var in loop.targets)
+                     and not one_turn(facts, loop)]
+            if not loops or not _names_gpu(spec) or not _trains(facts, loops[-1]):
+                continue
+            loop = loops[-1]
+            calls = [call for call in block.calls if facts.resolve(call.func) not in _SCOPES
+                     and call.attr not in _NAMING and call.func not in _NAMING]
+            if any(_reads_index(call, loop) for call in calls) or _makes_own_input(facts, loop):
+                continue
+            shared = next(((call, batch) for call in calls for batch in _shared_batches(facts, call, loop)), None)
+            if shared is not None:
+                reported.add(id(block))
+                yield self.report(shared[0], batch=shared[1])
 
 
 def _names_gpu(spec: cst.BaseExpression | None) -> bool:

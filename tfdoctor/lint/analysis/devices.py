@@ -3,12 +3,14 @@ builds one copy on one GPU."""
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import libcst as cst
 
 from tfdoctor.lint.analysis.multiworker import environment_sets
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
 from tfdoctor.lint.names import dotted, literal_int, literal_str
-from tfdoctor.lint.semantic.collector import AssignFact, LoopFact
+from tfdoctor.lint.semantic.collector import AssignFact, CallFact, LoopFact, WithFact
 
 
 def one_turn(facts: ModuleFacts, loop: LoopFact) -> bool:
@@ -29,3 +31,12 @@ def one_visible_gpu(facts: ModuleFacts) -> bool:
     return any(isinstance(made, AssignFact) and made.scope is facts.module_scope and not made.blocks
                and (literal_str(made.value) or "").strip().isdigit()
                for made in environment_sets(facts, frozenset({"CUDA_VISIBLE_DEVICES"})))
+
+
+def device_blocks(facts: ModuleFacts) -> Iterator[tuple[WithFact, CallFact]]:
+    """Every `with tf.device(...):` block of the module, with its `tf.device` call."""
+    for block in facts.withs:
+        for item in block.items:
+            device = facts.call_fact(item) if isinstance(item, cst.Call) else None
+            if device is not None and facts.resolve(device.func) == "tensorflow.device":
+                yield block, device
