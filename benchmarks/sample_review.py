@@ -7,6 +7,7 @@ then SIZE findings are drawn uniformly from the pool. The output is one JSON obj
 number, for the reviewer to judge (useful / doubtful / wrong) from the rule pages and the source alone.
 
     python benchmarks/sample_review.py TREE [TREE ...] [--size 60] [--cap 10] [--seed 1] [--out sample.jsonl] [--jobs 2]
+        [--select CODES]   # default: the rules a user gets without `select` (the opt-in ones left out)
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
-def lint_repository(folder: Path) -> list[dict]:
+def lint_repository(folder: Path, select: str | None = None) -> list[dict]:
     """The findings of one repository folder (JSON output, no cache; paths as tfdoctor prints them)."""
+    chosen = ["--select", select] if select else []
     result = subprocess.run([sys.executable, "-m", "tfdoctor", "lint", "--format", "json", "--no-cache",
-                             "--exit-zero", "-j", "1", str(folder)], capture_output=True, text=True, check=False)
+                             "--exit-zero", "-j", "1", *chosen, str(folder)], capture_output=True, text=True,
+                            check=False)
     if result.returncode != 0:
         print(f"sample_review: {folder.name}: lint exited {result.returncode}: {result.stderr.strip()[-200:]}",
               file=sys.stderr)
@@ -39,12 +42,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("sample.jsonl"))
     parser.add_argument("--jobs", type=int, default=2, help="repositories linted at once")
+    parser.add_argument("--select", help="codes or prefixes to lint with (default: the user's default rules)")
     args = parser.parse_args()
     generator = random.Random(args.seed)
     pool: list[dict] = []
     folders = sorted(folder for tree in args.trees for folder in tree.iterdir() if folder.is_dir())
     with ThreadPoolExecutor(args.jobs) as pool_of_linters:  # each lint is a process of its own
-        linted = list(pool_of_linters.map(lint_repository, folders))
+        linted = list(pool_of_linters.map(lambda folder: lint_repository(folder, args.select), folders))
     for folder, findings in zip(folders, linted):
         kept = generator.sample(findings, min(args.cap, len(findings)))
         pool += [{**finding, "repository": folder.name} for finding in kept]

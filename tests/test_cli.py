@@ -92,6 +92,22 @@ def test_select_ignore_and_pyproject_settings(tmp_path):
     assert sorted(f["path"].rsplit("/", 1)[1] for f in report["findings"]) == ["bad.py", "train.py"]
 
 
+def test_an_opt_in_rule_reports_only_when_select_names_it(tmp_path):
+    towers = tmp_path / "towers.py"
+    towers.write_text((FIXTURES / "patterns" / "multi_gpu_train_towers.py").read_text())
+
+    def codes(*args: str) -> list[str]:
+        report = json.loads(run_cli("lint", "--format", "json", "--no-cache", *args, str(towers)).stdout)
+        return [f["code"] for f in report["findings"]]
+
+    assert codes() == []
+    assert codes("--select", "TFD109") == ["TFD109"]
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "towers"\n[tool.tfdoctor]\nselect = ["TFD"]\n')
+    assert codes() == ["TFD109"]  # a library: its functions are its API, never dead code
+    rules = run_cli("rules").stdout
+    assert "Off by default." in rules.split("TFD109", 1)[1].split("TFD110", 1)[0]
+
+
 def test_vendored_and_archived_folders_are_skipped_unless_named(tmp_path):
     for folder in ("third_party/lib", "third/official", "Vendor", " archived", "Archive/2019", "old", "Legacy", "Deprecated/v1", "obsolete"):
         (tmp_path / folder).mkdir(parents=True)

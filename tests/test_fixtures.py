@@ -43,7 +43,7 @@ def expected_findings(text: str) -> set[tuple[int, str]]:
 @pytest.mark.parametrize("program", [pytest.param(p, marks=DEPTH_MEASURED) if p.parent.name == "crashes" else p
                                      for p in PROGRAMS], ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_program_findings_are_exactly_the_expected_ones(program):
-    findings = lint_source(program.read_bytes(), str(program), Settings(root=ROOT))
+    findings = lint_source(program.read_bytes(), str(program), Settings(root=ROOT, select=("TFD",)))  # opt-in too
     assert {(f.line, f.code) for f in findings} == expected_findings(program.read_text())
 
 

@@ -320,6 +320,7 @@ async def test_a_related_place_in_another_cell_points_at_that_cell(client: Langu
              "for i in range(num_gpus):\n    with tf.device('/gpu:%d' % i):\n        outputs.append(model(inputs[i]))",
              "# the losses\nfor i in range(num_gpus):\n    with tf.device('/gpu:%d' % i):\n"
              "        losses.append(loss_fn(outputs[i]))"]
+    (tmp_path / "pyproject.toml").write_text('[tool.tfdoctor]\nselect = ["TFD109"]\n')  # an opt-in rule
     cells = _open_python_notebook(client, (tmp_path / "towers.ipynb").as_uri(), texts)
     found = await _eventually(client, cells[1], lambda found: _codes(found) == ["TFD109"])
     [related] = found[0].related_information

@@ -56,7 +56,7 @@ class Overrides:
 class Settings:
     root: Path
     config_path: Path | None = None
-    select: tuple[str, ...] = ("TFD",)
+    select: tuple[str, ...] | None = None  # None: every rule but the opt-in ones (`Rule.OPT_IN`)
     ignore: tuple[str, ...] = ()
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     exclude: tuple[str, ...] = ()
@@ -71,8 +71,13 @@ class Settings:
         """These settings with the targets resolved for one file (`source`: its bytes, when read already)."""
         return replace(self, targets=resolve_targets(self, path, source))
 
-    def code_enabled(self, code: str, path: Path | None = None) -> bool:
-        if not any(code.startswith(prefix) for prefix in self.select):
+    def code_enabled(self, code: str, path: Path | None = None, opt_in: bool = False) -> bool:
+        """Whether a rule checks a file: selected (an opt-in rule only when `select` names it), and not ignored
+        for it."""
+        if self.select is None:
+            if opt_in:
+                return False
+        elif not any(code.startswith(prefix) for prefix in self.select):
             return False
         ignored = list(self.ignore)
         if path is not None:

@@ -17,6 +17,8 @@ def render_page(rule: Rule) -> str:
         "**Test code** (`test_*.py`, `*_test.py`, a `tests/` folder): "
         + ("checked too." if rule.IN_TESTS else "not checked."),
         "",
+        *([f"**Off by default:** checked only when selected (`--select {rule.code}`, or `select` in "
+           "`[tool.tfdoctor]`).", ""] if rule.OPT_IN else []),
         rule.summary,
         "",
     ]
@@ -71,7 +73,8 @@ def render_table(link_prefix: str = "") -> str:
     """The Markdown table of rules (also pasted in the top-level README, whose test compares it)."""
     lines = ["| code | name | severity | what |", "|---|---|---|---|"]
     for rule in all_rules():
-        lines.append(f"| [{rule.code}]({link_prefix}{rule.code}.md) | {rule.name} | {rule.severity.value} | {rule.summary} |")
+        lines.append(f"| [{rule.code}]({link_prefix}{rule.code}.md) | {rule.name} | {rule.severity.value} | "
+                     f"{rule.table_summary()} |")
     return "\n".join(lines) + "\n"
 
 

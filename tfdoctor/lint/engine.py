@@ -81,7 +81,7 @@ def enabled_rules(settings: Settings, path: Path | None) -> list[Rule]:
     where = path if settings.per_file_ignores else None  # only per-file ignores need the path (resolving it is slow)
     in_tests = path is not None and not settings.run_code and is_test_module(path)
     return [rule for rule in all_rules()
-            if settings.code_enabled(rule.code, where) and (rule.IN_TESTS or not in_tests)]
+            if settings.code_enabled(rule.code, where, rule.OPT_IN) and (rule.IN_TESTS or not in_tests)]
 
 
 @dataclass(frozen=True)

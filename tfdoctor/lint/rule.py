@@ -42,7 +42,9 @@ class Rule:
     `OUTRANKS` names the less specific rules that stay silent when this one reports the same construct
     (`tfdoctor/lint/precedence.py` applies it; the rule pages say it). Test modules (`test_*.py`, a
     `tests/` folder) are checked only by the rules with `IN_TESTS`: a no-op that the test would not notice is
-    a mistake there too; a slow pipeline or an old API is usually the point, and a crash shows itself.
+    a mistake there too; a slow pipeline or an old API is usually the point, and a crash shows itself. An
+    `OPT_IN` rule (a migration hint that is true of much working code) runs only when the user's `select`
+    names it.
     """
 
     code: ClassVar[str]
@@ -55,9 +57,14 @@ class Rule:
     MESSAGES: ClassVar[Mapping[str, str]] = {}
     OUTRANKS: ClassVar[tuple[str, ...]] = ()  # codes that stay silent on a construct this rule reports
     IN_TESTS: ClassVar[bool] = False  # also checks test modules: it finds what a test would not notice
+    OPT_IN: ClassVar[bool] = False  # a hint most code is better off without: checked only when `select` names it
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         raise NotImplementedError
+
+    def table_summary(self) -> str:
+        """The summary as the rule tables show it: an opt-in rule says it is off by default."""
+        return f"{self.summary} Off by default." if self.OPT_IN else self.summary
 
     def severity_for(self, context: Context) -> Severity:
         """The severity under the user's targets (most rules have a fixed one)."""

@@ -32,6 +32,6 @@ def run(args: argparse.Namespace) -> int:
     for column in ("code", "name", "severity", "what it catches"):
         table.add_column(column)
     for rule in all_rules():
-        table.add_row(rule.code, rule.name, rule.severity.value, rule.summary)
+        table.add_row(rule.code, rule.name, rule.severity.value, rule.table_summary())
     Console(soft_wrap=False).print(table)
     return 0
