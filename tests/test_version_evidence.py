@@ -36,6 +36,8 @@ from tfdoctor.lint.version_evidence import forget as forget_project_evidence
     # a version printed, not decided on, leaves the evidence standing
     ("import tensorflow as tf\nlogging.info('TF Version: {}'.format(tf.__version__))\ns = tf.Session()\n",
      [("tf.Session", 3)]),
+    ("import tensorflow as tf\nprint('Using TensorFlow version:', tf.__version__)\nds = ds.map(f, num_parallel_calls="
+     "tf.data.AUTOTUNE)\n", [("tf.data.AUTOTUNE", 3)]),  # `print(` is no `int(`
     ("ds = ds.prefetch(tf.data.AUTOTUNE)\n", [("tf.data.AUTOTUNE", 1)]),
     ("d = s.experimental_distribute_datasets_from_function(fn)\n",
      [("experimental_distribute_datasets_from_function", 1)]),

@@ -118,7 +118,7 @@ _VERSION_CHECK = re.compile(rb"\b(?:tf|tensorflow|keras|K)\.(?:__version__|versi
 _VERSION_WORDS = (b"__version__", b"VERSION", b"keras_version")
 # A line that decides by the version it reads (compares, parses or branches on it); `print(tf.__version__)` does not.
 _DECIDES = re.compile(rb"\b(?:if|elif|assert|while)\b|[<>]|[=!]=|startswith|split|LooseVersion|StrictVersion|parse|"
-                     rb"\[\s*0\s*\]|int\(")
+                     rb"\[\s*0\s*\]|\bint\(")
 
 
 def _line_end(source: bytes, at: int) -> int:

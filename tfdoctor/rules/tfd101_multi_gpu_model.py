@@ -6,7 +6,7 @@ import libcst as cst
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import main_guard
+from tfdoctor.lint.names import call_arg, literal_str, main_guard
 from tfdoctor.lint.rule import Context, Rule
 
 class MultiGpuModel(Rule):
@@ -17,6 +17,12 @@ class MultiGpuModel(Rule):
     `if __name__ == "__main__":` block) assigns to a name that nothing reads afterwards
     (`parallel = multi_gpu_model(model, 2)`, then `model.fit(...)`) is left alone: the training does not run
     on it.
+
+    The `multi_gpu_model` of the standalone `keras` package (`from keras.utils import multi_gpu_model`)
+    is that of multi-backend Keras up to 2.3, the last to have it, whose models no `tf.distribute` strategy
+    drives: there it is the supported way, and it is reported only when nothing in the module places the
+    template on the CPU (a `tf.device("/cpu:0")` block, `cpu_relocation=True`), where GPU 0 holds the
+    weights.
 
     ## Why it is bad
     `multi_gpu_model` was removed in TensorFlow 2.4. It keeps the template model's weights on one device
@@ -45,11 +51,15 @@ class MultiGpuModel(Rule):
     severity = Severity.ERROR
     summary = "`keras.utils.multi_gpu_model` (removed in TF 2.4; GPU 0 holds the weights and runs out of memory)."
     MESSAGES = {"default": ("`multi_gpu_model` copies the model onto each GPU by hand; use "
-                            "`tf.distribute.MirroredStrategy`")}
+                            "`tf.distribute.MirroredStrategy`"),
+                "standalone": ("the template of this `multi_gpu_model` is not placed on the CPU, so GPU 0 holds its "
+                               "weights; build it under `tf.device(\"/cpu:0\")`")}
     triggers = ("multi_gpu_model",)
     INVALID = (
         "import tensorflow as tf\nparallel = tf.keras.utils.multi_gpu_model(model, gpus=4)  # TFD101\nparallel.fit(x, y)\n",
         "import keras\nfrom keras.utils import multi_gpu_model as mgm\nm = mgm(base, 2)  # TFD101\nm.compile(loss='mse')\n",
+        # standalone Keras, the template built on GPU 0
+        "import keras\nmodel = build()\nparallel = keras.utils.multi_gpu_model(model, gpus=2)  # TFD101\nparallel.fit(x, y)\n",
         "from keras.utils.training_utils import multi_gpu_model\n"
         "def build(base, n):\n    return multi_gpu_model(base, gpus=n)  # TFD101\n",
         "import tensorflow.compat.v1 as tf\nm = tf.keras.utils.multi_gpu_model(base, gpus=2, cpu_merge=False)  # TFD101\n"
@@ -65,14 +75,39 @@ class MultiGpuModel(Rule):
         "    parallel_model = multi_gpu_model(model, gpus=2)\n    model.compile(loss='mse')\n    model.fit(x, y)\n",
         "from keras.utils import multi_gpu_model\nif __name__ == '__main__':\n"
         "    parallel = multi_gpu_model(model, gpus=2) if gpus > 1 else model\n    model.fit(x, y)\n",
+        # standalone Keras with the template on the CPU: the supported way in multi-backend Keras
+        "import tensorflow as tf\nfrom keras.utils.training_utils import multi_gpu_model\ndef build(n):\n"
+        "    with tf.device('/cpu:0'):\n        base = make_model()\n    return multi_gpu_model(base, gpus=n)\n",
+        "from keras.utils import multi_gpu_model\nparallel = multi_gpu_model(model, gpus=2, cpu_relocation=True)\n",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for call in facts.calls:
             name = facts.resolve(call.func)
-            if (name is not None and name.startswith("keras.") and name.endswith(".multi_gpu_model")
-                    and not _result_unused(facts, call)):
+            if (name is None or not name.startswith("keras.") or not name.endswith(".multi_gpu_model")
+                    or _result_unused(facts, call)):
+                continue
+            if not _standalone_keras(facts, call):
                 yield self.report(call)
+            elif not _template_on_cpu(facts, call):
+                yield self.report(call, "standalone")
+
+
+def _standalone_keras(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether the call names the standalone `keras` package's function (`from keras.utils import ...`), not
+    `tf.keras`'s."""
+    head = (call.func or "").split(".")[0]
+    return facts.aliases.get(head, "").split(".")[0] == "keras"
+
+
+def _template_on_cpu(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether the module places a template on the CPU: the call's `cpu_relocation=True`, or any
+    `tf.device(...)` block on a CPU device (the template is built there, or moved; when unsure, it is)."""
+    relocation = call_arg(call.node, None, "cpu_relocation")
+    if isinstance(relocation, cst.Name) and relocation.value == "True":
+        return True
+    return any((facts.resolve(c.func) or "").endswith(".device")
+               and "cpu" in (literal_str(call_arg(c.node, 0, "device_name")) or "").lower() for c in facts.calls)
 
 
 def _result_unused(facts: ModuleFacts, call: CallFact) -> bool:
