@@ -71,15 +71,13 @@ EXPECTED = [
     ('TFD201', 3, 9, 26, 'training is fed by the Python iterator class `Reader`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 4, 6, 27, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 4, 9, 18, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 5, 10, 21, 'training is fed by the Python `Sequence` class `Tiles` in 8 worker processes, with every batch copied through pickling; use a `tf.data` pipeline'),
-    ('TFD201', 5, 11, 11, 'training is fed by the Python `Sequence` class `Tiles`, 4 Python threads under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 5, 12, 11, 'training is fed by the Python `Sequence` class `Tiles` in a worker process, with every batch copied through pickling; use a `tf.data` pipeline'),
-    ('TFD201', 5, 13, 11, 'training is fed by the Python `Sequence` class `Tiles` in Python threads or worker processes, as `use_multiprocessing` says; use a `tf.data` pipeline'),
-    ('TFD201', 5, 15, 15, 'training is fed by the Python `Sequence` class `Tiles` in Python threads or worker processes, as `use_multiprocessing` says; use a `tf.data` pipeline'),
+    ('TFD201', 5, 9, 11, 'training is fed by the Python `Sequence` class `Tiles`, 4 Python threads under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 5, 10, 11, 'training is fed by the Python `Sequence` class `Tiles` in Python threads or worker processes, as `use_multiprocessing` says; use a `tf.data` pipeline'),
+    ('TFD201', 5, 12, 15, 'training is fed by the Python `Sequence` class `Tiles` in Python threads or worker processes, as `use_multiprocessing` says; use a `tf.data` pipeline'),
     ('TFD201', 6, 6, 11, 'training is fed by `ImageDataGenerator.flow_from_directory`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 7, 9, 5, 'training is fed by `Dataset.from_generator`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 8, 8, 27, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 9, 8, 24, "training is fed by the Python generator `batches`, 4 Python threads under the GIL; this Keras's `fit` takes no `tf.data`, so try `use_multiprocessing=True`"),
+    ('TFD201', 9, 10, 24, "training is fed by the Python `Sequence` class `Tiles`, 4 Python threads under the GIL; this Keras's `fit` takes no `tf.data`, so try `use_multiprocessing=True`"),
     ('TFD202', 0, 4, 9, '`map` in a training pipeline runs on one core; add `num_parallel_calls=T.data.AUTOTUNE`'),
     ('TFD202', 1, 4, 18, '`interleave` in a training pipeline runs on one core; add `num_parallel_calls=data.AUTOTUNE`'),
     ('TFD202', 2, 7, 48, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),
@@ -158,13 +156,13 @@ EXPECTED = [
     ('TFD503', 0, 8, 5, 'every worker writes this checkpoint to the same path; use a temporary directory on the other workers'),
     ('TFD503', 0, 9, 10, 'every worker writes summaries to the same logs; give the other workers a temporary directory'),
     ('TFD503', 0, 10, 1, 'every worker saves this model to the same path; save to a temporary directory on the other workers'),
-    ('TFD503', 1, 4, 14, "every worker's Keras 3 callback writes to one path, which clashes on a shared host or disk; give the others a temporary directory"),
+    ('TFD503', 1, 5, 14, "every worker's Keras 3 callback writes to one path, which clashes on a shared host or disk; give the others a temporary directory"),
     ('TFD503', 2, 4, 26, "every worker's Keras 3 callback writes the same files; give the other workers a temporary directory (Keras 3.8 assumed: test)"),
     ('TFD503', 3, 6, 9, 'every worker saves this model to the same path; save to a temporary directory on the other workers'),
     ('TFD503', 4, 5, 18, 'every worker writes summaries to the same logs; give the other workers a temporary directory'),
-    ('TFD503', 5, 4, 1, 'every worker saves this model to one path, which clashes on a shared host or disk; use a temporary directory on the others'),
-    ('TFD503', 5, 6, 1, 'every worker writes this checkpoint to one path, which clashes on a shared host or disk; use a temporary directory on the others'),
-    ('TFD503', 5, 7, 10, 'every worker writes summaries to one log folder, which clashes on a shared host or disk; give the others a temporary directory'),
+    ('TFD503', 5, 5, 1, 'every worker saves this model to one path, which clashes on a shared host or disk; use a temporary directory on the others'),
+    ('TFD503', 5, 7, 1, 'every worker writes this checkpoint to one path, which clashes on a shared host or disk; use a temporary directory on the others'),
+    ('TFD503', 5, 8, 10, 'every worker writes summaries to one log folder, which clashes on a shared host or disk; give the others a temporary directory'),
     ('TFD504', 0, 4, 16, '`MultiWorkerMirroredStrategy` is created after `tf.constant` started the TensorFlow runtime; create it first'),
     ('TFD504', 1, 4, 12, '`MultiWorkerMirroredStrategy` is created after `tf.config.list_logical_devices` started the TensorFlow runtime; create it first'),
     ('TFD504', 2, 5, 16, '`MultiWorkerMirroredStrategy` is created after `tfds.load` started the TensorFlow runtime; create it first'),
@@ -241,10 +239,12 @@ SEVERITIES = [
 ]
 
 
-def test_a_python_feed_in_worker_processes_is_info_in_threads_a_warning():
+def test_a_python_feed_in_worker_processes_is_left_alone_in_threads_reported():
     example = rule_by_code("TFD201").INVALID[5]
     assert [(f.line, f.severity.value) for f in lint_text(example, select=("TFD201",))] == [
-        (10, "info"), (11, "warning"), (12, "info"), (13, "warning"), (15, "warning")]
+        (9, "warning"), (10, "warning"), (12, "warning")]
+    processes = next(valid for valid in rule_by_code("TFD201").VALID if "use_multiprocessing=True" in valid)
+    assert lint_text(processes, select=("TFD201",)) == []
 
 
 @pytest.mark.parametrize("code, index, severity", SEVERITIES)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from tfdoctor.lint.analysis.devices import device_blocks, one_turn, one_visible_gpu
 from tfdoctor.lint.analysis.inputs import (
+    GENERATOR_FUNCTION,
+    ITERATOR_CLASS,
     DATASET_ONLY_METHODS,
     PLAIN_TENSOR,
     FedElsewhere,
@@ -138,6 +140,7 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 
 
 __all__ = [
+    "GENERATOR_FUNCTION", "ITERATOR_CLASS",
     "DATASET_ONLY_METHODS", "FedElsewhere", "GUARD_WORDS", "Loss", "LossKind", "OneOfList", "Optimizer",
     "PARALLELISES_STATELESS_MAPS", "PLAIN_TENSOR", "PY_FUNCTIONS", "Provenance", "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "apart_from_multi_worker", "applied_optimizer",
     "applies_gradients", "broadcasts_otherwise", "cached_later", "call_list", "callback_is", "calls_any", "calls_training_step", "cheap_map", "costly_map",

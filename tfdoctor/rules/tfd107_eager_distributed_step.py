@@ -12,6 +12,10 @@ from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
 
 
+_SESSIONS = (".Session", ".InteractiveSession", ".MonitoredTrainingSession", ".MonitoredSession",
+             ".SingularMonitoredSession")
+
+
 class EagerDistributedStep(Rule):
     """
     ## What it does
@@ -31,7 +35,8 @@ class EagerDistributedStep(Rule):
     replica function given as a parameter of a function the module never calls (a benchmark harness's
     `run_test(target_call, ...)`) may be a `tf.function`: the rule cannot tell, and stays silent. A program
     that turns eager execution off (`tf.compat.v1.disable_eager_execution()`, here or in a project module it
-    imports) builds graphs only; and a `run()` with no function to run is another kind of strategy's.
+    imports), or a module that opens a TF 1 session (`tf.compat.v1.Session()`, which runs only graphs), builds
+    graphs only; and a `run()` with no function to run is another kind of strategy's.
 
     ## Why it is bad
     Outside a `tf.function`, every step dispatches each replica's operations one by one from Python, in
@@ -126,6 +131,15 @@ tf.compat.v1.disable_eager_execution()
 def train(strategy, batches):
     for images, labels in batches:
         strategy.run(step, args=(images, labels))
+""",
+        # a TF 1 session runs the step: the function built a graph once
+        """import tensorflow.compat.v1 as tf
+def train_step(inputs):
+    return strategy.run(step_fn, args=(inputs,))
+loss = train_step(next(iterator))
+with tf.Session() as sess:
+    for _ in range(1000):
+        sess.run(loss)
 """,
         # another kind of strategy (an architecture search's), run with no function
         """import tensorflow as tf
@@ -267,7 +281,7 @@ class Trainer:
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        if facts.run_calls and (graph_mode(facts) or context.targets.tensorflow.below(2)):
+        if facts.run_calls and (graph_mode(facts) or context.targets.tensorflow.below(2) or _runs_a_session(facts)):
             return  # eager execution is off (or TF 1's default): Python builds a graph, and nothing runs eagerly
         for run in facts.run_calls:
             scope = run.scope
@@ -293,6 +307,13 @@ class Trainer:
                 yield self.report(run, "function", call=run.func or run.attr, function=scope.name)
             else:
                 yield self.report(run, "module", call=run.func or run.attr)
+
+
+def _runs_a_session(facts: ModuleFacts) -> bool:
+    """Whether the module opens a TF 1 session (`tf.compat.v1.Session()`, a monitored one): a session runs only
+    graphs, so this program runs with eager execution off (TF 1's default, or turned off where it starts)."""
+    return any((facts.resolve(c.func) or "").startswith("tensorflow.") and (facts.resolve(c.func) or "").endswith(
+        _SESSIONS) for c in facts.calls)
 
 
 def _saved_signature(facts: ModuleFacts, run: CallFact) -> bool:

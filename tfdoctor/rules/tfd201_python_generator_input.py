@@ -6,6 +6,8 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import (
+    GENERATOR_FUNCTION,
+    ITERATOR_CLASS,
     definitions,
     distributed_program,
     distributes,
@@ -33,6 +35,7 @@ _NO_WORK = frozenset({"validation_split", "data_format", "dtype", "rescale"})
 # count and the copies, which the code does not show.
 _PROCESS_LOADERS = re.compile(r"^(?:MultiProcess\w*|\w*ZMQ|PrefetchData)$")
 _PROCESS_MODULES = ("tensorpack", "multiprocessing")
+_PLAIN_ITERATORS = (ITERATOR_CLASS, GENERATOR_FUNCTION)  # feeds that Keras's worker processes would each replay
 
 
 class PythonGeneratorInput(Rule):
@@ -46,7 +49,8 @@ class PythonGeneratorInput(Rule):
     batches it iterates over, or that a `next(...)`/`next_batch(...)` call in the loop returns. Never batches
     that are slices of arrays already in memory (`x[i * n:(i + 1) * n]` in the loop, `mnist.train.next_batch(n)`
     of the tutorials' `read_data_sets`, a generator, a `from_generator` source or a `Sequence` whose
-    `__getitem__` hands out only `x[i:i + n]`, tuples or dicts of them, or names bound only to such slices; a
+    `__getitem__` hands out only `x[i:i + n]` or an element of what the object built before (`self.pool[i]`),
+    tuples or dicts of them, or names bound only to such slices; a
     loop over `zip` of numpy arrays the script builds), whose feed costs a copy. Likewise
     `ImageDataGenerator().flow(x, y)` with no augmentation (only `rescale`, `validation_split`, `data_format`,
     `dtype`): it slices arrays in memory. Only in a program that distributes training: the module, or a
@@ -55,17 +59,20 @@ class PythonGeneratorInput(Rule):
     up turns on costs the code does not show; `tfdoctor profile` measures it. Nor in a module that makes its
     batches in worker processes of their own (tensorpack's `MultiProcessRunnerZMQ`, `PrefetchDataZMQ`,
     `MultiProcessMapData`, or a `multiprocessing` pool or process), outside `fit`: whether they keep up turns
-    on the process count and the copies, which the code does not show. The `fit` of standalone multi-backend
-    Keras (`import keras`) where the project pins Keras before 2.4 (or a TensorFlow whose Keras that is) takes
-    no `tf.data` dataset: there the message asks for worker processes instead.
+    on the process count and the copies, which the code does not show; nor is a `fit` that runs its feed in
+    worker processes (`use_multiprocessing=True`), for the same reason. The `fit` of standalone
+    multi-backend Keras (`import keras`) where the project pins Keras before 2.4 (or a TensorFlow whose Keras
+    that is) takes no `tf.data` dataset: there the message asks for worker processes instead, and a plain
+    iterator class or generator function, whose every worker process would yield the same batches, is not
+    reported.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
     parallelised like `tf.data`'s `map`, overlapped with the step by `prefetch`, or sharded across workers,
     so the devices wait for it; the more GPUs, the longer they wait. Keras 2's `fit(workers=N)` runs it in N
     threads, which still share the GIL. With `use_multiprocessing=True` it runs in worker processes instead:
-    they no longer share the GIL, but every batch is pickled and copied back to the training process, and
-    the step still waits whenever they fall behind; that finding is info. Whether the code asks for
+    they no longer share the GIL, and whether they keep up turns on their count and the copy of every batch
+    back to the training process, which the code does not show. Whether the code asks for
     processes is read from `fit`'s arguments; when it depends on a value the code does not show
     (`use_multiprocessing=args.mp`), the message says either may run it. The message names the call that
     makes the feed (`ImageDataGenerator.flow_from_directory`).
@@ -115,8 +122,6 @@ class PythonGeneratorInput(Rule):
     MESSAGES = {
         "default": "training is fed by {what}, one Python thread under the GIL; use a `tf.data` pipeline",
         "threads": "training is fed by {what}, {workers} under the GIL; use a `tf.data` pipeline",
-        "processes": ("training is fed by {what} in {workers}, with every batch copied through pickling; use a "
-                      "`tf.data` pipeline"),
         "multi-backend": ("training is fed by {what}, {workers} under the GIL; this Keras's `fit` takes no "
                           "`tf.data`, so try `use_multiprocessing=True`"),
         "threads-or-processes": ("training is fed by {what} in Python threads or worker processes, as "
@@ -186,7 +191,7 @@ with tf.compat.v1.Session() as sess:
         bx, by = mnist.train.next_batch(128)  # TFD201
         sess.run([train_op, loss], feed_dict={x: bx, y: by})
 """,
-        # a Sequence run by Keras 2 in worker processes, and in worker threads
+        # a Sequence run by Keras 2 in worker threads, or in threads or processes as a flag says
         """import keras
 class Tiles(keras.utils.Sequence):
     def __len__(self):
@@ -195,10 +200,7 @@ class Tiles(keras.utils.Sequence):
         return read_tiles(i)
 with strategy.scope():
     model = build_model()
-WORKERS = 8
-model.fit_generator(Tiles(), epochs=5, workers=WORKERS, use_multiprocessing=True)  # TFD201
 model.fit(Tiles(), epochs=5, workers=4)  # TFD201
-model.fit(Tiles(), epochs=5, workers=1, use_multiprocessing=True)  # TFD201
 model.fit(Tiles(), epochs=5, workers=8, use_multiprocessing=args.processes)  # TFD201
 def train(**options):
     model.fit(Tiles(), epochs=5, **options)  # TFD201
@@ -237,14 +239,52 @@ with tf.Session() as sess:
         """# tfdoctor: target-keras=2.2.4
 import keras
 from keras.utils import multi_gpu_model
-def batches(paths):
-    while True:
-        yield load_and_augment(paths)
+class Tiles(keras.utils.Sequence):
+    def __len__(self):
+        return 100
+    def __getitem__(self, i):
+        return load_and_augment(i)
 parallel = multi_gpu_model(build_model(), gpus=2)
-parallel.fit_generator(batches(paths), steps_per_epoch=100, workers=4)  # TFD201
+parallel.fit_generator(Tiles(), steps_per_epoch=100, workers=4)  # TFD201
 """,
     )
     VALID = (
+        # a Sequence that hands out batches it made once
+        """import tensorflow as tf
+class Pool(tf.keras.utils.Sequence):
+    def __init__(self, n):
+        self.pool = [tf.random.uniform((64, 10)) for _ in range(n)]
+    def __len__(self):
+        return len(self.pool)
+    def __getitem__(self, i):
+        return self.pool[i]
+with tf.distribute.MirroredStrategy().scope():
+    model = build_model()
+model.fit(Pool(8), epochs=3)
+""",
+        # a Sequence run by Keras 2 in worker processes: whether they keep up, the code does not show
+        """import keras
+class Tiles(keras.utils.Sequence):
+    def __len__(self):
+        return 100
+    def __getitem__(self, i):
+        return read_tiles(i)
+with strategy.scope():
+    model = build_model()
+WORKERS = 8
+model.fit_generator(Tiles(), epochs=5, workers=WORKERS, use_multiprocessing=True)
+model.fit(Tiles(), epochs=5, workers=1, use_multiprocessing=True)
+""",
+        # standalone Keras 2.2 fed by an iterator class: worker processes would each yield the same batches
+        """# tfdoctor: target-keras=2.2.4
+import keras
+from keras.utils import multi_gpu_model
+class Batches:
+    def __next__(self):
+        return load_and_augment(self.paths)
+parallel = multi_gpu_model(build_model(), gpus=2)
+parallel.fit_generator(Batches(), steps_per_epoch=100, workers=4)
+""",
         # a distributed validation pipeline: its loop runs a step that computes no gradients
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -478,7 +518,9 @@ with tf.Session() as sess:
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         seen: set[int] = set()
-        for node, statement, what, fit in self._python_feeds(facts):
+        feeds = list(self._python_feeds(facts))
+        replayed = {id(fit.node) for _, _, what, fit in feeds if fit is not None and what.startswith(_PLAIN_ITERATORS)}
+        for node, statement, what, fit in feeds:
             if id(node) in seen:
                 continue
             seen.add(id(node))
@@ -487,11 +529,14 @@ with tf.Session() as sess:
             if fit is None and _process_loaders(facts):
                 return
             template, workers = _workers(facts, fit) if fit is not None else ("default", "")
+            if template == "processes":
+                continue  # whether the worker processes keep up turns on their count and copies: not shown
             if template in ("default", "threads") and fit is not None \
                     and _multi_backend_keras(facts, context.targets.keras):
+                if id(fit.node) in replayed:
+                    continue  # worker processes would each yield its batches: no advice fits this Keras
                 template, workers = "multi-backend", workers or "one Python thread"
-            yield self.report(node, template, statement=statement, what=what, workers=workers,
-                              severity=Severity.INFO if template == "processes" else None)
+            yield self.report(node, template, statement=statement, what=what, workers=workers)
         if not any(c.attr == "from_generator" and id(c.node) not in seen for c in facts.calls):
             return  # asking the importers costs their analysis: only for a generator source it has not reported
         for feed in fed_elsewhere(facts):  # a loader's `from_generator` pipeline, trained on in another module

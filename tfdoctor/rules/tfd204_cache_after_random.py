@@ -26,7 +26,8 @@ class CacheAfterRandom(Rule):
     records are shuffled again every epoch. Behind an endless `repeat` the cache never replays anything, so the
     finding names the `repeat`, not the steps before it. Nor is
     `shuffle(..., reshuffle_each_iteration=False)`, whose order is the same every epoch anyway. A step under
-    `if not cache:` never runs before a cache under `if cache:`. A cache in an evaluation pipeline (under `if
+    `if not cache:` never runs before a cache under `if cache:`, and one under another flag's `if` than the
+    cache's (`if repeat_sample:`, then `if use_cache:`) may never run with it: neither is reported. A cache in an evaluation pipeline (under `if
     validation:`, in the `else` of `if is_training:`, on a dataset named `ds_val`) is left alone: what it
     freezes does not train; so is one over tensors drawn at random where the pipeline is made (a demo's
     synthetic data).
@@ -98,6 +99,16 @@ ds = ds.batch(32).map(preprocess).cache()  # TFD204
 """,
     )
     VALID = (
+        # an endless repeat and a cache under two separate flags: no run need take both
+        """import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).map(parse)
+if repeat_cached_sample:
+    ds = ds.take(1).cache().repeat()
+ds = ds.prefetch(64)
+if use_caching:
+    ds = ds.cache()
+ds = ds.shuffle(10000).repeat().batch(64)
+""",
         # the file names shuffled, the records cached, then shuffled again every epoch by shuffle_and_repeat
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files)).interleave(tf.data.TFRecordDataset)
@@ -196,7 +207,8 @@ def null_input_fn(batch_size):
             index = next(i for i, op in enumerate(chain.ops) if op.call is cache.call)
             random_steps = [op for op in chain.ops[:index] if self._is_random(facts, op, chain)
                             and not (op.method == "shuffle" and (id(cache.call) in reshuffled or _fixed_order(op)))
-                            and not facts.exclusive_branches(op.call, cache.call)]
+                            and not facts.exclusive_branches(op.call, cache.call)
+                            and not _separate_flags(facts, op.call, cache.call)]
             endless = [i for i, op in enumerate(random_steps) if op.method == "repeat"]
             random_steps = random_steps[endless[-1]:] if endless else random_steps  # the cache never replays them
             if not random_steps:
@@ -303,3 +315,27 @@ def _fixed_order(shuffle: DatasetOp) -> bool:
     """`shuffle(n, reshuffle_each_iteration=False)`: one order for every epoch, which a cache keeps as it is."""
     given = call_arg(shuffle.call, 2, "reshuffle_each_iteration")
     return isinstance(given, cst.Name) and given.value == "False"
+
+
+def _separate_flags(facts: ModuleFacts, step: cst.Call, cache: cst.Call) -> bool:
+    """Whether the step and the cache each sit under an `if` the other is not under (`if repeat_one_sample:`,
+    then `if use_caching:`), and the cache's test does not imply the step's (`if training:`, then `if training
+    and cache:` does): whether any run takes both, the code does not show."""
+    step_fact, cache_fact = facts.call_fact(step), facts.call_fact(cache)
+    if step_fact is None or cache_fact is None:
+        return False
+    step_only = [i for i in step_fact.ifs if i not in cache_fact.ifs]
+    cache_only = [i for i in cache_fact.ifs if i not in step_fact.ifs]
+    implied = {_code(part) for branch in cache_only for part in _conjuncts(branch.test)}
+    return bool(cache_only) and any(_code(branch.test) not in implied for branch in step_only)
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`a and b and c` as [a, b, c] (any other test as itself)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)

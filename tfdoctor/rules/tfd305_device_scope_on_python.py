@@ -16,8 +16,8 @@ _BUILTINS = frozenset({
 })  # not `iter` or `next`: `iter(dataset)` places a tf.data iterator on the block's device
 _PLAIN_METHODS = frozenset({
     "append", "extend", "split", "strip", "readlines", "read", "format", "copy", "astype", "reshape", "transpose",
-    "get", "items", "keys", "values", "join", "replace", "startswith", "endswith", "pop",
-})
+    "items", "keys", "values", "join", "replace", "startswith", "endswith",
+})  # not `get` or `pop`: a `StagingArea`'s (or `MapStagingArea`'s) builds the op that unstages a batch
 
 
 class DeviceScopeOnPython(Rule):
@@ -88,6 +88,11 @@ import tensorflow as tf
 with tf.device("/cpu:0"):
     files = sorted(os.listdir(folder))
     batches = iter(dataset)
+""",
+        # a staging area's `get` builds a TensorFlow op, which the block places
+        """import tensorflow as tf
+with tf.device("/cpu:0"):
+    host_inputs = staging_area.get()
 """,
     )
 

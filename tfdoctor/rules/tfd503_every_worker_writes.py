@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 from tfdoctor.lint.facts import ModuleFacts
@@ -10,6 +11,8 @@ from tfdoctor.lint.dataflow import (
 )
 from tfdoctor.lint.rule import Context, Rule
 
+_LOOPBACK = re.compile(r"\b(?:localhost|127\.0\.0\.1)\b")
+_LOOPBACK_BYTES = re.compile(_LOOPBACK.pattern.encode())
 
 
 class EveryWorkerWrites(Rule):
@@ -39,9 +42,9 @@ class EveryWorkerWrites(Rule):
     Writing to one path on storage every worker sees (`gs://`, `s3://`, `hdfs://`) lets the workers
     overwrite each other's files at the same time: a corrupt or half-written checkpoint, or a race on the
     model directory that fails the job. A relative or local path is one file per host, which clashes only
-    where workers share a host or a mounted disk (several workers per machine, or a network home folder): the
-    message says so, and the finding is a warning, not an error, since workers on separate hosts write
-    separate files.
+    where workers share a host or a mounted disk (several workers per machine, or a network home folder): it
+    is reported only where the module or its project names a loopback address (`localhost`, `127.0.0.1`),
+    so that some workers run on one host, and as a warning, not an error.
 
     The fix keeps every worker saving (with Keras 2 a save can read sync-on-read variables, such as metrics
     and batch-norm statistics, through collective operations that every worker must join; see TFD513): the
@@ -54,7 +57,7 @@ class EveryWorkerWrites(Rule):
     with strategy.scope():
         model = build_and_compile_model()
     model.fit(ds, epochs=3)
-    model.save("/shared/model")  # TFD503
+    model.save("gs://bucket/model")  # TFD503
     ```
 
     ## Use instead
@@ -68,7 +71,7 @@ class EveryWorkerWrites(Rule):
     model.fit(ds, epochs=3)
     task_type, task_id = strategy.cluster_resolver.task_type, strategy.cluster_resolver.task_id
     is_chief = task_type is None or task_type == "chief" or (task_type == "worker" and task_id == 0)
-    path = "/shared/model" if is_chief else os.path.join(tempfile.mkdtemp(), "model")
+    path = "gs://bucket/model" if is_chief else os.path.join(tempfile.mkdtemp(), "model")
     model.save(path)
     ```
     """
@@ -107,6 +110,7 @@ tf.saved_model.save(model, "gs://bucket/export")  # TFD503
         # Keras 3 callbacks have no chief handling
         """import keras
 import tensorflow as tf
+CLUSTER = {"worker": ["localhost:12345", "localhost:23456"]}
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 callbacks = [keras.callbacks.ModelCheckpoint("ckpt/model.keras")]  # TFD503
 model.fit(ds, callbacks=callbacks)
@@ -134,8 +138,9 @@ class MultiWorkerExecuter(Executer):
     def train(self):
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
 """,
-        # relative paths: one file per host, which clashes where workers share one
+        # relative paths: one file per host, which clashes where workers share one, as these do
         """import tensorflow as tf
+CLUSTER = {"worker": ["localhost:12345", "localhost:23456"]}
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 model.fit(ds, epochs=3)
 model.save("model.keras")  # TFD503
@@ -145,6 +150,13 @@ writer = tf.summary.create_file_writer("logs")  # TFD503
 """,
     )
     VALID = (
+        # a relative path, and nothing says that two workers share a host: one file per host
+        """import tensorflow as tf
+CLUSTER = {"worker": ["10.128.0.17:12345", "10.128.0.18:12345"]}
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+model.fit(ds, epochs=3)
+model.save_weights("weights")
+""",
         # each worker's own /tmp: a Kubernetes pod (a TFJob worker) has its own
         """import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -259,5 +271,17 @@ model.fit(ds, callbacks=callbacks)
                 # strategy is made on another path
             chosen = kind == "callback" and not keras3_file_name(call)
             shared = on_shared_storage(facts, call)
+            if not shared and not _workers_share_a_host(facts):
+                continue  # a local path on separate hosts is one file per host
             yield self.report(call, kind if shared else f"{kind}-host", severity=None if shared else Severity.WARNING,
                               assumed=context.targets.assumed("keras") if chosen else None)
+
+
+def _workers_share_a_host(facts: ModuleFacts) -> bool:
+    """Whether the module or another file of its project names a loopback address (`localhost:12345` in a
+    `TF_CONFIG`, a launcher's `127.0.0.1`): some workers run on one host, where a local path is one file."""
+    if any(_LOOPBACK.search(line) for line in facts.source_lines):
+        return True
+    if facts.loader is None or facts.file is None:
+        return False
+    return bool(facts.loader.named_elsewhere(facts.file.resolve(), _LOOPBACK_BYTES))

@@ -18,6 +18,10 @@ _STARTS_RUNTIME = re.compile(
     r"|^keras\.(Sequential|Model|models\.Sequential|models\.Model|applications\.\w+)$"
     r"|^tensorflow_datasets\.load$"  # it returns `tf.data` datasets
 )
+# `TF_CONFIG` removed from the environment, and set in it: the last of them before a strategy says whether it
+# has a cluster.
+_CLEARED = re.compile(r"""\bdel\s+os\.environ\[\s*['"]TF_CONFIG['"]\s*\]|\benviron\.pop\(\s*['"]TF_CONFIG['"]""")
+_SET = re.compile(r"""\benviron\[\s*['"]TF_CONFIG['"]\s*\]\s*=(?!=)|\benviron\.(?:setdefault|update)\(|\bputenv\(""")
 
 
 class StrategyCreatedLate(Rule):
@@ -30,7 +34,8 @@ class StrategyCreatedLate(Rule):
     start it). Only
     calls that run unconditionally before the strategy count; configuring physical devices does not. TF 1's
     `CollectiveAllReduceStrategy` and programs that disable eager execution run in graph mode and are not
-    checked.
+    checked. Nor is a strategy made just after the code removed `TF_CONFIG` (`del os.environ["TF_CONFIG"]`,
+    the last change to it above the strategy): it has one local worker, whose late start only logs a warning.
 
     ## Why it is bad
     The strategy sets up the collective operations between workers when it is created, and TensorFlow allows
@@ -80,6 +85,13 @@ def main():
 """,
     )
     VALID = (
+        # the cluster removed first: one local worker
+        """import os
+import tensorflow as tf
+dataset = tf.data.Dataset.from_tensor_slices((features, labels)).batch(64)
+del os.environ["TF_CONFIG"]
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+""",
         # physical devices configured first: allowed
         """import tensorflow as tf
 gpus = tf.config.list_physical_devices("GPU")
@@ -108,6 +120,8 @@ strategy = tf.distribute.MultiWorkerMirroredStrategy()
         for strategy in multi_worker_mirrored(facts):
             if (facts.resolve(strategy.func) or "").endswith("CollectiveAllReduceStrategy"):
                 continue  # TF 1's strategy, used in graph mode (Estimator)
+            if _cluster_removed(facts, strategy):
+                continue  # no `TF_CONFIG`: a strategy of one local worker, which starts late without harm
             first = self._earlier_start(facts, strategy, depth=0)
             if first is not None:
                 yield self.report(strategy, first=first.func)
@@ -127,3 +141,16 @@ strategy = tf.distribute.MultiWorkerMirroredStrategy()
                 if found is not None:
                     return found
         return None
+
+
+def _cluster_removed(facts: ModuleFacts, strategy: CallFact) -> bool:
+    """Whether the last change to `TF_CONFIG` above the strategy (in the module's order, a notebook's cells
+    joined) removes it (`del os.environ["TF_CONFIG"]`): the strategy then has no cluster, one local worker."""
+    line = facts.position(strategy.node)[0]
+    last = None
+    for text in facts.source_lines[:line - 1]:
+        if _CLEARED.search(text):
+            last = "cleared"
+        elif _SET.search(text):
+            last = "set"
+    return last == "cleared"

@@ -7,6 +7,7 @@ from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.dataflow import horovod_module, horovod_off, horovod_scope, runs_on_one_worker, write_kind
 from tfdoctor.lint.rule import Context, Rule
 
+_SUMMARY_WRITES = frozenset({"add_summary", "add_graph", "add_event", "as_default"})  # what writes to a writer
 
 
 class HvdEveryRankWrites(Rule):
@@ -24,7 +25,9 @@ class HvdEveryRankWrites(Rule):
     writes nothing there. In a Horovod-on-Spark driver (`horovod.spark`), only the functions given to
     `horovod.spark.run` run on every rank. The other branch of a Horovod switch (`else` of
     `if args.use_horovod:`) runs as a single process, and so does a function called only there or under a test of
-    the rank. One statement that opens several writers is one finding.
+    the rank. One statement that opens several writers is one finding. A summary writer opened on every rank
+    whose summaries the module writes only under a test of the rank (every `add_summary`, `add_graph` or
+    `as_default()` in it) gives no finding: the other ranks write nothing to it.
 
     Multi-worker strategies have their own rule (TFD503); a Horovod program is reported by this one.
 
@@ -175,6 +178,17 @@ else:
     model.fit(ds)
     model.save("model.h5")
 """,
+        # a writer opened on every rank, written to by rank 0 only
+        """import tensorflow.compat.v1 as tf
+import horovod.tensorflow as hvd
+hvd.init()
+writers = {"train": tf.summary.FileWriter("logs/train")}
+train_op = hvd.DistributedOptimizer(opt).minimize(loss)
+for step in range(steps):
+    summary, _ = session.run([merged, train_op])
+    if hvd.rank() == 0:
+        writers["train"].add_summary(summary, step)
+""",
         # one log folder per rank
         """import tensorflow as tf
 import horovod.tensorflow as hvd
@@ -190,6 +204,14 @@ writer = tf.summary.create_file_writer(f"logs/rank{hvd.rank()}")
         for call in facts.calls:
             kind = write_kind(facts, call)
             if (kind is not None and id(call.statement) not in reported and horovod_scope(facts, call.scope)
-                    and not runs_on_one_worker(facts, call, one_process=horovod_off)):
+                    and not runs_on_one_worker(facts, call, one_process=horovod_off)
+                    and not (kind == "summary" and _summaries_by_one_rank(facts))):
                 reported.add(id(call.statement))
                 yield self.report(call, kind)
+
+
+def _summaries_by_one_rank(facts: ModuleFacts) -> bool:
+    """Whether the module writes summaries (`writer.add_summary`, `add_graph`, `with writer.as_default():`),
+    and only under a test of the rank."""
+    writes = [c for c in facts.calls if c.attr in _SUMMARY_WRITES]
+    return bool(writes) and all(runs_on_one_worker(facts, c, one_process=horovod_off) for c in writes)

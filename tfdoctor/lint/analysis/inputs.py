@@ -37,6 +37,10 @@ _SAME_ORIGIN_OPS = frozenset({"tensorflow.expand_dims", "tensorflow.squeeze", "t
 PLAIN_TENSOR = "a plain tensor"
 
 
+ITERATOR_CLASS = "the Python iterator class"  # how a reason names a plain iterator class (`__next__`)
+GENERATOR_FUNCTION = "the Python generator"  # ... and a generator function
+
+
 @dataclass(frozen=True)
 class Provenance:
     kind: Literal["distributed", "undistributed"]
@@ -55,7 +59,7 @@ def is_python_iterator_class(facts: ModuleFacts, name: str | None) -> str | None
     if "__next__" in class_fact.methods or (
         "__iter__" in class_fact.methods and class_fact.methods["__iter__"].is_generator
     ):
-        return f"the Python iterator class `{class_fact.name}`"
+        return f"{ITERATOR_CLASS} `{class_fact.name}`"
     for base in class_fact.bases:
         resolved = owner.resolve(base) or base
         if resolved.endswith(_PYTHON_BASES) or base in ("Sequence", "PyDataset"):
@@ -109,7 +113,7 @@ def _python_source(facts: ModuleFacts, call: cst.Call, functions: list[Scope]) -
         return Provenance("undistributed", described, call)
     if len(functions) == 1 and functions[0].is_generator and not _regroups(functions[0]) \
             and not _yields_the_same(functions[0]):
-        return Provenance("undistributed", f"the Python generator `{functions[0].name}`", call)
+        return Provenance("undistributed", f"{GENERATOR_FUNCTION} `{functions[0].name}`", call)
     return None
 
 

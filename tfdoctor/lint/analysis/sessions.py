@@ -88,8 +88,8 @@ def hands_out_slices(facts: ModuleFacts, producer: cst.BaseExpression, scope: Sc
 
 
 def _slices(value: cst.BaseExpression | None, producer: Scope) -> bool:
-    """`x[i:i + n]` (also `.astype(...)` of one), a tuple or a dict of them, or a name the producer binds only
-    to them (`seqs = rest[:n]`, `batch = {"x": x[a:b]}`, then `batch["w"] = w[a:b]`)."""
+    """`x[i:i + n]` (also `.astype(...)` of one) or `self.pool[i]`, a tuple or a dict of them, or a name the
+    producer binds only to them (`seqs = rest[:n]`, `batch = {"x": x[a:b]}`, then `batch["w"] = w[a:b]`)."""
     if isinstance(value, cst.Tuple):
         return bool(value.elements) and all(_slices(e.value, producer) for e in value.elements)
     if isinstance(value, cst.Dict):
@@ -104,9 +104,13 @@ def _slices(value: cst.BaseExpression | None, producer: Scope) -> bool:
 
 
 def _a_slice(value: cst.BaseExpression | None) -> bool:
+    """`x[i:i + n]` (or its `.astype(...)`), or an element of what the object made before (`self.pool[i]`: a
+    batch built once, handed out again)."""
     if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "astype"):
         value = value.func.value
-    return isinstance(value, cst.Subscript) and any(isinstance(e.slice, cst.Slice) for e in value.slice)
+    if not isinstance(value, cst.Subscript):
+        return False
+    return any(isinstance(e.slice, cst.Slice) for e in value.slice) or (dotted(value.value) or "").startswith("self.")
 
 
 def _numpy_array(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, order: int) -> bool:
