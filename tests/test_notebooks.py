@@ -152,7 +152,8 @@ def test_every_output_places_version_evidence_by_cell_and_never_on_the_flagged_c
 
 
 def test_a_notebook_is_measured_by_its_code_cells_not_its_outputs(tmp_path):
-    raw = _notebook("import tensorflow as tf\n", "from keras.utils import multi_gpu_model\nm = multi_gpu_model(base, 2)\n")
+    raw = _notebook("import tensorflow as tf\n",
+                    "from tensorflow.keras.utils import multi_gpu_model\nm = multi_gpu_model(base, 2)\n")
     (tmp_path / "plots.ipynb").write_bytes(_with_output(raw, 50_000))
     (tmp_path / "code.ipynb").write_bytes(_notebook("import tensorflow as tf\n" + "x = 1\n" * 10_000))
     result = run_cli("lint", "--no-cache", "--format", "concise", "--max-file-bytes", "20000", "--select", "TFD101",
@@ -160,6 +161,8 @@ def test_a_notebook_is_measured_by_its_code_cells_not_its_outputs(tmp_path):
     assert result.stdout.splitlines() == ["plots.ipynb:cell 2:2:5: TFD101 `multi_gpu_model` copies the model onto "
                                           "each GPU by hand; use `tf.distribute.MirroredStrategy`"]
     assert "code.ipynb: not linted" in result.stderr and "plots.ipynb" not in result.stderr
+
+
 def test_cell_place_reads_the_cell_marker_before_a_line():
     from tfdoctor.lint.notebooks import cell_place
 
@@ -240,3 +243,21 @@ def test_a_branch_on_the_type_of_a_parameter_no_cell_gives_is_not_reported():
     named = _notebook(loader, source + "model.fit(prepare(ds, cache='/tmp/ds'))\n")
     assert [(f.code, f.cell, f.line) for f in lint_notebook(named, "nb.ipynb", Settings(root=ROOT))] == [
         ("TFD204", 1, 5), ("TFD204", 1, 7)]
+
+
+def test_a_strategy_in_a_mode_no_cell_picks_makes_no_multi_worker_finding():
+    """`elif mode == "many_machines":` in `create_strategy(mode="one_machine")`, called without a mode: the
+    notebook runs MirroredStrategy, so neither its late creation (TFD504) nor the save (TFD503) is reported."""
+    maker = ("import tensorflow as tf\n"
+             "print(tf.test.gpu_device_name())\n"
+             "def create_strategy(mode='one_machine'):\n"
+             "    if mode == 'one_machine':\n"
+             "        return tf.distribute.MirroredStrategy()\n"
+             "    elif mode == 'many_machines':\n"
+             "        return tf.distribute.MultiWorkerMirroredStrategy()\n")
+    save = "model.save('gs://bucket/model')\n"
+    default = _notebook(maker, "strategy = create_strategy()\n", save)
+    assert [f.code for f in lint_notebook(default, "nb.ipynb", Settings(root=ROOT))] == []
+    chosen = _notebook(maker, "strategy = create_strategy('many_machines')\n", save)
+    assert sorted((f.code, f.cell, f.line) for f in lint_notebook(chosen, "nb.ipynb", Settings(root=ROOT))) == [
+        ("TFD503", 3, 1), ("TFD504", 1, 7)]

@@ -242,11 +242,13 @@ def calls_any(facts: ModuleFacts, *attrs: str) -> bool:
 
 # -- multi-worker strategies ---------------------------------------------------------------------------------
 def multi_worker_mirrored(facts: ModuleFacts) -> list[CallFact]:
-    """Constructions of `MultiWorkerMirroredStrategy` (or TF 1's `CollectiveAllReduceStrategy`)."""
+    """Constructions of `MultiWorkerMirroredStrategy` (or TF 1's `CollectiveAllReduceStrategy`), but for one in
+    a branch no call takes (`elif mode == "multi_worker":` where `mode` keeps its default: `never_runs`)."""
     cached = facts.__dict__.get("_multi_worker_mirrored")
     if cached is None:
         cached = facts.__dict__["_multi_worker_mirrored"] = [
             c for c in facts.strategy_constructions if facts.resolve(c.func) in MULTI_WORKER_MIRRORED
+            and not facts.never_runs(c)
         ]
     return cached
 

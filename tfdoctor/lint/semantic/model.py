@@ -583,7 +583,8 @@ class SemanticModel:
         private function (`_load`) of a module, or, in an `application` (nobody imports it as a library), in a
         module-level function that its module names only in calls, with the calls of the project's other
         files. The same for `if isinstance(P, str):` on a parameter whose default is of another type
-        (`cache=True`) that no call sets. Also the body of an `if` that compares a module constant set once to a
+        (`cache=True`) that no call sets, and for `if P == "literal":` (an `elif` too) on one whose default is
+        another literal (`mode="one_machine"`) that no call sets. Also the body of an `if` that compares a module constant set once to a
         literal with a number it fails (`gpus = 1` ... `if gpus >= 2:`)."""
         if any(in_part(branch.body, call.statement) and self._constant_test(branch.test) is False
                for branch in call.ifs):
@@ -595,7 +596,8 @@ class SemanticModel:
         defaults = {p.name.value: p.default for p in scope.node.params.params}
         flags = [name for branch in call.ifs if in_part(branch.body, call.statement) and (
                  isinstance(branch.test, cst.Name) and (name := branch.test.value) in parameters
-                 and _falsy(defaults.get(name)) or (name := _default_not_of_type(branch.test, parameters, defaults)))]
+                 and _falsy(defaults.get(name)) or (name := _default_not_of_type(branch.test, parameters, defaults))
+                 or (name := _default_unequal(branch.test, parameters, defaults)))]
         if not flags:
             return False  # asking for the calls costs the project's other files: only for a candidate branch
         callers = self.callers_of(scope)
@@ -739,6 +741,19 @@ def _default_not_of_type(test: cst.BaseExpression, parameters: tuple[str, ...],
     value = _literal(defaults.get(name) if name in parameters else None)
     unlike = kind is not None and value is not _UNKNOWN and not isinstance(value, kind)
     return name if unlike and name is not None else ""
+
+
+def _default_unequal(test: cst.BaseExpression, parameters: tuple[str, ...],
+                     defaults: dict[str, cst.BaseExpression | None]) -> str:
+    """P for `P == "literal"` when P's default is another literal (`def make(mode="local")`, then
+    `elif mode == "multi_worker":`); '' otherwise."""
+    if not (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return ""
+    name = test.left.value
+    wanted, default = _literal(test.comparisons[0].comparator), _literal(defaults.get(name) if name in parameters else None)
+    known = wanted is not _UNKNOWN and default is not _UNKNOWN
+    return name if known and name in defaults and defaults[name] is not None and wanted != default else ""
 
 
 def _falsy(value: cst.BaseExpression | None) -> bool:
