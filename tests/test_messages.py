@@ -18,9 +18,7 @@ EXPECTED = [
                  'build it under `tf.device("/cpu:0")`')),
     ('TFD101', 2, 3, 12, ('the template of this `multi_gpu_model` is not placed on the CPU, so GPU 0 holds its weights; '
                  'build it under `tf.device("/cpu:0")`')),
-    ('TFD101', 3, 3, 12, ('the template of this `multi_gpu_model` is not placed on the CPU, so GPU 0 holds its weights; '
-                 'build it under `tf.device("/cpu:0")`')),
-    ('TFD101', 4, 2, 5, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
+    ('TFD101', 3, 2, 5, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
     ('TFD102', 0, 7, 17, '`tf.split` splits the input of replica function `train_step` again'),
     ('TFD102', 1, 4, 14, '`tf.unstack` splits the input of replica function `fwd` again'),
     ('TFD102', 2, 8, 27, 'slicing by a per-GPU size splits the input of replica function `replica_fn` again'),
@@ -77,7 +75,9 @@ EXPECTED = [
     ('TFD201', 6, 6, 11, 'training is fed by `ImageDataGenerator.flow_from_directory`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 7, 9, 5, 'training is fed by `Dataset.from_generator`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 8, 8, 27, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
-    ('TFD201', 9, 10, 24, "training is fed by the Python `Sequence` class `Tiles`, 4 Python threads under the GIL; this Keras's `fit` takes no `tf.data`, so try `use_multiprocessing=True`"),
+    ('TFD201', 9, 9, 21, 'training is fed by the Python generator `batches` in worker processes, each replaying it, so '
+                         'batches repeat; make it a `keras.utils.Sequence`'),
+    ('TFD201', 10, 10, 24, "training is fed by the Python `Sequence` class `Tiles`, 4 Python threads under the GIL; this Keras's `fit` takes no `tf.data`, so try `use_multiprocessing=True`"),
     ('TFD202', 0, 4, 9, '`map` in a training pipeline runs on one core; add `num_parallel_calls=T.data.AUTOTUNE`'),
     ('TFD202', 1, 4, 18, '`interleave` in a training pipeline runs on one core; add `num_parallel_calls=data.AUTOTUNE`'),
     ('TFD202', 2, 7, 48, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),

@@ -22,7 +22,8 @@ class MultiGpuModel(Rule):
     is that of multi-backend Keras up to 2.3, the last to have it, whose models no `tf.distribute` strategy
     drives: there it is the supported way, and it is reported only when nothing in the module places the
     template on the CPU (a `tf.device("/cpu:0")` block, `cpu_relocation=True`), where GPU 0 holds the
-    weights.
+    weights; a template given by the caller (a parameter of the function) was placed where the caller built
+    it, which the module does not show.
 
     ## Why it is bad
     `multi_gpu_model` was removed in TensorFlow 2.4. It keeps the template model's weights on one device
@@ -60,8 +61,6 @@ class MultiGpuModel(Rule):
         "import keras\nfrom keras.utils import multi_gpu_model as mgm\nm = mgm(base, 2)  # TFD101\nm.compile(loss='mse')\n",
         # standalone Keras, the template built on GPU 0
         "import keras\nmodel = build()\nparallel = keras.utils.multi_gpu_model(model, gpus=2)  # TFD101\nparallel.fit(x, y)\n",
-        "from keras.utils.training_utils import multi_gpu_model\n"
-        "def build(base, n):\n    return multi_gpu_model(base, gpus=n)  # TFD101\n",
         "import tensorflow.compat.v1 as tf\nm = tf.keras.utils.multi_gpu_model(base, gpus=2, cpu_merge=False)  # TFD101\n"
         "m.fit(x, y)\n",
     )
@@ -79,6 +78,9 @@ class MultiGpuModel(Rule):
         "import tensorflow as tf\nfrom keras.utils.training_utils import multi_gpu_model\ndef build(n):\n"
         "    with tf.device('/cpu:0'):\n        base = make_model()\n    return multi_gpu_model(base, gpus=n)\n",
         "from keras.utils import multi_gpu_model\nparallel = multi_gpu_model(model, gpus=2, cpu_relocation=True)\n",
+        # standalone Keras, a template the caller built: where, the module does not show
+        "from keras.utils.training_utils import multi_gpu_model\n"
+        "def build(base, n):\n    return multi_gpu_model(base, gpus=n)\n",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
@@ -89,7 +91,7 @@ class MultiGpuModel(Rule):
                 continue
             if not _standalone_keras(facts, call):
                 yield self.report(call)
-            elif not _template_on_cpu(facts, call):
+            elif not _template_on_cpu(facts, call) and not _template_from_caller(call):
                 yield self.report(call, "standalone")
 
 
@@ -98,6 +100,13 @@ def _standalone_keras(facts: ModuleFacts, call: CallFact) -> bool:
     `tf.keras`'s."""
     head = (call.func or "").split(".")[0]
     return facts.aliases.get(head, "").split(".")[0] == "keras"
+
+
+def _template_from_caller(call: CallFact) -> bool:
+    """Whether the template is a parameter of the function making the parallel model (a wrapper's
+    `ModelMGPU(ser_model, gpus)`): where it was built, the caller knows."""
+    template = call_arg(call.node, 0, "model")
+    return isinstance(template, cst.Name) and template.value in call.scope.value_params()
 
 
 def _template_on_cpu(facts: ModuleFacts, call: CallFact) -> bool:

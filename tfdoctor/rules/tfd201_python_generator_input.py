@@ -59,8 +59,11 @@ class PythonGeneratorInput(Rule):
     up turns on costs the code does not show; `tfdoctor profile` measures it. Nor in a module that makes its
     batches in worker processes of their own (tensorpack's `MultiProcessRunnerZMQ`, `PrefetchDataZMQ`,
     `MultiProcessMapData`, or a `multiprocessing` pool or process), outside `fit`: whether they keep up turns
-    on the process count and the copies, which the code does not show; nor is a `fit` that runs its feed in
-    worker processes (`use_multiprocessing=True`), for the same reason. The `fit` of standalone
+    on the process count and the copies, which the code does not show; nor is a `fit` that runs a `Sequence` in
+    worker processes (`use_multiprocessing=True`), for the same reason. A plain generator or iterator class
+    run in two or more worker processes is reported for another reason: each process replays it from its
+    start, so the same batches come several times (Keras warns of it; a `Sequence` hands each process
+    other indices). The `fit` of standalone
     multi-backend Keras (`import keras`) where the project pins Keras before 2.4 (or a TensorFlow whose Keras
     that is) takes no `tf.data` dataset: there the message asks for worker processes instead, and a plain
     iterator class or generator function, whose every worker process would yield the same batches, is not
@@ -122,6 +125,8 @@ class PythonGeneratorInput(Rule):
     MESSAGES = {
         "default": "training is fed by {what}, one Python thread under the GIL; use a `tf.data` pipeline",
         "threads": "training is fed by {what}, {workers} under the GIL; use a `tf.data` pipeline",
+        "replayed": ("training is fed by {what} in {workers}, each replaying it, so batches repeat; make it a "
+                     "`keras.utils.Sequence`"),
         "multi-backend": ("training is fed by {what}, {workers} under the GIL; this Keras's `fit` takes no "
                           "`tf.data`, so try `use_multiprocessing=True`"),
         "threads-or-processes": ("training is fed by {what} in Python threads or worker processes, as "
@@ -234,6 +239,17 @@ df.reset_state()
 with tf.Session() as sess:
     for images, labels in df:  # TFD201
         sess.run(train_op, feed_dict={x: images, y: labels})
+""",
+        # a generator in several worker processes: each replays it
+        """import multiprocessing
+import keras
+def batches(paths):
+    while True:
+        yield load_and_augment(paths)
+with strategy.scope():
+    model = build_model()
+workers = multiprocessing.cpu_count()
+model.fit_generator(batches(paths), steps_per_epoch=100, workers=workers, use_multiprocessing=True)  # TFD201
 """,
         # standalone Keras 2.2, whose `fit` takes no tf.data dataset: worker processes are what it offers
         """# tfdoctor: target-keras=2.2.4
@@ -530,7 +546,9 @@ with tf.Session() as sess:
                 return
             template, workers = _workers(facts, fit) if fit is not None else ("default", "")
             if template == "processes":
-                continue  # whether the worker processes keep up turns on their count and copies: not shown
+                if id(fit.node) in replayed and _several_processes(facts, fit):  # type: ignore[union-attr]
+                    yield self.report(node, "replayed", statement=statement, what=what, workers=workers)
+                continue  # whether a `Sequence`'s worker processes keep up turns on their count and copies
             if template in ("default", "threads") and fit is not None \
                     and _multi_backend_keras(facts, context.targets.keras):
                 if id(fit.node) in replayed:
@@ -667,6 +685,18 @@ def _workers(facts: ModuleFacts, fit: CallFact) -> tuple[str, str]:
     if count == 1:
         return "default", ""
     return "threads", f"{count} Python threads" if count else "Python threads"
+
+
+def _several_processes(facts: ModuleFacts, fit: CallFact) -> bool:
+    """Whether `fit(workers=...)` may start two or more processes: a count of 2 or more, or the machine's
+    (`multiprocessing.cpu_count()`), among the values `workers` may hold."""
+    given = call_arg(fit.node, None, "workers")
+    if given is None:
+        return False
+    values = [o.expr for o in facts.values_of(given, fit.scope, fit.order)] if dotted(given) else [given]
+    return any(isinstance(v, cst.Integer) and v.evaluated_value >= 2
+               or isinstance(v, cst.Call) and (facts.resolve(v.func) or dotted(v.func) or "").endswith("cpu_count")
+               for v in values)
 
 
 def _literal(facts: ModuleFacts, expr: cst.BaseExpression, call: CallFact) -> int | bool | None:
