@@ -60,7 +60,8 @@ class MultiGpuModel(Rule):
         "import tensorflow as tf\nparallel = tf.keras.utils.multi_gpu_model(model, gpus=4)  # TFD101\nparallel.fit(x, y)\n",
         "import keras\nfrom keras.utils import multi_gpu_model as mgm\nm = mgm(base, 2)  # TFD101\nm.compile(loss='mse')\n",
         # standalone Keras, the template built on GPU 0
-        "import keras\nmodel = build()\nparallel = keras.utils.multi_gpu_model(model, gpus=2)  # TFD101\nparallel.fit(x, y)\n",
+        "import keras\nmodel = build()\nparallel = keras.utils.multi_gpu_model(model, gpus=2)  # TFD101\n"
+        "parallel.fit(x, y)\n",
         "import tensorflow.compat.v1 as tf\nm = tf.keras.utils.multi_gpu_model(base, gpus=2, cpu_merge=False)  # TFD101\n"
         "m.fit(x, y)\n",
     )

@@ -26,6 +26,7 @@ class EagerDistributedStep(Rule):
     Nor is code that does not train: test code (a `test*` function of a test module, a `TestCase` method), an
     evaluation step (a function named for validation or evaluation, or a metric's `update_state`, whose replica
     functions apply no gradients as far as the code shows, or come from its caller),
+    or a replica function that returns what it is given (`lambda x: x`, to see what each replica holds),
     or one `strategy.run` outside any loop whose replica function applies no gradients (a look at one
     forward value or gradient, or a Python builtin such as `print`), or one before or after its function's own loop whose function applies none
     as far as the code shows (`strategy.run(hook.profiling_end)` once training is done). Code that builds a
@@ -131,6 +132,12 @@ tf.compat.v1.disable_eager_execution()
 def train(strategy, batches):
     for images, labels in batches:
         strategy.run(step, args=(images, labels))
+""",
+        # replicas that only hand back what they hold: nothing computed, nothing trained
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+for x in strategy.experimental_distribute_dataset(dataset).take(4):
+    print(strategy.run(lambda x: x, args=(x,)))
 """,
         # a TF 1 session runs the step: the function built a graph once
         """import tensorflow.compat.v1 as tf
@@ -285,8 +292,9 @@ class Trainer:
             return  # eager execution is off (or TF 1's default): Python builds a graph, and nothing runs eagerly
         for run in facts.run_calls:
             scope = run.scope
-            if in_test_code(facts, scope) or _one_look(facts, run) or _evaluates(facts, run):
-                continue  # not training: a test, one look at what the replicas compute, or evaluation
+            if (in_test_code(facts, scope) or _one_look(facts, run) or _evaluates(facts, run)
+                    or _hands_back(facts, run)):
+                continue  # not training: a test, a look at what the replicas hold or compute, or evaluation
             if facts.building_graph(run):
                 continue  # inside `with tf.Graph().as_default():`, it builds a TF 1 graph
             replicas = facts.callables_of(facts.replica_fn_expr(run), scope, before=run.order)
@@ -348,6 +356,18 @@ def _one_look(facts: ModuleFacts, run: CallFact) -> bool:
         return False
     beside_loop = not run.loops and any(loop.scope is run.scope for loop in facts.loops)
     return beside_loop or (runs_once(facts, run) and (bool(replicas) or _python_builtin(facts, replica, run)))
+
+
+def _hands_back(facts: ModuleFacts, run: CallFact) -> bool:
+    """A replica function that returns what it is given (`strategy.run(lambda x: x, args=(batch,))`, to see
+    what each replica holds): it computes nothing, and trains nothing."""
+    replica = facts.replica_fn_expr(run)
+    if not isinstance(replica, cst.Lambda):
+        return False
+    given = {param.name.value for param in replica.params.params}
+    body = replica.body.elements if isinstance(replica.body, cst.Tuple) else [replica.body]
+    return all(isinstance(part, cst.Name) and part.value in given
+               for part in (e.value if isinstance(e, cst.BaseElement) else e for e in body))
 
 
 def _python_builtin(facts: ModuleFacts, replica: cst.BaseExpression | None, run: CallFact) -> bool:

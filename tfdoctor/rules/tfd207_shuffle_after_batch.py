@@ -28,7 +28,8 @@ class ShuffleAfterBatch(Rule):
     whose examples were shuffled before batching, also before an `unbatch` and a new `batch` (a second
     shuffle is redundant, not harmful), and batches
     batched again after the shuffle (`chars.batch(101).shuffle(n).batch(64)`: the first batch made the
-    examples, sequences of characters).
+    examples, sequences of characters). A shuffle whose buffer holds one element (`shuffle(1)`, or
+    `shuffle(True)`, which is 1) keeps the order: it shuffles nothing, batches or not.
 
     ## Why it is bad
     Shuffling after batching shuffles whole batches: the same examples always train together, and the
@@ -73,6 +74,11 @@ train_ds = tf.data.Dataset.from_tensor_slices((dict(dataframe), labels)).batch(3
 """,
     )
     VALID = (
+        # a buffer of one element (True is 1): nothing is shuffled
+        """import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).shuffle(True)
+model.fit(ds, epochs=3)
+""",
         # a graph query of another library (GraphLearn): its `shuffle` takes no buffer
         """import tensorflow as tf
 import graphlearn as gl
@@ -124,8 +130,11 @@ ds = training_dataset().unbatch().batch(20).shuffle(20)
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for call in facts.method_calls("shuffle"):
-            if call_arg(call.node, 0, "buffer_size") is None:
+            buffer = call_arg(call.node, 0, "buffer_size")
+            if buffer is None:
                 continue  # `tf.data`'s shuffle needs a buffer: `batch(n).shuffle(traverse=True)` is GraphLearn's query
+            if isinstance(buffer, cst.Name) and buffer.value == "True" or literal_int(buffer) == 1:
+                continue  # a buffer of one (`shuffle(True)`) keeps the order: it shuffles nothing
             chain = facts.dataset_chain(call.node, call.scope, call.order + 1, any_source=True)
             if chain is None or _picks_a_few(facts, call) or random_data(facts, chain):
                 continue  # a few batches to look at, or random demo data whose order no one learns from

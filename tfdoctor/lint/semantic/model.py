@@ -584,8 +584,8 @@ class SemanticModel:
         module-level function that its module names only in calls, with the calls of the project's other
         files. The same for `if isinstance(P, str):` on a parameter whose default is of another type
         (`cache=True`) that no call sets, and for `if P == "literal":` (an `elif` too) on one whose default is
-        another literal (`mode="one_machine"`) that no call sets. Also the body of an `if` that compares a module constant set once to a
-        literal with a number it fails (`gpus = 1` ... `if gpus >= 2:`)."""
+        another literal (`mode="one_machine"`) that no call sets. Also the body of an `if` that compares a module
+        constant set once to a literal with a number it fails (`gpus = 1` ... `if gpus >= 2:`)."""
         if any(in_part(branch.body, call.statement) and self._constant_test(branch.test) is False
                for branch in call.ifs):
             return True
@@ -751,7 +751,8 @@ def _default_unequal(test: cst.BaseExpression, parameters: tuple[str, ...],
             and isinstance(test.comparisons[0].operator, cst.Equal)):
         return ""
     name = test.left.value
-    wanted, default = _literal(test.comparisons[0].comparator), _literal(defaults.get(name) if name in parameters else None)
+    wanted = _literal(test.comparisons[0].comparator)
+    default = _literal(defaults.get(name) if name in parameters else None)
     known = wanted is not _UNKNOWN and default is not _UNKNOWN
     return name if known and name in defaults and defaults[name] is not None and wanted != default else ""
 
