@@ -78,6 +78,7 @@ with tf.variable_scope(tf.get_variable_scope()) as var_scope:
         with tf.device("/gpu:%d" % i):
             with tf.name_scope("tower_%d" % i) as scope:
                 loss = tower_loss(scope, images_batch, labels_batch)  # TFD112
+                tf.summary.scalar("loss/gpu_%s" % i, loss)
                 grads = opt.compute_gradients(loss)
 """,
         # the index only names the tower's scope and says whether variables are reused
@@ -212,7 +213,7 @@ def _trains(facts: ModuleFacts, loop: LoopFact) -> bool:
 def _reads_index(call: CallFact, loop: LoopFact) -> bool:
     """Whether an argument of the call reads the loop's index, or a name the loop computes from it without a
     call (`start = i * size`, `x = images[i]`), other than as a flag (`reuse=(i > 0)`, `first=i == 0`: they
-    pick no data). What a call returns (`logits = model(x, reuse=i > 0)`) is the call's own question."""
+    pick no data), nor as a string it names something by (`"loss/gpu_%s" % i`). What a call returns (`logits = model(x, reuse=i > 0)`) is the call's own question."""
     derived = set(loop.targets)
     assigns = [assign for assign in call.scope.assigns
                if loop in assign.loops and not isinstance(assign.value, cst.Call)]
@@ -223,7 +224,15 @@ def _reads_index(call: CallFact, loop: LoopFact) -> bool:
             break
         derived |= more
     return any(reads(names, var) for argument, names in zip(call.node.args, call.arg_names)
-               if not isinstance(argument.value, (cst.Comparison, cst.UnaryOperation)) for var in derived)
+               if not isinstance(argument.value, (cst.Comparison, cst.UnaryOperation)) and not _a_name(argument.value)
+               for var in derived)
+
+
+def _a_name(value: cst.BaseExpression) -> bool:
+    """A string made from the index (`"loss/gpu_%s" % i`, `f"tower_{i}"`): it names a tower's summary or scope."""
+    return isinstance(value, cst.FormattedString) or (
+        isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo)
+        and isinstance(value.left, (cst.SimpleString, cst.ConcatenatedString)))
 
 
 def _makes_own_input(facts: ModuleFacts, loop: LoopFact) -> bool:
