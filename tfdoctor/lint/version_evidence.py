@@ -57,7 +57,8 @@ _OPTIMIZERS = rb"(?:SGD|Adam|AdamW|RMSprop|Adagrad|Adadelta|Adamax|Nadam|Ftrl)"
 APIS: tuple[Api, ...] = (
     # TensorFlow ranges (TF release notes: `run` replaced `experimental_run_v2` in 2.2; `multi_gpu_model` was
     # removed in 2.4; 2.4 added `tf.data.AUTOTUNE`, `distribute_datasets_from_function` and the stable
-    # `MultiWorkerMirroredStrategy`; TF 2 has no `tf.contrib`, `tf.Session` or `tf.train.*Optimizer`).
+    # `MultiWorkerMirroredStrategy`; TF 2 has no `tf.contrib`, `tf.Session`, `tf.app`, `tf.logging` or
+    # `tf.train.*Optimizer`).
     Api("experimental_run_v2", TENSORFLOW, (2,), (2, 1), "<= 2.1", b"experimental_run_v2",
         rb"\.experimental_run_v2\s*\("),
     Api("multi_gpu_model", TENSORFLOW, None, (2, 3), "<= 2.3", b"multi_gpu_model", rb"\bmulti_gpu_model\s*\("),
@@ -67,6 +68,8 @@ APIS: tuple[Api, ...] = (
     Api("tf.contrib", literal=b"tf.contrib", pattern=rb"\btf\.contrib\.", **{**_TF1, "skip_if": b""}),
     Api("tf.Session", literal=b"Session", pattern=rb"\btf\.(?:Session|InteractiveSession)\s*\(", **_TF1),
     Api("tf.placeholder", literal=b"placeholder", pattern=rb"\btf\.placeholder\s*\(", **_TF1),
+    Api("tf.app", literal=b"tf.app", pattern=rb"\btf\.app\.(?:flags|run)\b", **_TF1),
+    Api("tf.logging", literal=b"tf.logging", pattern=rb"\btf\.logging\.\w+\s*\(", **_TF1),
     Api("tf.train optimizer", literal=b"Optimizer", pattern=rb"\btf\.train\.[A-Za-z]+Optimizer\s*\(", **_TF1),
     Api("tf.data.AUTOTUNE", TENSORFLOW, (2, 4), None, ">= 2.4", b"data.AUTOTUNE", rb"\bdata\.AUTOTUNE\b"),
     Api("distribute_datasets_from_function", TENSORFLOW, (2, 4), None, ">= 2.4",

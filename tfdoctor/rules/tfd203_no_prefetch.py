@@ -15,6 +15,9 @@ from tfdoctor.lint.spelling import autotune, autotune_text
 # `ds.take(steps)`). A pipeline without prefetch is reported at the step before them, where it goes.
 _TRAILING_OK = frozenset({"with_options", "take", "skip", "repeat"})
 _PREFETCHES = frozenset({"prefetch_to_device", "copy_to_device"})  # given to `apply`, they prefetch too
+# `tf.data.experimental` readers whose dataset ends in a prefetch of their own
+_PREFETCHING_SOURCES = frozenset({f"tensorflow.data.experimental.{name}" for name in (
+    "make_csv_dataset", "make_batched_features_dataset")})
 INJECTS_PREFETCH = (2, 12)  # from this TF on, `inject_prefetch` defaults to on (2.10 had it off, 2.12's docs on)
 # Options that stop the injection: `inject_prefetch` itself, or autotuning, which it works with
 _INJECTION_SWITCHES = ("experimental_optimization.inject_prefetch", "autotune.enabled",
@@ -29,7 +32,9 @@ class NoPrefetch(Rule):
     trains on. A pipeline that a strategy distributes is not flagged: the iterators of
     `strategy.experimental_distribute_dataset` and `distribute_datasets_from_function`, and Keras' `fit` under
     a strategy, prefetch to the devices themselves. Nor is a bare `tfds.load` or Keras
-    `image_dataset_from_directory` dataset (Keras' utilities end in `prefetch`). Steps after a `prefetch`
+    `image_dataset_from_directory` dataset (Keras' utilities end in `prefetch`), nor one of
+    `tf.data.experimental.make_csv_dataset` or `make_batched_features_dataset` (they end in `prefetch` too)
+    followed only by cheap or parallel `map`s. Steps after a `prefetch`
     that only count, skip or repeat batches (`ds.prefetch(1)`, then `ds.take(steps)` in the loop) keep it
     working, and so do parallel `map`s after it (`prefetch(n).map(f, num_parallel_calls=AUTOTUNE)`: a
     parallel map computes elements ahead into its own buffer) and serial ones that visibly do only cheap work
@@ -173,6 +178,12 @@ with scope:
     model = build_model()
     model.fit(tf.data.TFRecordDataset(files).map(parse).batch(64))
 """,
+        # a CSV reader ends in a prefetch of its own; a cheap map after it keeps it
+        """import tensorflow as tf
+ds = tf.data.experimental.make_csv_dataset("iris.csv", 32, label_name="species", num_epochs=1)
+ds = ds.map(lambda features, label: (tf.stack(list(features.values()), axis=1), label))
+model.fit(ds, epochs=200)
+""",
         # prefetch then options
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(arr).batch(8).prefetch(1).with_options(opts)
@@ -224,6 +235,9 @@ for images, labels in ds.take(steps):
                 methods.pop()
             if methods and (methods[-1] == "prefetch" or _maps_keep_prefetch(facts, steps[:len(methods)])):
                 continue
+            if chain.source in _PREFETCHING_SOURCES and all(
+                    op.method == "map" and (_parallel(op.call) or not costly_map(facts, op)) for op in steps[:len(methods)]):
+                continue  # `make_csv_dataset` ends in a prefetch of its own, which cheap maps after it keep
             if not methods and not chain.source.startswith("tensorflow.data."):
                 continue  # Keras' dataset utilities prefetch; what tfds returns is not shown here
             if _memory_cheaply(facts, chain.source, steps):

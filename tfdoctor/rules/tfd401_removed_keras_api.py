@@ -9,6 +9,7 @@ from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
+from tfdoctor.lint.versions import Target
 
 _GENERATOR_METHODS = {"fit_generator": "fit", "evaluate_generator": "evaluate", "predict_generator": "predict"}
 _REMOVED_ARGUMENTS = ("workers", "use_multiprocessing", "max_queue_size")
@@ -17,21 +18,23 @@ _REMOVED_ARGUMENTS = ("workers", "use_multiprocessing", "max_queue_size")
 class RemovedKerasApi(Rule):
     """
     ## What it does
-    Finds `fit_generator`, `evaluate_generator` and `predict_generator` (deprecated since TF 2.1 /
-    Keras 2.4, removed in Keras 3), and, when the target is Keras 3, `workers=`, `use_multiprocessing=`
-    and `max_queue_size=` on `fit`/`evaluate`/`predict` (removed there; they moved to `PyDataset`).
-    Severity follows the target: a warning under Keras 2, an error under Keras 3, where the call fails.
-    Code written for standalone Keras before 2.4 (a Keras target below 2.4 that is not derived from
-    TensorFlow's `tf.keras`), or for TensorFlow before 2.1 (a pin, or the file's own `tf.Session`), where
-    these are the way to do it, is not flagged; nor is standalone Keras (`import keras`) when the code shows
-    Keras 2 but not which: before 2.4, `fit` does not take a generator. A model another library builds (DeepChem's
+    When the target is Keras 3, finds `fit_generator`, `evaluate_generator` and `predict_generator`
+    (deprecated since TF 2.1 / Keras 2.4, removed in Keras 3), and `workers=`, `use_multiprocessing=` and
+    `max_queue_size=` on `fit`/`evaluate`/`predict` (removed there; they moved to `PyDataset`). The target is
+    Keras 3 where you choose it (`--target-keras`, `[tool.tfdoctor]`), your project pins it, the code uses
+    Keras 3 APIs, or the code shows no Keras 2 but these calls and the newest or installed Keras is 3 (they
+    are then a warning: the code may be meant for Keras 2), unless it is standalone Keras (`import keras`),
+    whose `fit` takes no generator before 2.4. Code that shows or pins Keras 2 otherwise (`lr=`,
+    `keras.optimizers.legacy`, `keras==2.10`), or TensorFlow before 2.1, is not flagged: there these calls
+    run (deprecated aliases, which TensorFlow warns about when they run), and the one note of the run says
+    what Keras 3 would break, which `--target-keras 3` lists. A model another library builds (DeepChem's
     `KerasModel`) and a class of the project's own (ktrain's `self.predict_generator`) have methods of their
     own by these names, and are left alone; so is a call in a branch taken by the Keras version
     (`if keras.__version__ ...`).
 
     ## Why it is bad
-    Under Keras 3 these calls raise `AttributeError`/`TypeError`. Under Keras 2 they are deprecated
-    aliases of `fit`, `evaluate` and `predict`, which accept generators and `Sequence`s directly.
+    Under Keras 3 these calls raise `AttributeError`/`TypeError`: `fit`, `evaluate` and `predict` accept
+    generators and `Sequence`s directly.
 
     ## Example
     ```python
@@ -46,13 +49,13 @@ class RemovedKerasApi(Rule):
     ```
 
     Fix (safe): renames `fit_generator` to `fit` (and the others alike) when none of the removed arguments
-    remain in the call and the target is Keras 2.4 or later.
+    remain in the call.
     """
 
     code = "TFD401"
     name = "removed-keras-api"
     severity = Severity.WARNING
-    summary = "`fit_generator` & co., or `workers=`/`use_multiprocessing=` on `fit` (removed in Keras 3)."
+    summary = "`fit_generator` & co., or `workers=`/`use_multiprocessing=` on `fit`, under Keras 3 (removed there)."
     MESSAGES = {
         "method": "`{method}` is removed in Keras 3; use `{replacement}`",
         "arguments": "`{method}` arguments {arguments} are removed in Keras 3; pass them to a `keras.utils.PyDataset`",
@@ -66,10 +69,6 @@ scores = model.evaluate_generator(val_gen)  # TFD401
 """,
         """import tensorflow as tf
 model.fit(seq, epochs=3, use_multiprocessing=True, workers=8)  # TFD401
-""",
-        """# tfdoctor: target-keras=2.15
-import tensorflow as tf
-model.predict_generator(test_seq)  # TFD401
 """,
         # a Keras model another library builds, compiled here
         """import segmentation_models as sm
@@ -106,10 +105,11 @@ class ImagePredictor:
         """import tensorflow as tf
 model.fit(seq, epochs=3)
 """,
-        # Keras 2: fit still takes workers=
+        # Keras 2: fit still takes workers=, and predict_generator still runs (a deprecated alias)
         """# tfdoctor: target-keras=2.15
 import tensorflow as tf
 model.fit(seq, epochs=3, workers=4, use_multiprocessing=True)
+model.predict_generator(test_seq)
 """,
         # Keras 2.2 with TF 1.x: fit_generator is the way to train on a generator
         """# tfdoctor: target-keras=2.2.4 target-tensorflow=1.12
@@ -135,15 +135,9 @@ model.fit_generator(gen(), steps_per_epoch=10)
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         keras = context.targets.keras
-        if keras.kind == "derived":
-            old_keras = context.targets.tensorflow.below(2, 1)
-        else:
-            old_keras = len(keras.version) > 1 and keras.below(2, 4)  # a bare "2" is Keras 2 at large
-            if keras.kind == "code" and keras.below(3) and not keras.label.startswith(">="):
-                # the code shows Keras 2, not which: standalone Keras may be 2.3; or it shows one before 2.4
-                old_keras = _standalone(facts) or (keras.label.startswith("<=") and keras.below(2, 4))
-        if old_keras or _tensorflow_1(context, facts):
-            return  # standalone Keras 2.3 or earlier, or the Keras of TF 1.x/2.0: how generators are trained
+        keras_2 = keras.below(3) and (not _only_these_calls_show(keras) or _standalone(facts))
+        if keras_2 or _tensorflow_1(context, facts):
+            return  # Keras 2 runs them (deprecated aliases); the run's note says what Keras 3 would break
         for call in facts.calls:
             if _another_librarys_model(facts, call) or _own_method(facts, call) or _version_branch(call):
                 continue
@@ -175,6 +169,16 @@ def _another_librarys_model(facts: ModuleFacts, call: CallFact) -> bool:
         return False  # a Keras model another library built (`deepcell.model_zoo.PanopticNet(...)`), compiled here
     origins = facts.values_of(call.receiver, call.scope, call.order)
     return bool(origins) and all(_library_call(origin.model, origin.expr) for origin in origins)
+
+
+_THESE_CALLS = tuple(f"`{method}`" for method in _GENERATOR_METHODS)  # how version evidence cites them
+
+
+def _only_these_calls_show(keras: Target) -> bool:
+    """Whether a Keras 2 target rests only on `fit_generator` & co. themselves: code that shows nothing else of
+    Keras 2 runs on the Keras it meets, 3 today, where they fail."""
+    return keras.kind == "code" and bool(keras.sightings) and all(
+        cited.startswith(_THESE_CALLS) for cited, _, _ in keras.sightings)
 
 
 def _tensorflow_1(context: Context, facts: ModuleFacts) -> bool:

@@ -33,8 +33,8 @@ class StrategyCreatedLate(Rule):
     (`tf.config.list_logical_devices`, `tf.test.is_gpu_available`; `device_lib.list_local_devices` does not
     start it). Only
     calls that run unconditionally before the strategy count; configuring physical devices does not. TF 1's
-    `CollectiveAllReduceStrategy` and programs that disable eager execution run in graph mode and are not
-    checked. Nor is a strategy made just after the code removed `TF_CONFIG` (`del os.environ["TF_CONFIG"]`,
+    `CollectiveAllReduceStrategy`, programs that disable eager execution and code for TF 1 (a pin, or the
+    code's own `tf.Session`, `tf.app.flags`) run in graph mode and are not checked. Nor is a strategy made just after the code removed `TF_CONFIG` (`del os.environ["TF_CONFIG"]`,
     the last change to it above the strategy): it has one local worker, whose late start only logs a warning.
 
     ## Why it is bad
@@ -85,6 +85,14 @@ def main():
 """,
     )
     VALID = (
+        # TF 1 code: graph mode, no eager runtime to start
+        """# tfdoctor: target-tensorflow=1.15
+import tensorflow as tf
+import tensorflow_datasets as tfds
+FLAGS = tf.app.flags.FLAGS
+dataset = tfds.load("mnist", split="train")
+strategy = tf.distribute.experimental.MultiWorkerMirroredStrategy()
+""",
         # the cluster removed first: one local worker
         """import os
 import tensorflow as tf
@@ -115,8 +123,8 @@ strategy = tf.distribute.MultiWorkerMirroredStrategy()
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        if calls_any(facts, "disable_eager_execution", "disable_v2_behavior"):
-            return  # graph mode: no eager runtime to start early
+        if calls_any(facts, "disable_eager_execution", "disable_v2_behavior") or context.targets.tensorflow.below(2):
+            return  # graph mode (turned on, or TF 1's default): no eager runtime to start early
         for strategy in multi_worker_mirrored(facts):
             if (facts.resolve(strategy.func) or "").endswith("CollectiveAllReduceStrategy"):
                 continue  # TF 1's strategy, used in graph mode (Estimator)

@@ -32,7 +32,9 @@ class HvdGpuNotPinned(Rule):
     `HOROVOD_LOCAL_RANK` itself, or is a task given its own `TF_CONFIG`, as tf-yarn's are), is left alone
     too: how many processes share a host's GPUs is then up to the scheduler, not in the code. So is a module
     that sizes TensorFlow's CPU thread pools (`intra_op_parallelism_threads`) and names no GPU or CUDA
-    anywhere: a CPU run (Intel's Horovod trainers), with no GPU to share.
+    anywhere: a CPU run (Intel's Horovod trainers), with no GPU to share. Nor is a module of a project whose
+    other files pin a GPU per rank on a TF 1 session config (`visible_device_list = str(hvd.local_rank())`):
+    the session that runs its graph may be made there.
 
     ## Why it is bad
     Horovod starts one process per GPU but does not choose the GPU: TensorFlow in every process takes all
@@ -178,7 +180,8 @@ hvd.init()
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         inits = horovod_init(facts)
         if (not inits or not trains(facts) or _chooses_devices(facts) or _placed_by_scheduler(facts)
-                or _pinning_commented_out(facts) or _requests_no_gpu(facts) or _tuned_for_cpus(facts)):
+                or _pinning_commented_out(facts) or _requests_no_gpu(facts) or _tuned_for_cpus(facts)
+                or _pinned_elsewhere(facts)):
             return
         for call in inits:
             yield self.report(call)
@@ -191,6 +194,19 @@ def _pinning_commented_out(facts: ModuleFacts) -> bool:
     """A pinning line the author commented out (`# config.gpu_options.visible_device_list =
     str(hvd.local_rank())`): the job runs without GPUs on purpose (Intel's CPU Horovod trainer)."""
     return any(_COMMENTED_PIN.search(line) for line in facts.source_lines)
+
+
+_SESSION_PIN = re.compile(rb"^[^#\n]*visible_device_list[^\n]*local_rank", re.MULTILINE)
+
+
+def _pinned_elsewhere(facts: ModuleFacts) -> bool:
+    """Whether another file of the project pins a GPU per rank on a TF 1 session's config
+    (`config.gpu_options.visible_device_list = str(hvd.local_rank())`): the session that runs this module's
+    graph may be made there (a profiling harness that builds each model's graph in a module of its own). A
+    TF 2 pin (`set_visible_devices`) acts where it is called, so it counts only through a call (above)."""
+    if facts.loader is None or facts.file is None:
+        return False
+    return bool(facts.loader.named_elsewhere(facts.file.resolve(), _SESSION_PIN))
 
 
 _CPU_POOLS = re.compile(r"\b(?:intra|inter)_op_parallelism_threads\b")
