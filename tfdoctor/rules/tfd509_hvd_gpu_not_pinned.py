@@ -32,9 +32,9 @@ class HvdGpuNotPinned(Rule):
     `HOROVOD_LOCAL_RANK` itself, or is a task given its own `TF_CONFIG`, as tf-yarn's are), is left alone
     too: how many processes share a host's GPUs is then up to the scheduler, not in the code. So is a module
     that sizes TensorFlow's CPU thread pools (`intra_op_parallelism_threads`) and names no GPU or CUDA
-    anywhere: a CPU run (Intel's Horovod trainers), with no GPU to share. Nor is a module of a project whose
-    other files pin a GPU per rank on a TF 1 session config (`visible_device_list = str(hvd.local_rank())`):
-    the session that runs its graph may be made there.
+    anywhere: a CPU run (Intel's Horovod trainers), with no GPU to share. Nor is a module that a project
+    module importing it (directly or through two more) runs in a session pinned per rank
+    (`visible_device_list = str(hvd.local_rank())`): the session that runs its graph is made there.
 
     ## Why it is bad
     Horovod starts one process per GPU but does not choose the GPU: TensorFlow in every process takes all
@@ -196,17 +196,25 @@ def _pinning_commented_out(facts: ModuleFacts) -> bool:
     return any(_COMMENTED_PIN.search(line) for line in facts.source_lines)
 
 
-_SESSION_PIN = re.compile(rb"^[^#\n]*visible_device_list[^\n]*local_rank", re.MULTILINE)
+_SESSION_PIN = re.compile(r"^[^#\n]*visible_device_list[^\n]*local_rank")
+_IMPORTER_DEPTH = 3  # a harness that imports a package whose `__init__` imports the model modules
 
 
 def _pinned_elsewhere(facts: ModuleFacts) -> bool:
-    """Whether another file of the project pins a GPU per rank on a TF 1 session's config
-    (`config.gpu_options.visible_device_list = str(hvd.local_rank())`): the session that runs this module's
-    graph may be made there (a profiling harness that builds each model's graph in a module of its own). A
-    TF 2 pin (`set_visible_devices`) acts where it is called, so it counts only through a call (above)."""
-    if facts.loader is None or facts.file is None:
+    """Whether a project module that imports this one (directly, or through up to two more) pins a GPU per rank
+    on a TF 1 session's config (`config.gpu_options.visible_device_list = str(hvd.local_rank())`): the session
+    that runs this module's graph is made there (a profiling harness that builds each model's graph in a module
+    of its own). A TF 2 pin (`set_visible_devices`) acts where it is called, so it counts only through a call
+    (above); a sibling script that pins its own process says nothing of this one."""
+    if facts.loader is None:
         return False
-    return bool(facts.loader.named_elsewhere(facts.file.resolve(), _SESSION_PIN))
+    seen, level = {id(facts)}, [facts]
+    for _ in range(_IMPORTER_DEPTH):
+        level = [m for model in level for m in facts.loader.consumers(model) if id(m) not in seen]
+        seen.update(id(m) for m in level)
+        if any(_SESSION_PIN.search(line) for model in level for line in model.source_lines):
+            return True
+    return False
 
 
 _CPU_POOLS = re.compile(r"\b(?:intra|inter)_op_parallelism_threads\b")
