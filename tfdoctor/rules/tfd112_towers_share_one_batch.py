@@ -213,7 +213,8 @@ def _trains(facts: ModuleFacts, loop: LoopFact) -> bool:
 def _reads_index(call: CallFact, loop: LoopFact) -> bool:
     """Whether an argument of the call reads the loop's index, or a name the loop computes from it without a
     call (`start = i * size`, `x = images[i]`), other than as a flag (`reuse=(i > 0)`, `first=i == 0`: they
-    pick no data), nor as a string it names something by (`"loss/gpu_%s" % i`). What a call returns (`logits = model(x, reuse=i > 0)`) is the call's own question."""
+    pick no data), nor as a string it names something by (`"loss/gpu_%s" % i`). What a call returns
+    (`logits = model(x, reuse=i > 0)`) is the call's own question."""
     derived = set(loop.targets)
     assigns = [assign for assign in call.scope.assigns
                if loop in assign.loops and not isinstance(assign.value, cst.Call)]

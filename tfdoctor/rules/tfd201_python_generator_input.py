@@ -63,11 +63,10 @@ class PythonGeneratorInput(Rule):
     worker processes (`use_multiprocessing=True`), for the same reason. A plain generator or iterator class
     run in two or more worker processes is reported for another reason: each process replays it from its
     start, so the same batches come several times (Keras warns of it; a `Sequence` hands each process
-    other indices). The `fit` of standalone
-    multi-backend Keras (`import keras`) where the project pins Keras before 2.4 (or a TensorFlow whose Keras
-    that is) takes no `tf.data` dataset: there the message asks for worker processes instead, and a plain
-    iterator class or generator function, whose every worker process would yield the same batches, is not
-    reported.
+    other indices). The `fit` of standalone multi-backend Keras (`import keras`) where the project pins Keras
+    before 2.4 (or a TensorFlow whose Keras that is) takes no `tf.data` dataset: there the message asks for
+    worker processes instead, and a plain iterator class or generator function, whose every worker process
+    would yield the same batches, is not reported.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -535,7 +534,8 @@ with tf.Session() as sess:
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         seen: set[int] = set()
         feeds = list(self._python_feeds(facts))
-        replayed = {id(fit.node) for _, _, what, fit in feeds if fit is not None and what.startswith(_PLAIN_ITERATORS)}
+        replayed = {id(fit.node) for _, _, what, fit in feeds
+                    if fit is not None and what.startswith(_PLAIN_ITERATORS)}  # plain iterators fed to this `fit`
         for node, statement, what, fit in feeds:
             if id(node) in seen:
                 continue

@@ -235,8 +235,8 @@ for images, labels in ds.take(steps):
                 methods.pop()
             if methods and (methods[-1] == "prefetch" or _maps_keep_prefetch(facts, steps[:len(methods)])):
                 continue
-            if chain.source in _PREFETCHING_SOURCES and all(
-                    op.method == "map" and (_parallel(op.call) or not costly_map(facts, op)) for op in steps[:len(methods)]):
+            if chain.source in _PREFETCHING_SOURCES and all(op.method == "map" and (
+                    _parallel(op.call) or not costly_map(facts, op)) for op in steps[:len(methods)]):
                 continue  # `make_csv_dataset` ends in a prefetch of its own, which cheap maps after it keep
             if not methods and not chain.source.startswith("tensorflow.data."):
                 continue  # Keras' dataset utilities prefetch; what tfds returns is not shown here

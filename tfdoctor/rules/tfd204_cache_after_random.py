@@ -29,8 +29,8 @@ class CacheAfterRandom(Rule):
     `if not cache:` never runs before a cache under `if cache:`, and one under another flag's `if` than the
     cache's (`if repeat_sample:`, then `if use_cache:`) may never run with it: neither is reported. A cache
     in an evaluation pipeline (under `if validation:`, in the `else` of `if is_training:`, on a dataset
-    named `ds_val`) is left alone: what it freezes does not train; so is one over tensors drawn at random where the pipeline is made (a demo's
-    synthetic data).
+    named `ds_val`) is left alone: what it freezes does not train; so is one over tensors drawn at random
+    where the pipeline is made (a demo's synthetic data).
 
     ## Why it is bad
     `cache()` stores what it receives during the first epoch and replays it afterwards. After `shuffle` or

@@ -34,8 +34,9 @@ class StrategyCreatedLate(Rule):
     start it). Only
     calls that run unconditionally before the strategy count; configuring physical devices does not. TF 1's
     `CollectiveAllReduceStrategy`, programs that disable eager execution and code for TF 1 (a pin, or the
-    code's own `tf.Session`, `tf.app.flags`) run in graph mode and are not checked. Nor is a strategy made just after the code removed `TF_CONFIG` (`del os.environ["TF_CONFIG"]`,
-    the last change to it above the strategy): it has one local worker, whose late start only logs a warning.
+    code's own `tf.Session`, `tf.app.flags`) run in graph mode and are not checked. Nor is a strategy made
+    just after the code removed `TF_CONFIG` (`del os.environ["TF_CONFIG"]`, the last change to it above the
+    strategy): it has one local worker, whose late start only logs a warning.
 
     ## Why it is bad
     The strategy sets up the collective operations between workers when it is created, and TensorFlow allows

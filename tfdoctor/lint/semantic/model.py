@@ -753,8 +753,7 @@ def _default_unequal(test: cst.BaseExpression, parameters: tuple[str, ...],
     name = test.left.value
     wanted = _literal(test.comparisons[0].comparator)
     default = _literal(defaults.get(name) if name in parameters else None)
-    known = wanted is not _UNKNOWN and default is not _UNKNOWN
-    return name if known and name in defaults and defaults[name] is not None and wanted != default else ""
+    return name if _UNKNOWN not in (wanted, default) and wanted != default else ""
 
 
 def _falsy(value: cst.BaseExpression | None) -> bool:
