@@ -235,8 +235,7 @@ for images, labels in ds.take(steps):
                 methods.pop()
             if methods and (methods[-1] == "prefetch" or _maps_keep_prefetch(facts, steps[:len(methods)])):
                 continue
-            if chain.source in _PREFETCHING_SOURCES and all(op.method == "map" and (
-                    _parallel(op.call) or not costly_map(facts, op)) for op in steps[:len(methods)]):
+            if chain.source in _PREFETCHING_SOURCES and _maps_keep_up(facts, steps[:len(methods)]):
                 continue  # `make_csv_dataset` ends in a prefetch of its own, which cheap maps after it keep
             if not methods and not chain.source.startswith("tensorflow.data."):
                 continue  # Keras' dataset utilities prefetch; what tfds returns is not shown here
@@ -327,7 +326,13 @@ def _maps_keep_prefetch(facts: ModuleFacts, steps: tuple[DatasetOp, ...]) -> boo
     if "prefetch" not in methods:
         return False
     after = steps[len(methods) - methods[::-1].index("prefetch"):]
-    return bool(after) and all(op.method == "map" and (_parallel(op.call) or not costly_map(facts, op)) for op in after)
+    return bool(after) and _maps_keep_up(facts, after)
+
+
+def _maps_keep_up(facts: ModuleFacts, steps: tuple[DatasetOp, ...]) -> bool:
+    """Every step is a `map` that is parallel, or does only cheap work (see TFD202): after a prefetch, they keep
+    it working."""
+    return all(op.method == "map" and (_parallel(op.call) or not costly_map(facts, op)) for op in steps)
 
 
 def _parallel(call: cst.Call) -> bool:

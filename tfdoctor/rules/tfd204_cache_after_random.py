@@ -208,7 +208,7 @@ def null_input_fn(batch_size):
             random_steps = [op for op in chain.ops[:index] if self._is_random(facts, op, chain)
                             and not (op.method == "shuffle" and (id(cache.call) in reshuffled or _fixed_order(op)))
                             and not facts.exclusive_branches(op.call, cache.call)
-                            and not _separate_flags(facts, op.call, cache.call)]
+                            and not facts.separate_branches(op.call, cache.call)]
             endless = [i for i, op in enumerate(random_steps) if op.method == "repeat"]
             random_steps = random_steps[endless[-1]:] if endless else random_steps  # the cache never replays them
             if not random_steps:
@@ -316,26 +316,3 @@ def _fixed_order(shuffle: DatasetOp) -> bool:
     given = call_arg(shuffle.call, 2, "reshuffle_each_iteration")
     return isinstance(given, cst.Name) and given.value == "False"
 
-
-def _separate_flags(facts: ModuleFacts, step: cst.Call, cache: cst.Call) -> bool:
-    """Whether the step and the cache each sit under an `if` the other is not under (`if repeat_one_sample:`,
-    then `if use_caching:`), and the cache's test does not imply the step's (`if training:`, then `if training
-    and cache:` does): whether any run takes both, the code does not show."""
-    step_fact, cache_fact = facts.call_fact(step), facts.call_fact(cache)
-    if step_fact is None or cache_fact is None:
-        return False
-    step_only = [i for i in step_fact.ifs if i not in cache_fact.ifs]
-    cache_only = [i for i in cache_fact.ifs if i not in step_fact.ifs]
-    implied = {_code(part) for branch in cache_only for part in _conjuncts(branch.test)}
-    return bool(cache_only) and any(_code(branch.test) not in implied for branch in step_only)
-
-
-def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """`a and b and c` as [a, b, c] (any other test as itself)."""
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        return _conjuncts(test.left) + _conjuncts(test.right)
-    return [test]
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)

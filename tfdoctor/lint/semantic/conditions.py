@@ -61,6 +61,12 @@ def _pinned(test: cst.BaseExpression) -> dict[str, object]:
     return pinned
 
 
+def implied(test: cst.BaseExpression, by: list[cst.If]) -> bool:
+    """Whether a test is a part of the `and` chain of one of these `if`s' tests (`if training and cache:`
+    implies `training`)."""
+    return _text(test) in {_text(part) for branch in by for part in conjuncts(branch.test)}
+
+
 def exclusive(first: cst.If, second: cst.If) -> bool:
     """Whether the bodies of two `if`s never both run on one pass (assuming what their tests read does not
     change in between): one test requires `x` and the other `not x` (parts of an `and` chain, as code), or

@@ -39,7 +39,7 @@ from tfdoctor.lint.semantic.collector import (
     Scope,
     reads,
 )
-from tfdoctor.lint.semantic.conditions import exclusive
+from tfdoctor.lint.semantic.conditions import exclusive, implied
 from tfdoctor.lint.semantic.positions import Positions, positions
 from tfdoctor.lint.semantic.walk import walk
 
@@ -206,6 +206,17 @@ class SemanticModel:
         if a is None or b is None or a.scope is not b.scope:
             return False
         return any(exclusive(x, y) for x in a.ifs for y in b.ifs if x is not y)
+
+    def separate_branches(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """Whether each of two calls lies under an `if` the other is not under, and the second's tests do not
+        imply the first's (`if repeat_sample:`, then `if use_cache:`; not `if training:`, then `if training and
+        cache:`): whether one pass takes both, the code does not show."""
+        a, b = self.call_fact(first), self.call_fact(second)
+        if a is None or b is None:
+            return False
+        first_only = [branch for branch in a.ifs if branch not in b.ifs]
+        second_only = [branch for branch in b.ifs if branch not in a.ifs]
+        return bool(second_only) and any(not implied(branch.test, second_only) for branch in first_only)
 
     def discards(self, node: cst.CSTNode) -> bool:
         """Whether a call's result is thrown away (the call is a statement of its own)."""
