@@ -19,6 +19,7 @@ EXPECTED = [
     ('TFD101', 2, 3, 12, ('the template of this `multi_gpu_model` is not placed on the CPU, so GPU 0 holds its weights; '
                  'build it under `tf.device("/cpu:0")`')),
     ('TFD101', 3, 2, 5, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
+    ('TFD101', 4, 2, 12, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
     ('TFD102', 0, 7, 17, '`tf.split` splits the input of replica function `train_step` again'),
     ('TFD102', 1, 4, 14, '`tf.unstack` splits the input of replica function `fwd` again'),
     ('TFD102', 2, 8, 27, 'slicing by a per-GPU size splits the input of replica function `replica_fn` again'),

@@ -179,6 +179,40 @@ def test_fit_input_over_replays_that_spread_widely_gets_an_interval_that_holds_t
     assert steady == plain  # replays within 10% of each other: the bootstrap's interval stands
 
 
+def test_fit_input_measured_in_turns_replaces_the_calls_excess_over_replays_timed_after_the_window():
+    """A MobileNetV2 fit on 2 logical CPU devices (ms, as measured on this host): the window's calls took ~605 ms
+    against replays of ~486 ms timed after it, so input read 20%; the same model's step on batches of its own
+    pipeline and on one captured batch, in blocks taken in turns, differ by a few ms, as the script with a
+    cached batch runs. Input is then that difference, compute takes the rest back, and the note says what the
+    window had said."""
+    from tfdoctor.profile.breakdown import with_input_in_turns
+    from tfdoctor.profile.protocol import InputTurns, PhaseTimes, ScriptMeasured
+    from tfdoctor.profile.script.join import fit_input_notes
+
+    calls = [598, 612, 590, 605, 620, 601, 607, 595, 611, 604]
+    replays = [481, 492, 486, 478, 490, 488, 483, 495, 480, 487]
+    replay = statistics.median(replays)
+    full = [(c + 0.5) * MS for c in calls]
+    on_device = [(c + 0.5 - max(c - replay, 0)) * MS for c in calls]
+    window = breakdown(full, on_device, [replay * MS] * 10, [0.1] * 10, [0.1] * 10, paired=True)
+    assert window.shares()["input"] > 0.18
+    fed = [497, 470, 512, 488, 530, 479]
+    captured = [490, 466, 505, 492, 520, 470]  # the machine's speed moved 10% between rounds, both sides with it
+    turns = with_input_in_turns(window, [f * MS for f in fed], [c * MS for c in captured])
+    low, high = turns.share_interval("input")
+    assert turns.input == pytest.approx(7 * MS) and 0.0 <= low <= turns.shares()["input"] <= high < 0.03
+    assert sum(turns.seconds().values()) == pytest.approx(sum(window.seconds().values()))
+    assert turns.compute > window.compute and "input" not in turns.drift
+    result = ScriptMeasured(PhaseTimes(full, [0.0] * 10, on_device), [c * MS for c in calls], "fit", [], 40, [],
+                            replay_steps=[r * MS for r in replays],
+                            input_turns=InputTurns([f * MS for f in fed], [c * MS for c in captured], 5))
+    assert fit_input_notes(result, turns) == [
+        "fit's step calls fetch their own input, measured in turns: 6 rounds of 5 steps on a copy of the script's "
+        "pipeline (492.5 ms a step) and on a captured batch (491.0 ms); the window's calls against replays timed "
+        "after it said 20%: the machine's speed changed between them"]
+    assert with_input_in_turns(window, [0.5], [0.4]) == window  # one round is no interval
+
+
 def test_fit_input_interval_holds_the_uncertainty_of_the_replayed_step_it_is_measured_against():
     """Steady step calls of 159-162 ms against ten replays of 146-156 ms (within 10% of each other, so not
     'unsteady'): input is the calls' excess over the replays' median, and that median is a sample too. Split the

@@ -164,6 +164,20 @@ def test_model_fit_fed_by_a_slow_pydataset_is_input_bound(tmp_path):
 
 
 @pytest.mark.tf
+def test_fit_input_read_inside_its_calls_is_measured_in_turns_on_a_copy_of_the_pipeline(tmp_path):
+    """fit's calls fetch their own batch, 50 ms each from the map, against a step of a few ms: the step on a
+    copy of the script's pipeline and on a captured batch, timed in turns, say input-bound, and the note
+    says how it was measured."""
+    report = _profile("fit_slow_pipeline.py", tmp_path)
+    assert report["verdict"]["primary"] == "input-bound", report["shares"]
+    assert report["shares"]["input"] > 0.6 and report["intervals"]["input"]["share"][0] > 0.5, report["intervals"]
+    note = next(n for n in report["notes"] if n.startswith("fit's step calls fetch their own input, measured in "
+                                                             "turns: 6 rounds of 5 steps on a copy of the script's "
+                                                             "pipeline ("))
+    assert float(note.split("pipeline (")[1].split(" ms")[0]) >= 45, note  # the copy ran the script's map
+
+
+@pytest.mark.tf
 def test_fit_of_several_epochs_is_measured_after_its_first_epoch(tmp_path):
     """The first epoch reads each batch slowly into a cache (input ~90% there), the later ones read the cache:
     the window measures the epochs that follow. The second epoch starts 1 s late, outside every step: the

@@ -211,6 +211,34 @@ def with_unsteady_reference(measured: Breakdown, reference: list[float], part: s
                    unsteady=(part, fast, slow))
 
 
+def with_input_in_turns(measured: Breakdown, fed: list[float], captured: list[float]) -> Breakdown:
+    """`input` as the median over rounds of the step on the script's own batches (`fed`) less the same step on a
+    captured batch (`captured`), the two timed in the same round: fit's calls fetch their own batch, and their
+    excess over replays timed after the window moves with the machine's drift, which the rounds share. Its
+    interval comes from resamples of the rounds' differences; compute gives up or takes back the change, so the
+    parts still add up to the step, and no drift between the window's halves is said of input."""
+    if len(fed) < 2 or len(fed) != len(captured):
+        return measured
+    total = sum(measured.seconds().values()) or 1.0
+    most = measured.input + measured.compute
+    differences = [f - c for f, c in zip(fed, captured)]
+    value = clamp(statistics.median(differences), most)
+    rng = random.Random(0)  # the same timings give the same interval
+    low, high = _central([clamp(statistics.median(rng.choices(differences, k=len(differences))), most)
+                          for _ in range(RESAMPLES)])
+    low, high = min(low, value), max(high, value)
+    shift = measured.input - value
+    compute_low, compute_high = measured.intervals.get("compute", (measured.compute, measured.compute))
+    compute_interval = (clamp(compute_low + shift - (high - value), total),
+                        clamp(compute_high + shift + (value - low), total))
+    intervals = {**measured.intervals, "input": (low, high), "compute": compute_interval}
+    share_intervals = {**measured.share_intervals, "input": (low / total, high / total),
+                       "compute": (compute_interval[0] / total, compute_interval[1] / total)}
+    drift = {part: halves for part, halves in measured.drift.items() if part != "input"}
+    return replace(measured, input=value, compute=measured.compute + shift, intervals=intervals,
+                   share_intervals=share_intervals, drift=drift)
+
+
 def _widened(measured: Breakdown, part: str, seconds: tuple[float, float], shares: tuple[float, float]) -> Breakdown:
     """The breakdown with `part`'s intervals widened to hold `seconds` and `shares`, and compute's widened by
     the same time the other way (the parts add up to the step)."""

@@ -168,6 +168,17 @@ class EpochBoundary:
 
 
 @dataclass(frozen=True)
+class InputTurns:
+    """Input inside the step calls measured in turns: rounds of `block` steps on batches of a copy of the
+    script's own pipeline (`fed`, seconds per step) and on the captured batch (`captured`), the i-th of each
+    timed in the same round."""
+
+    fed: list[float]
+    captured: list[float]
+    block: int
+
+
+@dataclass(frozen=True)
 class ScriptMeasured(Event):
     """Script mode's (and the API's) result: the step window and the replays on a captured batch. `full`
     and `on_device` are the same steps (paired); `gradients[i]` and `reduced[i]` come from the same turn."""
@@ -192,6 +203,7 @@ class ScriptMeasured(Event):
     epoch_steps: int = 0                   # the steps of fit's first epoch, when it ended in the warm-up
     between_epochs: list[EpochBoundary] = field(default_factory=list)  # fit's epoch boundaries seen
     new_iterator_each_epoch: bool = False  # fit's data is a dataset that ends each epoch (no steps_per_epoch)
+    input_turns: InputTurns | None = None   # fit's input, measured again in turns against the captured batch
 
 
 @dataclass(frozen=True)

@@ -74,8 +74,9 @@ _TEXT = {
 _ALREADY = {  # (part, what the script already does): the change that is left to make
     ("input", "tf.data"): ("Make the script's tf.data pipeline keep up with the step",
                            "Run its map calls with num_parallel_calls=tf.data.AUTOTUNE, cache() before the random "
-                           "steps, end it with prefetch(tf.data.AUTOTUNE), and distribute it with "
-                           "strategy.experimental_distribute_dataset so each replica gets its own shard."),
+                           "steps and end it with prefetch(tf.data.AUTOTUNE); in a custom loop, distribute it "
+                           "with strategy.experimental_distribute_dataset so each replica gets its own shard "
+                           "(Model.fit does that itself)."),
     ("compute", "mixed"): ("Make the device work smaller or faster",
                            "Give each replica only its own shard (no tf.split of the batch again) and try XLA "
                            "(jit_compile=True); the script already runs the {precision} policy."),

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import libcst as cst
 
@@ -9,14 +9,18 @@ from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, literal_str, main_guard
 from tfdoctor.lint.rule import Context, Rule
 
+_WEIGHT_MOVES = ("load_weights", "save_weights", "get_weights", "set_weights")  # no training in them
+
+
 class MultiGpuModel(Rule):
     """
     ## What it does
     Finds calls to `keras.utils.multi_gpu_model`, in any import spelling (`tf.keras.utils`, standalone
     `keras`, `keras.utils.training_utils`, or an alias). A call whose result a function (or a script's
     `if __name__ == "__main__":` block) assigns to a name that nothing reads afterwards
-    (`parallel = multi_gpu_model(model, 2)`, then `model.fit(...)`) is left alone: the training does not run
-    on it.
+    (`parallel = multi_gpu_model(model, 2)`, then `model.fit(...)`), or one whose result only has weights loaded
+    into it or saved from it (a script converting a multi-GPU checkpoint: `parallel.load_weights(path)`, then
+    `model.save_weights(out)`), is left alone: the training does not run on it.
 
     The `multi_gpu_model` of the standalone `keras` package (`from keras.utils import multi_gpu_model`)
     is that of multi-backend Keras up to 2.3, the last to have it, whose models no `tf.distribute` strategy
@@ -64,6 +68,9 @@ class MultiGpuModel(Rule):
         "parallel.fit(x, y)\n",
         "import tensorflow.compat.v1 as tf\nm = tf.keras.utils.multi_gpu_model(base, gpus=2, cpu_merge=False)  # TFD101\n"
         "m.fit(x, y)\n",
+        # weights loaded, then trained on
+        "import tensorflow as tf\nparallel = tf.keras.utils.multi_gpu_model(model, gpus=2)  # TFD101\n"
+        "parallel.load_weights(path)\nparallel.fit(x, y)\n",
     )
     VALID = (
         "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\nwith strategy.scope():\n"
@@ -75,6 +82,9 @@ class MultiGpuModel(Rule):
         "    parallel_model = multi_gpu_model(model, gpus=2)\n    model.compile(loss='mse')\n    model.fit(x, y)\n",
         "from keras.utils import multi_gpu_model\nif __name__ == '__main__':\n"
         "    parallel = multi_gpu_model(model, gpus=2) if gpus > 1 else model\n    model.fit(x, y)\n",
+        # a checkpoint conversion: weights loaded into the parallel model, the template's saved
+        "import sys\nimport tensorflow as tf\nparallel = tf.keras.utils.multi_gpu_model(model, gpus=2)\n"
+        "parallel.load_weights(sys.argv[1])\nmodel.save_weights(sys.argv[2])\n",
         # standalone Keras with the template on the CPU: the supported way in multi-backend Keras
         "import tensorflow as tf\nfrom keras.utils.training_utils import multi_gpu_model\ndef build(n):\n"
         "    with tf.device('/cpu:0'):\n        base = make_model()\n    return multi_gpu_model(base, gpus=n)\n",
@@ -121,15 +131,31 @@ def _template_on_cpu(facts: ModuleFacts, call: CallFact) -> bool:
 
 
 def _result_unused(facts: ModuleFacts, call: CallFact) -> bool:
-    """`parallel = multi_gpu_model(...)` (or `... if gpus > 1 else model`) in a function or a script's main
-    block, and nothing reads `parallel` afterwards (nor a function defined there)."""
+    """`parallel = multi_gpu_model(...)` (or `... if gpus > 1 else model`) and nothing trains on `parallel`:
+    in a function or a script's main block nothing reads it afterwards (nor a function defined there); anywhere,
+    it only has weights loaded into it or saved from it (a script converting a multi-GPU checkpoint)."""
+    name = _parallel_name(call)
+    if name is None:
+        return False
+    moves = {f"{name}.{method}" for method in _WEIGHT_MOVES}
+    if call.scope.parent is not None or any(main_guard(i.test) for i in call.ifs):
+        if not _read_later(facts, name, call, lambda later: False):
+            return True
+    return (any(later.func in moves and later.order > call.order for later in facts.calls)
+            and not _read_later(facts, name, call, lambda later: later.func in moves))
+
+
+def _read_later(facts: ModuleFacts, name: str, call: CallFact, ignore: Callable[[CallFact], bool]) -> bool:
+    """Whether code after the call, or a function defined in its scope, reads `name`, calls `ignore` accepts aside."""
+    return facts.read_later(name, call.scope, call.order, ignore) or any(
+        facts.read_later(name, child, -1, ignore) for child in call.scope.children)
+
+
+def _parallel_name(call: CallFact) -> str | None:
+    """The name the statement of the call assigns the parallel model to (alone, or in a conditional)."""
     assign = next((small for small in getattr(call.statement, "body", ()) if isinstance(small, cst.Assign)
                    and (small.value is call.node or isinstance(small.value, cst.IfExp)
                         and call.node in (small.value.body, small.value.orelse))), None)
-    if (assign is None or len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name)
-            or call.scope.parent is None and not any(main_guard(i.test) for i in call.ifs)):
-        return False
-    name = assign.targets[0].target.value
-    return not facts.read_later(name, call.scope, call.order) and not any(
-        facts.read_later(name, child, -1) for child in call.scope.children)
-
+    if assign is None or len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        return None
+    return assign.targets[0].target.value

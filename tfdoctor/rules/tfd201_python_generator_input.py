@@ -51,7 +51,8 @@ class PythonGeneratorInput(Rule):
     of the tutorials' `read_data_sets`, a generator, a `from_generator` source or a `Sequence` whose
     `__getitem__` hands out only `x[i:i + n]` or an element of what the object built before (`self.pool[i]`),
     tuples or dicts of them, or names bound only to such slices; a
-    loop over `zip` of numpy arrays the script builds), whose feed costs a copy. Likewise
+    loop over `zip` of numpy arrays the script builds), whose feed costs a copy; nor batches of a method that
+    the project's class of the object does not define (a base from elsewhere, or nothing, hands them out). Likewise
     `ImageDataGenerator().flow(x, y)` with no augmentation (only `rescale`, `validation_split`, `data_format`,
     `dtype`): it slices arrays in memory. Only in a program that distributes training: the module, or a
     project module that imports it, builds a `tf.distribute` strategy or uses one (`scope`, `run`, a
@@ -412,6 +413,19 @@ mnist = input_data.read_data_sets("MNIST_data")
 while True:
     bx, by = mnist.train.next_batch(100)
     sess.run(train, feed_dict={X: bx, Y: by})
+""",
+        # TF1: batches from a method the project's class does not define: what it hands out is not shown
+        """import horovod.tensorflow as hvd
+import tensorflow as tf
+class Batches:
+    def __init__(self, inputs, labels):
+        self.inputs, self.labels = inputs, labels
+hvd.init()
+train_op = hvd.DistributedOptimizer(tf.compat.v1.train.AdamOptimizer()).minimize(loss)
+batches = Batches(train_in, train_label)
+for epoch in range(10):
+    for bx, by in batches.iter_batches(64):
+        sess.run([train_op, loss], feed_dict={x: bx, y: by})
 """,
         # TF1: one example at a time from numpy arrays the script builds: a copy each, no Python work to move
         """import numpy as np

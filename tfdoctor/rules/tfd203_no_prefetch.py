@@ -40,9 +40,10 @@ class NoPrefetch(Rule):
     parallel map computes elements ahead into its own buffer) and serial ones that visibly do only cheap work
     (a slice, a cast; see TFD202 for what counts as costly), or whose function the module does not show; a pipeline without one is reported at its last
     step before them, where `prefetch` goes. A pipeline that only slices, shuffles and batches arrays already in
-    memory (`from_tensor_slices`, `from_tensors`, `range`, with no `interleave` or `filter`, and only `map`s that
-    visibly do cheap work: a cast, a reshape, a one-hot, arithmetic) is not reported: a batch of it costs little
-    more than a copy, and overlapping that with the step saves next to nothing.
+    memory (`from_tensor_slices`, `from_tensors`, `range`, with no `interleave` or `filter`, an `apply` only of a
+    batching, `unbatch` or `shuffle_and_repeat`, and only `map`s that visibly do cheap work: a cast, a reshape,
+    a one-hot, arithmetic) is not reported: a batch of it costs little more than a copy, and overlapping that
+    with the step saves next to nothing.
 
     From TensorFlow 2.12 on, with autotuning on (the default), TensorFlow injects an autotuned prefetch after
     a pipeline that ends in a synchronous step (`tf.data.Options().experimental_optimization.inject_prefetch`),
@@ -193,6 +194,14 @@ model.fit(ds)
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(arr).batch(8)
 model.predict(ds)
+""",
+        # arrays in memory, batched through `apply`: still a copy
+        """# tfdoctor: target-tensorflow=1.10
+import tensorflow as tf
+ds = tf.data.Dataset.from_tensor_slices((inputs, targets)).shuffle(10000)
+ds = ds.apply(tf.contrib.data.batch_and_drop_remainder(64))
+for x, y in ds:
+    step(x, y)
 """,
         # arrays in memory, sliced and batched: a batch costs a copy
         """# tfdoctor: target-tensorflow=2.4

@@ -519,7 +519,7 @@ def _drawn(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
 
 def slices_of_memory(source: str, steps: tuple[DatasetOp, ...]) -> bool:
     """A pipeline over arrays already in memory whose elements no step computes: its batches cost a copy."""
-    return source in _IN_MEMORY and not any(op.method in _ELEMENT_WORK for op in steps)
+    return source in _IN_MEMORY and not any(op.method in _ELEMENT_WORK and not op.regroups_only for op in steps)
 
 
 def training_chains(facts: ModuleFacts) -> list[tuple[DatasetChain, TrainingInput]]:

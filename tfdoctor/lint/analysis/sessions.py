@@ -42,9 +42,24 @@ def session_feeds(facts: ModuleFacts) -> list[SessionFeed]:
             continue
         names = derived_names(facts, _fed_names(facts, feed, call), call.scope, strings=False)
         source = _batch_source(facts, call, names)
-        if source is not None and not slices_in_memory(facts, source[0], call.scope, call.order):
+        if (source is not None and not slices_in_memory(facts, source[0], call.scope, call.order)
+                and not _method_not_shown(facts, source[0], call.scope, call.order)):
             found.append(SessionFeed(*source))
     return found
+
+
+def _method_not_shown(facts: ModuleFacts, source: cst.BaseExpression, scope: Scope, order: int) -> bool:
+    """`batches.iter_batches(n)` on an instance of a project class that does not define the method (a base
+    class from elsewhere does, or nothing does): what it hands out cannot be seen."""
+    if not (isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute)):
+        return False
+    method = source.func.attr.value
+    made = facts.values_of(source.func.value, scope, order, parameters=False)
+    classes = [origin.model.class_and_module(dotted(origin.expr.func))
+               if origin.kind == "value" and isinstance(origin.expr, cst.Call) else None for origin in made]
+    return bool(classes) and all(
+        found is not None and found[1].method_named(found[0].name, method, cross_module=True) is None
+        for found in classes)
 
 
 def slices_in_memory(facts: ModuleFacts, source: cst.BaseExpression, scope: Scope, order: int) -> bool:

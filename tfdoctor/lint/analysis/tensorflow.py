@@ -53,7 +53,10 @@ _KERAS_MODEL_BASES = re.compile(r"^keras\.(models\.)?Model$|^keras\.Model$")
 
 
 _BATCHING_METHODS = frozenset({"batch", "padded_batch", "ragged_batch"})
-_BATCHING_FUNCTIONS = frozenset({"dense_to_ragged_batch", "dense_to_sparse_batch"})  # given to `apply`
+# Given to `apply`: functions that batch, and (with them) those that only regroup or reorder elements.
+_BATCHING_FUNCTIONS = frozenset({"dense_to_ragged_batch", "dense_to_sparse_batch", "batch_and_drop_remainder",
+                                 "padded_batch_and_drop_remainder"})
+_REGROUPING_FUNCTIONS = _BATCHING_FUNCTIONS | {"unbatch", "shuffle_and_repeat"}
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,13 @@ class DatasetOp:
             return self.call
         applied = self.applied
         return applied[1] if applied is not None and applied[0] in _BATCHING_FUNCTIONS else None
+
+    @property
+    def regroups_only(self) -> bool:
+        """An `apply` of a transformation that only batches, unbatches or shuffles the elements
+        (`apply(tf.contrib.data.batch_and_drop_remainder(n))`): no work on each element."""
+        applied = self.applied
+        return applied is not None and applied[0] in _REGROUPING_FUNCTIONS
 
 
 def runs_once(op: DatasetOp, steps: Sequence[DatasetOp]) -> bool:

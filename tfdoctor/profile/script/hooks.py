@@ -275,6 +275,8 @@ def _patch_fit(module: ModuleType) -> None:
             data, targets = (list(args) + [kwargs.get("x"), kwargs.get("y")][len(args):])[:2]
             rec.replay = replay.of_fit(self, data, targets, kwargs.get("batch_size"))
             rec.input_kind = _kind_of(data)
+            if isinstance(data, tf.data.Dataset):  # fit reads it inside its step calls, where no hook sees it
+                rec.input_source = inputs.fit_source(self.distribute_strategy, data)
             rec.new_iterator_each_epoch = rec.input_kind == TF_DATA and kwargs.get("steps_per_epoch") is None
         _State.fitting = module.__name__
         out = original_fit(self, *args, **kwargs)  # on an error, `fitting` stays set for the crash report

@@ -7,6 +7,7 @@ steps (TFD204) needs the pipeline rebuilt from its source, which only the script
 
 from __future__ import annotations
 
+import types
 from typing import Any, Callable, Iterator
 
 import tensorflow as tf
@@ -35,30 +36,42 @@ def tune(dataset: tf.data.Dataset) -> tf.data.Dataset:
 def tuned_copy(source: Any, captured: Batch) -> tuple[Iterator[Batch], Iterator[Batch], str] | str:
     """Two new iterators over the script's pipeline, as the script built it and tuned, each yielding the step's
     (args, kwargs); or why there are none."""
+    plain = script_copy(source, captured)
+    if isinstance(plain, str):
+        return plain
+    tuned = script_copy(source, captured, tune)
+    assert not isinstance(tuned, str)  # the same source and batch as `plain`
+    return plain, tuned, TUNED_NOTE
+
+
+def script_copy(source: Any, captured: Batch,
+                change: Callable[[tf.data.Dataset], tf.data.Dataset] = lambda dataset: dataset) -> Iterator[Batch] | str:
+    """A new iterator over the script's pipeline with `change` applied, yielding the step's (args, kwargs);
+    or why there is none."""
     if source is None:
         return "the training loop read no tf.data iterator that the hooks saw"
-    made = _rebuilt(source)
-    if isinstance(made, str):
-        return made
-    plain, tuned = made
     as_args = _arguments(captured)
     if as_args is None:
         return "the step's arguments are not the pipeline's elements as they come"
-    return _mapped(plain, as_args), _mapped(tuned, as_args), TUNED_NOTE
+    made = _rebuilt(source, change)
+    return made if isinstance(made, str) else _mapped(made, as_args)
 
 
-def _rebuilt(source: Any) -> tuple[Iterator[Any], Iterator[Any]] | str:
+def fit_source(strategy: Any, dataset: tf.data.Dataset) -> Any:
+    """What `Model.fit` reads a dataset through under `strategy` (it distributes it), as a source
+    `script_copy` takes."""
+    return types.SimpleNamespace(**{SOURCE: (strategy, dataset, None, False)})
+
+
+def _rebuilt(source: Any, change: Callable[[tf.data.Dataset], tf.data.Dataset]) -> Iterator[Any] | str:
     recorded = getattr(source, SOURCE, None)
-    if recorded is not None:  # a distributed dataset: distributed again, from the tuned dataset
+    if recorded is not None:  # a distributed dataset: distributed again, from the changed dataset
         strategy, dataset, options, from_function = recorded
         if from_function:
-            return (iter(strategy.distribute_datasets_from_function(dataset, options)),
-                    iter(strategy.distribute_datasets_from_function(lambda context: tune(dataset(context)), options)))
-        return (iter(strategy.experimental_distribute_dataset(dataset, options)),
-                iter(strategy.experimental_distribute_dataset(tune(dataset), options)))
+            return iter(strategy.distribute_datasets_from_function(lambda context: change(dataset(context)), options))
+        return iter(strategy.experimental_distribute_dataset(change(dataset), options))
     if isinstance(source, iterator_ops.OwnedIterator) and getattr(source, "_dataset", None) is not None:
-        dataset = source._dataset  # noqa: SLF001 - the iterator's own dataset; no public accessor
-        return iter(dataset), iter(tune(dataset))
+        return iter(change(source._dataset))  # noqa: SLF001 - the iterator's own dataset; no public accessor
     return "the training loop's iterator does not say which dataset it reads"
 
 

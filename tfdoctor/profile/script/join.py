@@ -15,12 +15,13 @@ from tfdoctor.config import Overrides
 from tfdoctor.lint.engine import lint_paths
 from tfdoctor.lint.findings import Finding
 from tfdoctor.profile.breakdown import (Breakdown, across_launches, breakdown, clamp, difference_interval,
-                                        with_sampled_reference, with_unsteady_reference)
+                                        with_input_in_turns, with_sampled_reference, with_unsteady_reference)
 from tfdoctor.profile.protocol import ScriptMeasured
 from tfdoctor.profile.report import Report, device_notes
 from tfdoctor.profile.suggest import RULES_FOR, Cause, Seen, suggest
 from tfdoctor.profile.verdict import judge
 
+SLOWER_REPLAY = 1.05  # a replayed step this much slower than the real calls cannot bound the input inside them
 PART_OF = {"input-bound": "input", "sync-bound": "sync", "host-bound": "host", "compute-bound": "compute",
            "not-separated": None}
 
@@ -149,11 +150,39 @@ def breakdown_of(result: ScriptMeasured, kind: str) -> Breakdown:
     measured = replace(breakdown(times.full, times.on_device, times.looped, times.gradients, times.reduced,
                                  paired=True), separated=result.replayed, input_inside=bool(result.looped))
     measured = with_contention(result, kind, measured)
-    if result.source == "fit" and result.replayed:  # fit's input: the calls' excess over the replays
+    if result.source == "fit" and result.replayed and result.input_turns is not None:  # fit's input, in turns
+        measured = with_input_in_turns(measured, result.input_turns.fed, result.input_turns.captured)
+    elif result.source == "fit" and result.replayed:  # fit's input: the calls' excess over the replays
         measured = with_sampled_reference(measured, times.full, result.step_calls[:len(times.full)],
                                           result.replay_steps)
         measured = with_unsteady_reference(measured, result.replay_steps)
     return measured
+
+
+def fit_input_notes(result: ScriptMeasured, measured: Breakdown) -> list[str]:
+    """How fit's input, read inside its step calls, was measured: in turns (with the window's own value where
+    it lies outside the interval), or as the calls' excess over the replays (with a note when the replays ran
+    slower than the calls, so that they could not bound it)."""
+    if result.source != "fit" or not result.replayed or not result.replay_steps:
+        return []
+    step, calls = statistics.median(result.replay_steps), statistics.median(result.step_calls)
+    turns = result.input_turns
+    if turns is not None:
+        note = (f"fit's step calls fetch their own input, measured in turns: {len(turns.fed)} rounds of {turns.block} "
+                f"steps on a copy of the script's pipeline ({statistics.median(turns.fed) * 1e3:.1f} ms a step) and "
+                f"on a captured batch ({statistics.median(turns.captured) * 1e3:.1f} ms)")
+        window = max(calls - step, 0.0) / (statistics.median(result.times.full) or 1.0)
+        low, high = measured.share_interval("input")
+        if not low <= window <= high:
+            note += (f"; the window's calls against replays timed after it said {window:.0%}: the machine's speed "
+                     "changed between them")
+        return [note]
+    notes = [f"the step calls fetch their own input: input = the calls' excess over the replayed step "
+             f"({step * 1e3:.1f} ms)"]
+    if step > SLOWER_REPLAY * calls:
+        notes.append(f"the replayed step ({step * 1e3:.1f} ms) is slower than the step calls it replays "
+                     f"({calls * 1e3:.1f} ms), so it cannot bound the input inside them: input may be more than shown")
+    return notes
 
 
 def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind: str, names: list[str],
@@ -187,6 +216,7 @@ def build(result: ScriptMeasured, findings: list[Finding], requested: int, kind:
               "the devices")]
     if waits:
         extra.append(f"hooked input waits: {sum(waits) / len(waits) * 1000:.1f} ms per step")
+    extra += fit_input_notes(result, measured)
     replicas = result.replicas or requested
     if result.replicas and result.replicas < requested:
         extra.append(f"the step ran on {result.replicas} replica{'s' if result.replicas > 1 else ''}, not the "

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tfdoctor.profile.machine_load import CpuSample, load_note, sample
-from tfdoctor.profile.protocol import EpochBoundary, NoStep, PhaseTimes, ScriptMeasured, Traced, WhatIf
+from tfdoctor.profile.protocol import (
+    EpochBoundary, InputTurns, NoStep, PhaseTimes, ScriptMeasured, Traced, WhatIf,
+)
 from tfdoctor.profile.script.lines_run import LinesRun
 from tfdoctor.profile.script.replay import Replay, measure
 
@@ -228,10 +230,12 @@ class Recorder:
             notes.append(loaded)
         if ended and len(intervals) < self.steps:
             notes.append(f"the script {ended} after {self.seen} steps: {len(intervals)} of {self.steps} measured")
-        replayed = None
+        replayed, turns = None, None
         if self.replay and replay:
             before = sample()
             replayed = measure(self.replay, intervals, calls, self.progress, notes, self.across_workers)
+            if replayed is not None and self.replay.input_inside and not self.across_workers:
+                turns = self._input_in_turns(notes)
             loaded = load_note(before, sample(), "the step was replayed (host overhead and all-reduce come from "
                                "the replays)")
             notes.extend([loaded] if loaded else [])
@@ -252,7 +256,23 @@ class Recorder:
                               self.peer_waits[:len(intervals)], self.input_kind, _mixed_precision(),
                               self.lines_run.recorded() if self.lines_run is not None else {}, list(self.looped),
                               self.warmed, self.first_epoch, list(self.between_epochs),
-                              self.new_iterator_each_epoch)
+                              self.new_iterator_each_epoch, turns)
+
+    def _input_in_turns(self, notes: list[str]) -> InputTurns | None:
+        """Fit's input measured in turns on a copy of its dataset (input_turns.py), or a note why not."""
+        import tensorflow as tf
+
+        from tfdoctor.profile.script.input_turns import measure_in_turns
+
+        assert self.replay is not None
+        try:
+            turns = measure_in_turns(self.replay, self.input_source, self.progress)
+        except (tf.errors.OpError, ValueError, TypeError) as error:  # a copy of the pipeline that cannot run
+            turns = f"the step failed on it ({type(error).__name__}: {error})"[:300]
+        if isinstance(turns, str):
+            notes.append(f"input was not measured in turns on a copy of the script's pipeline: {turns}")
+            return None
+        return turns
 
     def _start_trace(self) -> None:
         import tensorflow as tf

@@ -31,7 +31,6 @@ PASSTHROUGH = {"on": False}  # read by the all-reduce hook
 EAGER = "eager strategy.run"
 COMPILED = {"on": False}  # read by the strategy.run hook: each replica function is compiled with XLA
 LOOP = 4  # steps per graph call in phase H
-SLOWER_REPLAY = 1.05  # a replayed step this much slower than the real calls cannot bound the input inside them
 SETTLE_S = 10.0  # the longest wait for the script's own input threads to go idle before the replays
 IDLE_CORES = 0.1  # the process's CPU use, in cores, while nothing of tfdoctor's runs, that counts as idle
 
@@ -228,13 +227,6 @@ def measure(replay: Replay, intervals: list[float], calls: list[float], progress
         progress("replays", index + 1, len(intervals))
     step = statistics.median(replayed if replay.input_inside or across_workers else calls)
     on_device = ([a - max(c - step, 0.0) for a, c in zip(intervals, calls)] if replay.input_inside else calls)
-    if replay.input_inside:
-        notes.append(f"the step calls fetch their own input: input = the calls' excess over the replayed step "
-                     f"({step * 1e3:.1f} ms)")
-        if step > SLOWER_REPLAY * statistics.median(calls):
-            notes.append(f"the replayed step ({step * 1e3:.1f} ms) is slower than the step calls it replays "
-                         f"({statistics.median(calls) * 1e3:.1f} ms), so it cannot bound the input inside them: "
-                         "input may be more than shown")
     sync, inside = statistics.median(unreduced_ratio), statistics.median(looped_ratio)
     without = "one replica, no all-reduce" if alone else f"without the all-reduce {sync:.0%}"
     notes.append(f"replays of the {replay.kind} step on a captured batch, as shares of the replayed step: "
