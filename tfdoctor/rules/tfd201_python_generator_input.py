@@ -52,7 +52,10 @@ class PythonGeneratorInput(Rule):
     `__getitem__` hands out only `x[i:i + n]` or an element of what the object built before (`self.pool[i]`),
     tuples or dicts of them, or names bound only to such slices; a
     loop over `zip` of numpy arrays the script builds), whose feed costs a copy; nor batches of a method that
-    the project's class of the object does not define (a base from elsewhere, or nothing, hands them out). Likewise
+    the project's class of the object does not define (a base from elsewhere, or nothing, hands them out), nor
+    batches that a Keras enqueuer's workers made (the `get()` of an `OrderedEnqueuer` or `GeneratorEnqueuer`, or of
+    a project's copy, or a generator that starts one and yields from its queue: the code sets their threads or
+    processes, as with `fit(workers=...)`). Likewise
     `ImageDataGenerator().flow(x, y)` with no augmentation (only `rescale`, `validation_split`, `data_format`,
     `dtype`): it slices arrays in memory. Only in a program that distributes training: the module, or a
     project module that imports it, builds a `tf.distribute` strategy or uses one (`scope`, `run`, a
@@ -263,8 +266,53 @@ class Tiles(keras.utils.Sequence):
 parallel = multi_gpu_model(build_model(), gpus=2)
 parallel.fit_generator(Tiles(), steps_per_epoch=100, workers=4)  # TFD201
 """,
+        # ... with processes only when a worker count it sets to 1 is above 1: one thread
+        """# tfdoctor: target-keras=2.1.5
+import keras
+from keras.utils import multi_gpu_model
+class Tiles(keras.utils.Sequence):
+    def __len__(self):
+        return 100
+    def __getitem__(self, i):
+        return load_and_augment(i)
+num_workers = 1
+parallel = multi_gpu_model(build_model(), gpus=2)
+parallel.fit_generator(Tiles(), steps_per_epoch=100,  # TFD201
+                       use_multiprocessing=True if num_workers > 1 else False, workers=num_workers)
+""",
     )
     VALID = (
+        # batches from a copy of Keras' enqueuer, whose threads or processes the code sets (as `fit(workers=...)`)
+        """import keras
+import horovod.keras as hvd
+class OrderedEnqueuer:
+    def __init__(self, sequence, use_multiprocessing=False):
+        self.sequence, self.use_multiprocessing = sequence, use_multiprocessing
+    def get(self):
+        while True:
+            yield self.queue.get()
+hvd.init()
+enqueuer = OrderedEnqueuer(Tiles(), use_multiprocessing=num_workers > 1)
+enqueuer.start(workers=num_workers)
+for x, y in enqueuer.get():
+    model.train_on_batch(x, y)
+""",
+        # TF 1 `feed_dict` batches of a generator that yields what a `GeneratorEnqueuer`'s processes made
+        """import horovod.tensorflow as hvd
+import tensorflow as tf
+from keras.utils import GeneratorEnqueuer
+def get_batch(num_workers):
+    enqueuer = GeneratorEnqueuer(generator(), use_multiprocessing=True)
+    enqueuer.start(workers=num_workers)
+    while True:
+        yield enqueuer.queue.get()
+hvd.init()
+train_op = hvd.DistributedOptimizer(tf.compat.v1.train.AdamOptimizer()).minimize(loss)
+batches = get_batch(16)
+while True:
+    images, labels = next(batches)
+    sess.run(train_op, feed_dict={x: images, y: labels})
+""",
         # a Sequence that hands out batches it made once
         """import tensorflow as tf
 class Pool(tf.keras.utils.Sequence):
@@ -718,9 +766,28 @@ def _literal(facts: ModuleFacts, expr: cst.BaseExpression, call: CallFact) -> in
     written = _constant(expr)
     if written is not None:
         return written
+    if isinstance(expr, cst.IfExp):  # `True if num_workers > 1 else False`
+        test = _comparison(facts, expr.test, call)
+        return None if test is None else _literal(facts, expr.body if test else expr.orelse, call)
     values = [o.expr for o in facts.values_of(expr, call.scope, call.order)] if dotted(expr) else [expr]
     found = {_constant(v) for v in values}
     return found.pop() if len(found) == 1 else None
+
+
+_COMPARE = {cst.GreaterThan: int.__gt__, cst.GreaterThanEqual: int.__ge__, cst.LessThan: int.__lt__,
+            cst.LessThanEqual: int.__le__, cst.Equal: int.__eq__, cst.NotEqual: int.__ne__}
+
+
+def _comparison(facts: ModuleFacts, test: cst.BaseExpression, call: CallFact) -> bool | None:
+    """The value of `a > b` (one comparison of two integers the code shows), else None."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    compare = _COMPARE.get(type(target.operator))
+    left, right = _literal(facts, test.left, call), _literal(facts, target.comparator, call)
+    if compare is None or not all(isinstance(v, int) and not isinstance(v, bool) for v in (left, right)):
+        return None
+    return compare(left, right)
 
 
 def _constant(expr: cst.CSTNode) -> int | bool | None:

@@ -43,7 +43,9 @@ class NoPrefetch(Rule):
     memory (`from_tensor_slices`, `from_tensors`, `range`, with no `interleave` or `filter`, an `apply` only of a
     batching, `unbatch` or `shuffle_and_repeat`, and only `map`s that visibly do cheap work: a cast, a reshape,
     a one-hot, arithmetic) is not reported: a batch of it costs little more than a copy, and overlapping that
-    with the step saves next to nothing.
+    with the step saves next to nothing. Nor is one that caches in memory (`cache()` without a file name) and
+    after it only shuffles, batches, repeats or does cheap `map`s: from its second epoch on, a batch is a copy out
+    of memory too.
 
     From TensorFlow 2.12 on, with autotuning on (the default), TensorFlow injects an autotuned prefetch after
     a pipeline that ends in a synchronous step (`tf.data.Options().experimental_optimization.inject_prefetch`),
@@ -195,6 +197,12 @@ model.fit(ds)
 ds = tf.data.Dataset.from_tensor_slices(arr).batch(8)
 model.predict(ds)
 """,
+        # cached in memory, then only shuffled and batched: from the second epoch, a copy out of memory
+        """# tfdoctor: target-tensorflow=2.4
+import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).map(parse).cache().shuffle(1000).batch(64)
+model.fit(ds, epochs=20)
+""",
         # arrays in memory, batched through `apply`: still a copy
         """# tfdoctor: target-tensorflow=1.10
 import tensorflow as tf
@@ -246,6 +254,8 @@ for images, labels in ds.take(steps):
                 continue
             if chain.source in _PREFETCHING_SOURCES and _maps_keep_up(facts, steps[:len(methods)]):
                 continue  # `make_csv_dataset` ends in a prefetch of its own, which cheap maps after it keep
+            if _read_from_memory_later(facts, steps):
+                continue
             if not methods and not chain.source.startswith("tensorflow.data."):
                 continue  # Keras' dataset utilities prefetch; what tfds returns is not shown here
             if _memory_cheaply(facts, chain.source, steps):
@@ -325,6 +335,19 @@ def _memory_cheaply(facts: ModuleFacts, source: str, steps: tuple[DatasetOp, ...
     """A pipeline over arrays already in memory whose only work on elements is `map`s that visibly do cheap
     work (`x / 255`, a cast, a one-hot): its batches cost little more than a copy."""
     return slices_of_memory(source, tuple(op for op in steps if not (op.method == "map" and cheap_map(facts, op))))
+
+
+_REGROUPING = frozenset({"shuffle", "batch", "padded_batch", "unbatch", "rebatch", "repeat", "take", "skip",
+                         "with_options", "prefetch"})
+
+
+def _read_from_memory_later(facts: ModuleFacts, steps: tuple[DatasetOp, ...]) -> bool:
+    """`...cache()` in memory (no file name), then only steps that regroup elements or do cheap work: from the
+    second epoch on, each batch is a copy out of memory."""
+    cached = [index for index, op in enumerate(steps) if op.method == "cache" and not op.call.args]
+    return bool(cached) and all(
+        op.method in _REGROUPING or op.regroups_only or op.method == "map" and cheap_map(facts, op)
+        for op in steps[cached[-1] + 1:])
 
 
 def _maps_keep_prefetch(facts: ModuleFacts, steps: tuple[DatasetOp, ...]) -> bool:

@@ -5,9 +5,9 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import random_data
-from tfdoctor.lint.facts import CallFact, DatasetOp, ModuleFacts
+from tfdoctor.lint.facts import CallFact, DatasetChain, DatasetOp, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg, literal_int
+from tfdoctor.lint.names import call_arg, dotted, literal_int
 from tfdoctor.lint.rule import Context, Rule
 
 _FEW = 16  # `shuffle(n).take(k)` of at most this many batches draws a sample; it trains on nothing
@@ -74,6 +74,16 @@ train_ds = tf.data.Dataset.from_tensor_slices((dict(dataframe), labels)).batch(3
 """,
     )
     VALID = (
+        # a dataset from elsewhere, shuffled before the batch under the same flag: examples mixed first
+        """def get_dataset(shuffle):
+    dataset = convert_examples(examples, return_dataset="tf")
+    if shuffle:
+        dataset = dataset.shuffle(buffer_size=1000)
+    dataset = dataset.batch(32)
+    if shuffle:
+        dataset = dataset.shuffle(buffer_size=1000)
+    return dataset
+""",
         # a buffer of one element (True is 1): nothing is shuffled
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).shuffle(True)
@@ -150,8 +160,22 @@ ds = training_dataset().unbatch().batch(20).shuffle(20)
                     batched = False  # a group made one example (`batch(num_frames).map(to_video)`): no minibatch
                 elif op.method == "shuffle" and op.call is not call.node:
                     shuffled = True
-                elif op.method == "shuffle" and batched and not _batched_again(facts, call):
+                elif op.method == "shuffle" and batched and not _batched_again(facts, call) \
+                        and not _maybe_shuffled_before(facts, chain, call):
                     yield self.report(call.node.func.attr, statement=call.statement)
+
+
+def _maybe_shuffled_before(facts: ModuleFacts, chain: DatasetChain, shuffle: CallFact) -> bool:
+    """A chain that starts from a name bound more than one way (`if shuffle: ds = ds.shuffle(n)`, then
+    `ds = ds.batch(b)`), one of which, before the batch, shuffles: the examples may be mixed before it."""
+    first = chain.ops[0] if chain.ops else None
+    name = dotted(first.call.func.value) if first is not None and isinstance(first.call.func, cst.Attribute) else None
+    if chain.source or name is None or first is None:
+        return False
+    start = facts.call_fact(first.call)
+    return start is not None and any(
+        isinstance(a.value, cst.Call) and a.value is not shuffle.node and isinstance(a.value.func, cst.Attribute)
+        and a.value.func.attr.value == "shuffle" for a in facts.definitions(name, start.scope, start.order))
 
 
 def _groups(op: DatasetOp) -> bool:

@@ -112,9 +112,20 @@ def _python_source(facts: ModuleFacts, call: cst.Call, functions: list[Scope]) -
     if described:
         return Provenance("undistributed", described, call)
     if len(functions) == 1 and functions[0].is_generator and not _regroups(functions[0]) \
-            and not _yields_the_same(functions[0]):
+            and not _yields_the_same(functions[0]) and not enqueued(functions[0]):
         return Provenance("undistributed", f"{GENERATOR_FUNCTION} `{functions[0].name}`", call)
     return None
+
+
+_ENQUEUER = re.compile(r"(^|\.)\w*Enqueuer$")  # Keras' `OrderedEnqueuer`, `GeneratorEnqueuer`, and copies of them
+
+
+def enqueued(generator: Scope) -> bool:
+    """A generator that hands out what Keras' worker machinery made: the `get()` of an `OrderedEnqueuer` or
+    `GeneratorEnqueuer` (or a project's copy), or one that starts such an enqueuer and yields from its queue.
+    The code sets their threads or processes, as for `fit(workers=...)`."""
+    return bool(_ENQUEUER.search(generator.class_name or "")) or any(
+        _ENQUEUER.search(call.func or "") for call in generator.calls)
 
 
 def repeats_one_batch(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int) -> bool:
