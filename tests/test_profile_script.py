@@ -172,8 +172,8 @@ def test_fit_input_read_inside_its_calls_is_measured_in_turns_on_a_copy_of_the_p
     assert report["verdict"]["primary"] == "input-bound", report["shares"]
     assert report["shares"]["input"] > 0.6 and report["intervals"]["input"]["share"][0] > 0.5, report["intervals"]
     note = next(n for n in report["notes"] if n.startswith("fit's step calls fetch their own input, measured in "
-                                                             "turns: 6 rounds of 5 steps on a copy of the script's "
-                                                             "pipeline ("))
+                                                             "turns: "))
+    assert " rounds of 5 steps on a copy of the script's pipeline (" in note, note
     assert float(note.split("pipeline (")[1].split(" ms")[0]) >= 45, note  # the copy ran the script's map
 
 

@@ -15,16 +15,18 @@ from tfdoctor.profile.script.replay import Progress, Replay
 from tfdoctor.profile.trials import BLOCK, DRAIN, MIN_BLOCK_ROUNDS, Side, in_turns
 
 LABEL = "input in turns"
+LEAST_ROUNDS = 4  # the rounds stop at trials.TRIAL_SECONDS once this many are done (a slow step's 6 rounds took
+# over a minute a launch on a 2-core host); fewer rounds give a wider interval, not a biased one
 
 
 def measure_in_turns(replay: Replay, source: Any, progress: Progress) -> InputTurns | str:
-    """MIN_BLOCK_ROUNDS rounds of BLOCK steps each way (the copy repeated, so it never ends), or why not."""
+    """Up to MIN_BLOCK_ROUNDS rounds of BLOCK steps each way (the copy repeated, so it never ends), or why not."""
     batches = script_copy(source, replay.batch, lambda dataset: dataset.repeat())
     if isinstance(batches, str):
         return batches
     fed = Side.warmed(replay.step, batches, DRAIN)
     fed_times, captured_times = in_turns(LABEL, lambda: fed.steady(BLOCK, True), _captured(replay),
-                                         MIN_BLOCK_ROUNDS, MIN_BLOCK_ROUNDS, progress, False)
+                                         MIN_BLOCK_ROUNDS, LEAST_ROUNDS, progress, True)
     return InputTurns(fed_times, captured_times, BLOCK)
 
 
