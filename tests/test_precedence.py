@@ -74,10 +74,11 @@ def test_a_pipeline_ending_in_batch_or_cache_gets_the_specific_finding_only():
     assert [(line, column, code) for line, column, code, _ in _found(cache, tensorflow="2.11")] == [
         (2, 61, "TFD204"), (2, 69, "TFD203")]
     # ending in an in-memory cache, the pipeline reads memory from its second epoch: TFD204 alone speaks
-    ended = "import tensorflow as tf\nds = tf.data.Dataset.range(9).map(f).shuffle(9).prefetch(2).cache()\nmodel.fit(ds)\n"
+    ended = ("import tensorflow as tf\nds = tf.data.Dataset.range(9).map(f).shuffle(9).prefetch(2).cache()\n"
+             "model.fit(ds)\n")
     assert lint_text(ended, select=("TFD203",), tensorflow="2.11") == []
-    assert _found(ended, tensorflow="2.11") == [(2, 61, "TFD204", "`cache()` after `shuffle` freezes or breaks it; move `cache()` "
-                                               "before `shuffle`")]
+    assert _found(ended, tensorflow="2.11") == [
+        (2, 61, "TFD204", "`cache()` after `shuffle` freezes or breaks it; move `cache()` before `shuffle`")]
 
 
 def test_different_constructs_on_one_chain_keep_both_findings():

@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 
 from tests.conftest import ROOT, children_running, run_cli
-from tfdoctor.profile.breakdown import breakdown
+from tfdoctor.profile.breakdown import Breakdown, breakdown
 from tfdoctor.profile.report import Report
 from tfdoctor.profile.suggest import Cause, Seen, suggest
 from tfdoctor.profile.verdict import judge
@@ -147,6 +147,15 @@ def test_a_part_that_drifts_during_the_window_is_called_unstable_and_its_interva
         verdict=judge(steady), suggestions=[]).to_json()
 
 
+def _fit_window(calls: list[float], replays: list[float]) -> tuple[list[float], list[float], Breakdown]:
+    """A fit window from its step calls and replays (ms): each step-to-step interval 0.5 ms over its call, and
+    input the call's excess over the replays' median. Returns the intervals, B per step, and their breakdown."""
+    replay = statistics.median(replays)
+    full = [(c + 0.5) * MS for c in calls]
+    on_device = [(c + 0.5 - max(c - replay, 0)) * MS for c in calls]
+    return full, on_device, breakdown(full, on_device, [replay * MS] * 10, [0.1] * 10, [0.1] * 10, paired=True)
+
+
 def test_fit_input_over_replays_that_spread_widely_gets_an_interval_that_holds_their_spread():
     """Times of one real run (a MobileNetV2 `fit` on 2 logical CPU devices, ms): the window's step calls and the
     same step replayed on one batch. The machine's speed changed from second to second, so the replays spread
@@ -157,10 +166,7 @@ def test_fit_input_over_replays_that_spread_widely_gets_an_interval_that_holds_t
 
     calls = [259, 185, 177, 175, 194, 170, 167, 179, 178, 152]
     replays = [194, 184, 152, 185, 160, 187, 169, 146, 149, 163]
-    replay = statistics.median(replays)
-    full = [(c + 0.5) * MS for c in calls]
-    on_device = [(a - max(c - replay, 0)) * MS for a, c in zip([c + 0.5 for c in calls], calls)]
-    plain = breakdown(full, on_device, [replay * MS] * 10, [0.1] * 10, [0.1] * 10, paired=True)
+    _, _, plain = _fit_window(calls, replays)
     assert plain.share_interval("input")[0] > 0.01  # the bootstrap of the calls alone rules 0% out
     result = with_unsteady_reference(plain, [r * MS for r in replays])
     low, high = result.share_interval("input")
@@ -191,10 +197,7 @@ def test_fit_input_measured_in_turns_replaces_the_calls_excess_over_replays_time
 
     calls = [598, 612, 590, 605, 620, 601, 607, 595, 611, 604]
     replays = [481, 492, 486, 478, 490, 488, 483, 495, 480, 487]
-    replay = statistics.median(replays)
-    full = [(c + 0.5) * MS for c in calls]
-    on_device = [(c + 0.5 - max(c - replay, 0)) * MS for c in calls]
-    window = breakdown(full, on_device, [replay * MS] * 10, [0.1] * 10, [0.1] * 10, paired=True)
+    full, on_device, window = _fit_window(calls, replays)
     assert window.shares()["input"] > 0.18
     fed = [497, 470, 512, 488, 530, 479]
     captured = [490, 466, 505, 492, 520, 470]  # the machine's speed moved 10% between rounds, both sides with it
@@ -222,10 +225,7 @@ def test_fit_input_interval_holds_the_uncertainty_of_the_replayed_step_it_is_mea
 
     calls = [160, 161, 159, 160, 162, 160, 159, 161, 160, 160]
     replays = [146, 153, 149, 156, 147, 151, 155, 148, 152, 150]
-    replay = statistics.median(replays)
-    full = [(c + 0.5) * MS for c in calls]
-    on_device = [(c + 0.5 - max(c - replay, 0)) * MS for c in calls]
-    plain = breakdown(full, on_device, [replay * MS] * 10, [0.1] * 10, [0.1] * 10, paired=True)
+    full, _, plain = _fit_window(calls, replays)
     result = with_sampled_reference(plain, full, [c * MS for c in calls], [r * MS for r in replays])
     assert result.shares() == plain.shares()
     low, high = result.share_interval("input")

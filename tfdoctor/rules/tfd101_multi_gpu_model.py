@@ -138,9 +138,9 @@ def _result_unused(facts: ModuleFacts, call: CallFact) -> bool:
     if name is None:
         return False
     moves = {f"{name}.{method}" for method in _WEIGHT_MOVES}
-    if call.scope.parent is not None or any(main_guard(i.test) for i in call.ifs):
-        if not _read_later(facts, name, call, lambda later: False):
-            return True
+    in_function = call.scope.parent is not None or any(main_guard(i.test) for i in call.ifs)
+    if in_function and not _read_later(facts, name, call, lambda later: False):
+        return True
     return (any(later.func in moves and later.order > call.order for later in facts.calls)
             and not _read_later(facts, name, call, lambda later: later.func in moves))
 

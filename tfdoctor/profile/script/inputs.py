@@ -15,6 +15,7 @@ from tensorflow.python.data.ops import iterator_ops
 
 from tfdoctor.profile.script.replay import Batch
 
+Change = Callable[[tf.data.Dataset], tf.data.Dataset]  # a change to the script's pipeline, made on a copy
 SOURCE = "_tfdoctor_source"  # what a distributed dataset (and its iterators) was made from, set by the hooks
 TUNED_NOTE = ("the script's tf.data pipeline with tf.data.Options (autotune, map parallelization of stateless "
               "maps) and a final prefetch(AUTOTUNE); cache() placement is not changed at run time")
@@ -44,8 +45,7 @@ def tuned_copy(source: Any, captured: Batch) -> tuple[Iterator[Batch], Iterator[
     return plain, tuned, TUNED_NOTE
 
 
-def script_copy(source: Any, captured: Batch,
-                change: Callable[[tf.data.Dataset], tf.data.Dataset] = lambda dataset: dataset) -> Iterator[Batch] | str:
+def script_copy(source: Any, captured: Batch, change: Change = lambda dataset: dataset) -> Iterator[Batch] | str:
     """A new iterator over the script's pipeline with `change` applied, yielding the step's (args, kwargs);
     or why there is none."""
     if source is None:
@@ -63,7 +63,7 @@ def fit_source(strategy: Any, dataset: tf.data.Dataset) -> Any:
     return types.SimpleNamespace(**{SOURCE: (strategy, dataset, None, False)})
 
 
-def _rebuilt(source: Any, change: Callable[[tf.data.Dataset], tf.data.Dataset]) -> Iterator[Any] | str:
+def _rebuilt(source: Any, change: Change) -> Iterator[Any] | str:
     recorded = getattr(source, SOURCE, None)
     if recorded is not None:  # a distributed dataset: distributed again, from the changed dataset
         strategy, dataset, options, from_function = recorded
