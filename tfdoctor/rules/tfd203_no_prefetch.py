@@ -337,8 +337,7 @@ def _memory_cheaply(facts: ModuleFacts, source: str, steps: tuple[DatasetOp, ...
     return slices_of_memory(source, tuple(op for op in steps if not (op.method == "map" and cheap_map(facts, op))))
 
 
-_REGROUPING = frozenset({"shuffle", "batch", "padded_batch", "unbatch", "rebatch", "repeat", "take", "skip",
-                         "with_options", "prefetch"})
+_REGROUPING = _TRAILING_OK | {"shuffle", "batch", "padded_batch", "unbatch", "rebatch", "prefetch"}  # no element work
 
 
 def _read_from_memory_later(facts: ModuleFacts, steps: tuple[DatasetOp, ...]) -> bool:

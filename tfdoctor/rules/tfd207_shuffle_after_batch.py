@@ -168,12 +168,10 @@ ds = training_dataset().unbatch().batch(20).shuffle(20)
 def _maybe_shuffled_before(facts: ModuleFacts, chain: DatasetChain, shuffle: CallFact) -> bool:
     """A chain that starts from a name bound more than one way (`if shuffle: ds = ds.shuffle(n)`, then
     `ds = ds.batch(b)`), one of which, before the batch, shuffles: the examples may be mixed before it."""
-    first = chain.ops[0] if chain.ops else None
-    name = dotted(first.call.func.value) if first is not None and isinstance(first.call.func, cst.Attribute) else None
-    if chain.source or name is None or first is None:
+    if chain.source or not chain.ops or not isinstance(chain.ops[0].call.func, cst.Attribute):
         return False
-    start = facts.call_fact(first.call)
-    return start is not None and any(
+    name, start = dotted(chain.ops[0].call.func.value), facts.call_fact(chain.ops[0].call)
+    return name is not None and start is not None and any(
         isinstance(a.value, cst.Call) and a.value is not shuffle.node and isinstance(a.value.func, cst.Attribute)
         and a.value.func.attr.value == "shuffle" for a in facts.definitions(name, start.scope, start.order))
 
