@@ -22,6 +22,9 @@ INJECTS_PREFETCH = (2, 12)  # from this TF on, `inject_prefetch` defaults to on 
 # Options that stop the injection: `inject_prefetch` itself, or autotuning, which it works with
 _INJECTION_SWITCHES = ("experimental_optimization.inject_prefetch", "autotune.enabled",
                        "experimental_optimization.autotune")
+# Options that stop tf.data fusing `map(f, num_parallel_calls=n).batch(b)` into one step that runs ahead
+_FUSION_SWITCHES = ("experimental_optimization.map_and_batch_fusion",
+                    "experimental_optimization.apply_default_optimizations")
 
 
 class NoPrefetch(Rule):
@@ -39,7 +42,11 @@ class NoPrefetch(Rule):
     working, and so do parallel `map`s after it (`prefetch(n).map(f, num_parallel_calls=AUTOTUNE)`: a
     parallel map computes elements ahead into its own buffer) and serial ones that visibly do only cheap work
     (a slice, a cast; see TFD202 for what counts as costly), or whose function the module does not show; a pipeline without one is reported at its last
-    step before them, where `prefetch` goes. A pipeline that only slices, shuffles and batches arrays already in
+    step before them, where `prefetch` goes. Nor is a pipeline that ends in a parallel `map`, whose threads
+    compute the next elements (and pull the steps before it) while the training step runs, or in a parallel
+    `map` straight followed by `batch` (`map(parse, num_parallel_calls=AUTOTUNE).batch(64)`), which tf.data
+    fuses into one step that builds the next batch ahead alike (its default `map_and_batch_fusion`, unless the
+    module turns it off), or in `apply(map_and_batch(...))`. A pipeline that only slices, shuffles and batches arrays already in
     memory (`from_tensor_slices`, `from_tensors`, `range`, with no `interleave` or `filter`, an `apply` only of a
     batching, `unbatch` or `shuffle_and_repeat`, and only `map`s that visibly do cheap work: a cast, a reshape,
     a one-hot, arithmetic) is not reported: a batch of it costs little more than a copy, and overlapping that
@@ -125,6 +132,14 @@ options.autotune.enabled = False
 ds = tf.data.TFRecordDataset(files).map(parse).batch(64).with_options(options)  # TFD203
 model.fit(ds, epochs=5)
 """,
+        # the module turns off the fusion that would make a parallel map and the batch after it run ahead
+        """# tfdoctor: target-tensorflow=2.4
+import tensorflow as tf
+options = tf.data.Options()
+options.experimental_optimization.map_and_batch_fusion = False
+ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=8).batch(64)  # TFD203
+model.fit(ds.with_options(options), epochs=5)
+""",
         # before TF 2.12 nothing injects a prefetch: input and compute take turns
         """# tfdoctor: target-tensorflow=2.4
 import tensorflow as tf
@@ -143,6 +158,29 @@ model.fit(ds, epochs=5)
         """import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).batch(64).prefetch(2).map(augment, num_parallel_calls=tf.data.AUTOTUNE)
 model.fit(ds, epochs=5)
+""",
+        # a parallel map straight before `batch`: tf.data fuses them into one step that builds the next batch ahead
+        """# tfdoctor: target-tensorflow=2.3
+import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).repeat().shuffle(10000)
+ds = ds.map(parse, num_parallel_calls=tf.data.experimental.AUTOTUNE)
+ds = ds.batch(64, drop_remainder=True)
+model.fit(ds, epochs=5, steps_per_epoch=100)
+""",
+        # a parallel map at the end computes the next batches on its own threads; so does an explicit map_and_batch
+        """# tfdoctor: target-tensorflow=2.3
+import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).batch(64).map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE)
+model.fit(ds, epochs=5)
+""",
+        """# tfdoctor: target-tensorflow=1.15
+import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).repeat().apply(tf.data.experimental.map_and_batch(parse, 64, num_parallel_calls=8))
+@tf.function
+def step(images, labels):
+    optimizer.apply_gradients(grads(images, labels))
+for images, labels in ds:
+    step(images, labels)
 """,
         # a single step, timed: there is no next batch to overlap with it
         """# tfdoctor: target-tensorflow=2.11
@@ -250,7 +288,7 @@ for images, labels in ds.take(steps):
             methods = [_step(op) for op in steps]
             while methods and methods[-1] in _TRAILING_OK:
                 methods.pop()
-            if methods and (methods[-1] == "prefetch" or _maps_keep_prefetch(facts, steps[:len(methods)])):
+            if _prefetched(facts, steps):
                 continue
             if chain.source in _PREFETCHING_SOURCES and _maps_keep_up(facts, steps[:len(methods)]):
                 continue  # `make_csv_dataset` ends in a prefetch of its own, which cheap maps after it keep
@@ -300,8 +338,24 @@ def _injects_prefetch(facts: ModuleFacts, context: Context) -> bool:
     the module turns the injection or autotuning off (`options.autotune.enabled = False`)."""
     if context.targets.tensorflow.below(*INJECTS_PREFETCH):
         return False
-    return not any(isinstance(a.value, cst.Name) and a.value.value == "False" and t.endswith(_INJECTION_SWITCHES)
-                   for a in facts.assigns for t in a.targets)
+    return not _switched_off(facts, _INJECTION_SWITCHES)
+
+
+def _switched_off(facts: ModuleFacts, switches: tuple[str, ...]) -> bool:
+    """Whether the module sets one of these `tf.data.Options` to False (`options.autotune.enabled = False`)."""
+    return any(isinstance(a.value, cst.Name) and a.value.value == "False" and t.endswith(switches)
+               for a in facts.assigns for t in a.targets)
+
+
+def _runs_ahead(facts: ModuleFacts, steps: tuple[DatasetOp, ...]) -> bool:
+    """The pipeline's last step (before trailing ones) computes ahead on threads of its own while the training
+    step runs: a parallel `map`, a parallel `map` and the `batch` that tf.data fuses it with, or an explicit
+    `apply(map_and_batch(...))`."""
+    if steps and (steps[-1].applied is not None and steps[-1].applied[0] == "map_and_batch"
+                  or steps[-1].method == "map" and _parallel(steps[-1].call)):
+        return True
+    return (len(steps) >= 2 and steps[-1].method == "batch" and steps[-2].method == "map"
+            and _parallel(steps[-2].call) and not _switched_off(facts, _FUSION_SWITCHES))
 
 
 def _returns_unprefetched(facts: ModuleFacts, scope: Scope, seen: set[int]) -> bool:
@@ -323,12 +377,13 @@ def _step(op: DatasetOp) -> str:
 
 
 def _prefetched(facts: ModuleFacts, steps: tuple[DatasetOp, ...]) -> bool:
-    """Whether a pipeline ends in `prefetch`, after only steps that keep it (`with_options`), or in parallel
-    or cheap `map`s after a `prefetch`."""
+    """Whether a pipeline ends in `prefetch`, after only steps that keep it (`with_options`), in parallel
+    or cheap `map`s after a `prefetch`, or in a step that computes ahead itself."""
     kept = [_step(op) for op in steps]
     while kept and kept[-1] in _TRAILING_OK:
         kept.pop()
-    return bool(kept) and (kept[-1] == "prefetch" or _maps_keep_prefetch(facts, steps[:len(kept)]))
+    return bool(kept) and (kept[-1] == "prefetch" or _maps_keep_prefetch(facts, steps[:len(kept)])
+                           or _runs_ahead(facts, steps[:len(kept)]))
 
 
 def _memory_cheaply(facts: ModuleFacts, source: str, steps: tuple[DatasetOp, ...]) -> bool:
