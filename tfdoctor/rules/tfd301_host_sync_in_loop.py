@@ -8,8 +8,8 @@ from tfdoctor.lint.dataflow import (
     calls_training_step,
     counters_read,
     distributed_program,
-    gated_by_step_modulo,
     gated_if,
+    gated_periodically,
     horovod_module,
     loop_ifs,
     paced_by_python,
@@ -40,7 +40,8 @@ class HostSyncInLoop(Rule):
     `True if (opt.iterations + 1) % n == 0 else False`, `while iterations < total:` with `iterations =
     optimizer.iterations`) in a loop that runs eagerly.
     Work under `if step % N == 0` (or under a flag computed so, `do_log = step % N == 0`, by a TensorFlow op
-    or by a function that returns such a test) runs every N steps and is not flagged; nor are the results of
+    or by a function that returns such a test) runs every N steps and is not flagged, nor is work under a test
+    of the seconds elapsed (`if now - last_log >= 120:`, with `now = time.time()`); nor are the results of
     `train_on_batch`, which are already on the host, nor reads in a loop whose iteration may run many steps
     (it calls a `tf.function` that loops over steps itself, or the `train_function` of a model compiled with
     `steps_per_execution`), nor reads in a loop over a dataset fed by a Python generator
@@ -349,6 +350,20 @@ for step, x in enumerate(dist):
     if global_step >= total_steps:
         break
 """,
+        # logging every two minutes: a test of the seconds elapsed since the last log
+        """import time
+import tensorflow as tf
+@tf.function
+def train_step(x):
+    return strategy.run(replica, args=(x,))
+last_log = time.time()
+for x in dist:
+    loss = train_step(x)
+    now = time.time()
+    if now - last_log >= 120:
+        print(float(loss))
+        last_log = now
+""",
         # each iteration runs many steps inside one tf.function
         """import tensorflow as tf
 @tf.function
@@ -402,7 +417,7 @@ for x, y in batches:
         """Every read of the device in one training loop's body (`outputs`: the step's outputs), each a finding."""
         read = False  # the first read of a step output waits for the step; the ones after it do not
         for call in loop.calls:
-            if not call.loops or call.loops[-1] is not loop or gated_by_step_modulo(call):
+            if not call.loops or call.loops[-1] is not loop or gated_periodically(call):
                 continue
             if id(call.statement) in flagged:
                 continue

@@ -126,15 +126,16 @@ def runs_many_steps(facts: ModuleFacts, loop: LoopFact) -> bool:
     return cached[id(loop)]
 
 
-def gated_by_step_modulo(call: CallFact) -> bool:
-    """Whether a call runs only every N steps: under `if step % N == 0` (or any `if` testing a modulo), or
-    under `if flag:` where the flag was computed so (`do_log = (step + 1) % N == 0`)."""
+def gated_periodically(call: CallFact) -> bool:
+    """Whether a call runs only every N steps or every so many seconds: under `if step % N == 0` (or any `if`
+    testing a modulo), under `if now - last_log >= 120:` with a clock read on one side, or under `if flag:`
+    where the flag was computed so (`do_log = (step + 1) % N == 0`)."""
     model: ModuleFacts = call.scope.owner  # type: ignore[assignment]
     return any(_gates(model, branch.test, call.scope, call.order, 0) for branch in call.ifs)
 
 
 def _gates(facts: ModuleFacts, test: cst.BaseExpression, scope: Scope, before: int, depth: int) -> bool:
-    if _has_modulo(test):
+    if _has_modulo(test) or _seconds_elapsed(facts, test, scope, before):
         return True
     if isinstance(test, cst.Call) and depth <= 3:
         if (facts.resolve(test.func) or "").startswith("tensorflow."):  # `tf.equal(step % n, 0)`
@@ -163,6 +164,26 @@ def _has_modulo(test: cst.BaseExpression) -> bool:
     if isinstance(test, cst.BooleanOperation):
         return _has_modulo(test.left) or _has_modulo(test.right)
     return isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo)
+
+
+_CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "timeit.default_timer"})
+
+
+def _seconds_elapsed(facts: ModuleFacts, test: cst.BaseExpression, scope: Scope, before: int) -> bool:
+    """`now - last_log >= 120` (or `time.time() - start > limit`): a test of the time elapsed, with a clock
+    read on one side of the subtraction, directly or through a name bound to one."""
+    if not (isinstance(test, cst.Comparison) and isinstance(test.left, cst.BinaryOperation)
+            and isinstance(test.left.operator, cst.Subtract)):
+        return False
+    return any(_reads_clock(facts, side, scope, before) for side in (test.left.left, test.left.right))
+
+
+def _reads_clock(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: int) -> bool:
+    name = dotted(expr)
+    if name is not None:
+        found = facts.definitions(name, scope, before)
+        expr = found[-1].value if found and found[-1].operator == "=" else expr
+    return isinstance(expr, cst.Call) and facts.resolve(expr.func) in _CLOCKS
 
 
 def loop_ifs(facts: ModuleFacts, loop: LoopFact) -> list[IfFact]:
