@@ -11,6 +11,7 @@ from tfdoctor.lint.dataflow import (
     definitions,
     distributed_program,
     distributes,
+    expression_names,
     fed_elsewhere,
     hands_out_slices,
     in_test_code,
@@ -64,7 +65,9 @@ class PythonGeneratorInput(Rule):
     batches in worker processes of their own (tensorpack's `MultiProcessRunnerZMQ`, `PrefetchDataZMQ`,
     `MultiProcessMapData`, or a `multiprocessing` pool or process), outside `fit`: whether they keep up turns
     on the process count and the copies, which the code does not show; nor is a `fit` that runs a `Sequence` in
-    worker processes (`use_multiprocessing=True`), for the same reason. A plain generator or iterator class
+    worker processes (`use_multiprocessing=True`), for the same reason, nor one whose worker count is a
+    setting of the code that processes follow (`workers=n, use_multiprocessing=True if n > 1 else False`): its
+    user already chooses, at run time, how the feed runs. A plain generator or iterator class
     run in two or more worker processes is reported for another reason: each process replays it from its
     start, so the same batches come several times (Keras warns of it; a `Sequence` hands each process
     other indices). The `fit` of standalone multi-backend Keras (`import keras`) where the project pins Keras
@@ -267,6 +270,9 @@ parallel = multi_gpu_model(build_model(), gpus=2)
 parallel.fit_generator(Tiles(), steps_per_epoch=100, workers=4)  # TFD201
 """,
         # ... with processes only when a worker count it sets to 1 is above 1: one thread
+    )
+    VALID = (
+        # the worker count is the code's own setting, and processes follow it: its user chooses how the feed runs
         """# tfdoctor: target-keras=2.1.5
 import keras
 from keras.utils import multi_gpu_model
@@ -277,11 +283,9 @@ class Tiles(keras.utils.Sequence):
         return load_and_augment(i)
 num_workers = 1
 parallel = multi_gpu_model(build_model(), gpus=2)
-parallel.fit_generator(Tiles(), steps_per_epoch=100,  # TFD201
+parallel.fit_generator(Tiles(), steps_per_epoch=100,
                        use_multiprocessing=True if num_workers > 1 else False, workers=num_workers)
 """,
-    )
-    VALID = (
         # batches from a copy of Keras' enqueuer, whose threads or processes the code sets (as `fit(workers=...)`)
         """import keras
 import horovod.keras as hvd
@@ -606,6 +610,8 @@ with tf.Session() as sess:
                 return  # one device: whether the feed keeps up turns on costs the code does not show
             if fit is None and _process_loaders(facts):
                 return
+            if fit is not None and _processes_follow_count(fit):
+                continue  # the user raises the count the code exposes, and gets processes: their choice, at run time
             template, workers = _workers(facts, fit) if fit is not None else ("default", "")
             if template == "processes":
                 if id(fit.node) in replayed and _several_processes(facts, fit):  # type: ignore[union-attr]
@@ -747,6 +753,15 @@ def _workers(facts: ModuleFacts, fit: CallFact) -> tuple[str, str]:
     if count == 1:
         return "default", ""
     return "threads", f"{count} Python threads" if count else "Python threads"
+
+
+def _processes_follow_count(fit: CallFact) -> bool:
+    """`fit(seq, workers=n, use_multiprocessing=True if n > 1 else False)` (or `n > 1`): processes once the
+    count, a setting of the code, is raised."""
+    count = dotted(call_arg(fit.node, None, "workers"))
+    processes = call_arg(fit.node, None, "use_multiprocessing")
+    return count is not None and processes is not None and dotted(processes) is None and count in expression_names(
+        processes, strings=False)
 
 
 def _several_processes(facts: ModuleFacts, fit: CallFact) -> bool:
