@@ -48,6 +48,8 @@ from tfdoctor.lint.version_evidence import forget as forget_project_evidence
     ("model.reset_states()\ntrain_accuracy.reset_states()\n", [("metric.reset_states()", 2)]),
     ("model.fit_generator(gen, samples_per_epoch=n, nb_epoch=3)\n", [("Keras 1 arguments", 1), ("fit_generator", 1)]),
     ("x = Convolution2D(64, 3, 3, border_mode='same')(x)\n", [("Keras 1 arguments", 1)]),
+    ("lr = K.get_value(model.optimizer.lr)\nsched = optimizer.lr_schedule\n", [("optimizer.lr", 1)]),
+    ("sched = self.optimizer.lr_schedule\n", []),  # not the Keras 2 attribute
     ("import time\nstart = time.clock()\n", [("time.clock()", 2)]),  # Python <= 3.7: never Keras 3
     ("from keras.engine.training import Model\n", [("keras.engine", 1)]),  # standalone Keras 1 and 2 only
     ("preds = self.predict_generator(gen)\nm.evaluate_generator(gen)\n", [("evaluate_generator", 2)]),
@@ -115,7 +117,8 @@ def test_standalone_keras_2_of_no_known_minor_is_not_told_to_pass_generators_to_
                                   "mixed/train.py": "from keras.models import Model\nfrom tensorflow.keras.optimizers "
                                                     "import Adam\nmodel.fit_generator(gen(), steps_per_epoch=9)\n"})
     result = run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD401", ".", cwd=project)
-    assert result.stdout.splitlines() == ["tfkeras/train.py:2:1: TFD401 `fit_generator` is removed in Keras 3; use `fit`"]
+    assert result.stdout.splitlines() == ["tfkeras/train.py:2:1: TFD401 `fit_generator` is removed in Keras 3; use `fit` "
+                                          "(Keras 3 assumed: nothing but these generator methods shows Keras 2)"]
     # Keras 2.6 chosen: the deprecated alias runs there; Keras 3 chosen: the call fails
     pinned = run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD401", "--target-keras", "2.6",
                      "standalone", cwd=project)
@@ -125,6 +128,21 @@ def test_standalone_keras_2_of_no_known_minor_is_not_told_to_pass_generators_to_
     assert chosen.stdout.splitlines() == [
         "standalone/train.py:2:1: TFD401 `fit_generator` is removed in Keras 3; use `fit` (Keras 3 assumed: "
         "--target-keras)"]
+
+
+def test_generator_methods_are_not_cited_as_the_keras_2_they_are_reported_under_keras_3(tmp_path):
+    # two files whose only sign of Keras 2 is each other's generator method: the findings say Keras 3 is assumed
+    project = _project(tmp_path, {"a.py": "import tensorflow as tf\nmodel.fit_generator(gen(), steps_per_epoch=9)\n",
+                                  "b.py": "import tensorflow as tf\nmodel.evaluate_generator(gen(), steps=9)\n"})
+    result = run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD401", ".", cwd=project)
+    assert result.stdout.splitlines() == [
+        "a.py:2:1: TFD401 `fit_generator` is removed in Keras 3; use `fit` (Keras 3 assumed: nothing but these "
+        "generator methods shows Keras 2)",
+        "b.py:2:1: TFD401 `evaluate_generator` is removed in Keras 3; use `evaluate` (Keras 3 assumed: nothing but "
+        "these generator methods shows Keras 2)"]
+    # a Keras 2 optimizer attribute elsewhere in the program: the calls run there (deprecated aliases)
+    (project / "c.py").write_text("import tensorflow as tf\nlr = tf.keras.backend.get_value(model.optimizer.lr)\n")
+    assert run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD401", ".", cwd=project).stdout == ""
 
 
 def test_keras2_code_under_a_tf216_pin_gets_one_note_and_target_keras_3_lists_the_breakage(tmp_path):
@@ -229,7 +247,7 @@ def test_fixes_spell_autotune_as_the_evidenced_tensorflow_does():
     assert added == [
         "+    dataset = tf.data.TFRecordDataset(files).map(parse_example, "
         "num_parallel_calls=tf.data.experimental.AUTOTUNE).batch(BATCH)  # expect: TFD202",
-        "+    eval_model.fit(tf.data.TFRecordDataset(files).map(parse_example, num_parallel_calls=8).batch(64)"
+        "+    eval_model.fit(tf.data.TFRecordDataset(files).map(parse_example, num_parallel_calls=8).shuffle(1024).batch(64)"
         ".prefetch(tf.data.experimental.AUTOTUNE))  # expect: TFD203",
     ]
 

@@ -23,8 +23,9 @@ class RemovedKerasApi(Rule):
     `max_queue_size=` on `fit`/`evaluate`/`predict` (removed there; they moved to `PyDataset`). The target is
     Keras 3 where you choose it (`--target-keras`, `[tool.tfdoctor]`), your project pins it, the code uses
     Keras 3 APIs, or the code shows no Keras 2 but these calls and the newest or installed Keras is 3 (they
-    are then a warning: the code may be meant for Keras 2), unless it is standalone Keras (`import keras`),
-    whose `fit` takes no generator before 2.4. Code that shows or pins Keras 2 otherwise (`lr=`,
+    are then a warning: the code may be meant for Keras 2, and the message says that Keras 3 is assumed
+    because nothing but these calls shows Keras 2), unless it is standalone Keras (`import keras`),
+    whose `fit` takes no generator before 2.4. Code that shows or pins Keras 2 otherwise (`lr=`, `model.optimizer.lr`,
     `keras.optimizers.legacy`, `keras==2.10`), or TensorFlow before 2.1, is not flagged: there these calls
     run (deprecated aliases, which TensorFlow warns about when they run), and the one note of the run says
     what Keras 3 would break, which `--target-keras 3` lists. A model another library builds (DeepChem's
@@ -135,7 +136,8 @@ model.fit_generator(gen(), steps_per_epoch=10)
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         keras = context.targets.keras
-        keras_2 = keras.below(3) and (not _only_these_calls_show(keras) or _standalone(facts))
+        only_these = _only_these_calls_show(keras)
+        keras_2 = keras.below(3) and (not only_these or _standalone(facts))
         if keras_2 or _tensorflow_1(context, facts):
             return  # Keras 2 runs them (deprecated aliases); the run's note says what Keras 3 would break
         for call in facts.calls:
@@ -146,8 +148,10 @@ model.fit_generator(gen(), steps_per_epoch=10)
                 replacement = _GENERATOR_METHODS[call.attr]
                 fix = None if removed else Fix(call.node.func, call.node.func.with_changes(
                     attr=cst.Name(replacement)), f"rename {call.attr} to {replacement}")
+                assumed = _KERAS_3_MET if only_these and keras.below(3) else self.assumed(
+                    context, "keras", facts, call.node)
                 yield self.report(call.node.func, "method", statement=call.statement, fix=fix,
-                                  assumed=self.assumed(context, "keras", facts, call.node), construct=call.node,
+                                  assumed=assumed, construct=call.node,
                                   method=call.attr, replacement=replacement)
             elif call.attr in ("fit", "evaluate", "predict") and removed and keras.at_least(3):
                 yield self.report(call, "arguments", assumed=self.assumed(context, "keras", facts, call.node),
@@ -171,6 +175,8 @@ def _another_librarys_model(facts: ModuleFacts, call: CallFact) -> bool:
     return bool(origins) and all(_library_call(origin.model, origin.expr) for origin in origins)
 
 
+# What a finding says it assumes when only these calls told Keras 2: not them, but the Keras the code meets
+_KERAS_3_MET = "Keras 3 assumed: nothing but these generator methods shows Keras 2"
 _THESE_CALLS = tuple(f"`{method}`" for method in _GENERATOR_METHODS)  # how version evidence cites them
 
 
