@@ -30,7 +30,9 @@ class UnscaledGlobalBatch(Rule):
     or in a module that imports this one and trains on the pipeline)
     where `B` is not derived from `strategy.num_replicas_in_sync` (or `get_per_replica_batch_size`). It
     stays silent when the code derives a per-replica size from `B`, gives it as `global_batch_size=`, or
-    divides by it (a loss summed over the replicas `/ config.batch_size`, steps `num_examples // batch_size`),
+    divides by it (a loss summed over the replicas `/ config.batch_size`, steps `num_examples // batch_size` or
+    `num_examples // cfg["batch_size"]`, also in a function it is given to: `run_training(batch_size=FLAGS.batch_size)`
+    with `loss * (1. / batch_size)`),
     or computes a learning rate from it (`lr = 0.1 * batch_size / 256`),
     which shows a deliberate fixed global batch, and when every strategy the file makes is a multi-worker one (`MultiWorkerMirroredStrategy`,
     `ParameterServerStrategy`): there the batch given to `fit` is conventionally the global batch of the
@@ -162,6 +164,26 @@ ds = strategy.experimental_distribute_dataset(train.batch(config.batch_size))
 def step_fn(x, y):
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(loss_fn(y, model(x))) * (1.0 / config.batch_size)
+""",
+        # a function given the size divides the loss by it; the steps are counted in batches of a configured entry
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def get_dataset(files, batch_size):
+    return tf.data.TFRecordDataset(files).map(parse).padded_batch(batch_size)
+def run_training(dataset, batch_size):
+    def step_fn(x, y):
+        loss = tf.reduce_sum(loss_fn(y, model(x))) * (1. / batch_size)
+ds = strategy.experimental_distribute_dataset(get_dataset(files, FLAGS.batch_size))
+run_training(ds, batch_size=FLAGS.batch_size)
+""",
+        """import tensorflow as tf
+cfg = load_yaml(path)
+def load(files, batch_size):
+    return tf.data.TFRecordDataset(files).map(parse).batch(batch_size)
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = build_model()
+model.fit(load(files, cfg["batch_size"]), steps_per_epoch=num_examples // cfg["batch_size"])
 """,
         # per-replica size from the input context
         """import tensorflow as tf
@@ -315,7 +337,24 @@ def _treated_as_global(facts: ModuleFacts, name: str) -> bool:
                 if arg.keyword is not None and arg.keyword.value == "global_batch_size")
             or name.removeprefix("self.") in facts.divisors
             or any(_LEARNING_RATE.search(target.rpartition(".")[2]) for a in facts.assigns if reads(a.names, name)
-                   for target in a.targets))
+                   for target in a.targets)
+            or _divided_by_a_callee(facts, name))
+
+
+def _divided_by_a_callee(facts: ModuleFacts, name: str) -> bool:
+    """`run_training(batch_size=FLAGS.batch_size)`, where `run_training` divides by that parameter (`loss *
+    (1. / batch_size)`): the size it is given is the global batch."""
+    for call in facts.calls:
+        for index, arg in enumerate(call.node.args):
+            if arg.star or dotted(arg.value) != name:
+                continue
+            for callee in facts.callables_of(call.node.func, call.scope, before=call.order):
+                params = callee.value_params()
+                param = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
+                if param is not None and any(dotted(node.right) == param for node in m.findall(  # type: ignore[attr-defined]
+                        callee.node, m.BinaryOperation(operator=m.Divide() | m.FloorDivide()))):
+                    return True
+    return False
 
 
 def _given_as_global(facts: ModuleFacts, function: Scope, name: str) -> bool:
@@ -325,8 +364,21 @@ def _given_as_global(facts: ModuleFacts, function: Scope, name: str) -> bool:
         return False
     index = function.value_params().index(name)
     callers = [*facts.callers_of(function), *(facts.loader.callers(function) if facts.loader else ())]
-    return any((given := dotted(call_arg(c.node, index, name))) is not None
-               and _treated_as_global(c.scope.owner, given) for c in callers)  # type: ignore[arg-type]
+    return any(_global_in(c.scope.owner, call_arg(c.node, index, name)) for c in callers)  # type: ignore[arg-type]
+
+
+def _global_in(facts: ModuleFacts, given: cst.BaseExpression | None) -> bool:
+    """Whether a module treats a size it gives as the global batch: a name (see `_treated_as_global`), or a
+    configured entry it divides by (`steps = num_examples // cfg["batch_size"]`)."""
+    name = dotted(given)
+    if name is not None:
+        return _treated_as_global(facts, name)
+    if not isinstance(given, cst.Subscript) or string_key(given) is None:
+        return False
+    key, base = string_key(given), dotted(given.value)
+    return any(isinstance(node.right, cst.Subscript) and string_key(node.right) == key  # type: ignore[attr-defined]
+               and dotted(node.right.value) == base  # type: ignore[attr-defined]
+               for node in m.findall(facts.module, m.BinaryOperation(operator=m.Divide() | m.FloorDivide())))
 
 
 def _unscaled_config_value(facts: ModuleFacts, size: cst.Subscript, scope: Scope) -> bool:
