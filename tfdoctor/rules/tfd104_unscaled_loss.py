@@ -30,7 +30,8 @@ class UnscaledLoss(Rule):
     function, and Keras' own `self.compiled_loss`/`self.compute_loss` are scaled by Keras. A loss from a
     helper is reported where the replica function calls it (the helper's line is its evidence when it lies
     in another module). The message and the severity follow the optimizer the step applies, when the code
-    shows it (the receiver of `apply_gradients`/`minimize`: a constructor, `self.optimizer`, a parameter, a
+    shows it (the receiver of `apply_gradients`/`minimize`: a constructor, one of several that a flag chooses
+    between when all adapt (`Adam` or `Adamax`), `self.optimizer`, a parameter, a
     wrapper such as `LossScaleOptimizer`, or the optimizer given to `compile`, also as a string): an error
     for SGD, momentum or an optimizer the code does not show; a warning for an adaptive optimizer (Adam,
     RMSprop, Adagrad, AdamW, LAMB, ...) whose gradients are clipped (`clipnorm`, `clipvalue`,
@@ -199,6 +200,23 @@ def train_one_step(model, x, y, optimizer):
     return loss
 for x, y in dist_dataset:
     strategy.run(train_one_step, args=(model, x, y, optimizer))
+""",
+        # a flag chooses between two adaptive optimizers, neither clipped: the steps do not change either way
+        """import tensorflow as tf
+class Trainer:
+    def __init__(self, flags):
+        if flags.opt == "adam":
+            self.opt = tf.keras.optimizers.Adam(1e-4)
+        elif flags.opt == "adamax":
+            self.opt = tf.keras.optimizers.Adamax(1e-4)
+    def replica_step(self, x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(self.net(x))
+        grads = tape.gradient(loss, self.net.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.net.trainable_variables))
+    @tf.function
+    def step(self, x):
+        self.strategy.run(self.replica_step, args=(x,))
 """,
         # the replica function averages the gradients across replicas itself before applying them
         """import tensorflow as tf

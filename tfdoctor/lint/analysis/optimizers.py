@@ -94,7 +94,17 @@ def _optimizer_of(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, be
     if not origins or any(o.kind != "value" or o.path or not isinstance(o.expr, cst.Call) for o in origins):
         return None
     found = {_constructed(o.model, o.expr, o.scope, o.order, depth + 1) for o in origins}  # type: ignore[arg-type]
-    return found.pop() if len(found) == 1 else None
+    return found.pop() if len(found) == 1 else _chosen_among(found)
+
+
+def _chosen_among(found: set[Optimizer | None]) -> Optimizer | None:
+    """Optimizers a flag chooses between (`Adam` if `opt == "adam"`, else `Adamax`): one adaptive optimizer named
+    `Adam/Adamax` when every choice adapts and all or none clip their gradients; None when that is not so."""
+    choices = sorted((o for o in found if o is not None), key=lambda o: o.name)
+    if (len(choices) < len(found) or any(o.family != "adaptive" for o in choices)
+            or len({o.clipping is None for o in choices}) > 1):
+        return None
+    return Optimizer("/".join(o.name for o in choices), "adaptive", choices[0].clipping)
 
 
 def _run_argument(facts: ModuleFacts, parameter: cst.CSTNode, function: Scope, depth: int) -> Optimizer | None:
