@@ -63,7 +63,8 @@ class PythonGeneratorInput(Rule):
     distributed dataset), or calls Horovod or `multi_gpu_model`. On one device, whether a Python feed keeps
     up turns on costs the code does not show; `tfdoctor profile` measures it. Nor in a module that makes its
     batches in worker processes of their own (tensorpack's `MultiProcessRunnerZMQ`, `PrefetchDataZMQ`,
-    `MultiProcessMapData`, or a `multiprocessing` pool or process), outside `fit`: whether they keep up turns
+    `MultiProcessMapData`, or a `multiprocessing` pool or process), outside `fit`, or in a generator function
+    that feeds `fit` the batches a pool of processes made: whether they keep up turns
     on the process count and the copies, which the code does not show; nor is a `fit` that runs a `Sequence` in
     worker processes (`use_multiprocessing=True`), for the same reason, nor one whose worker count is a
     setting of the code that processes follow (`workers=n, use_multiprocessing=True if n > 1 else False`): its
@@ -272,6 +273,18 @@ parallel.fit_generator(Tiles(), steps_per_epoch=100, workers=4)  # TFD201
         # ... with processes only when a worker count it sets to 1 is above 1: one thread
     )
     VALID = (
+        # a generator handing out batches that a pool of worker processes decoded
+        """import tensorflow as tf
+from multiprocessing import Pool, cpu_count
+def gen(items, batch_size):
+    p = Pool(cpu_count() - 2)
+    while True:
+        for start in range(0, len(items), batch_size):
+            yield collate(p.map(load_and_augment, items[start:start + batch_size]))
+with tf.distribute.MirroredStrategy().scope():
+    model = build_model()
+model.fit(gen(ids, 32), steps_per_epoch=100, epochs=10)
+""",
         # the worker count is the code's own setting, and processes follow it: its user chooses how the feed runs
         """# tfdoctor: target-keras=2.1.5
 import keras
@@ -608,8 +621,8 @@ with tf.Session() as sess:
             seen.add(id(node))
             if not distributed_program(facts):
                 return  # one device: whether the feed keeps up turns on costs the code does not show
-            if fit is None and _process_loaders(facts):
-                return
+            if _process_loaders(facts, in_generator=fit is not None):
+                return  # for `fit`: a generator of the module hands out what a pool of processes made
             if fit is not None and _processes_follow_count(fit):
                 continue  # the user raises the count the code exposes, and gets processes: their choice, at run time
             template, workers = _workers(facts, fit) if fit is not None else ("default", "")
@@ -688,10 +701,11 @@ with tf.Session() as sess:
         return expr.func.attr.value
 
 
-def _process_loaders(facts: ModuleFacts) -> bool:
+def _process_loaders(facts: ModuleFacts, in_generator: bool = False) -> bool:
     """Whether the module makes its batches in worker processes: a call of tensorpack's multiprocess dataflows
     (`MultiProcessRunnerZMQ`, `PrefetchDataZMQ`, `MultiProcessMapData`, ...) or of `multiprocessing.Pool` /
-    `Process`, in a module that imports those libraries."""
+    `Process`, in a module that imports those libraries; with `in_generator`, a call made by a generator
+    function (`p = Pool(n)`, then `p.map(load, items)` for each batch it yields)."""
     modules = [fact.module for fact in facts.imports if fact.level == 0] + [
         name for name, level in facts.star_imports if not level]
     if not any(module.partition(".")[0] in _PROCESS_MODULES for module in modules):
@@ -699,8 +713,9 @@ def _process_loaders(facts: ModuleFacts) -> bool:
     for call in facts.calls:
         name = facts.resolve(call.func) or call.func or ""
         last = name.rpartition(".")[2]
-        if (name.startswith("multiprocessing.") and last in ("Pool", "Process")) or (
-                not name.startswith("multiprocessing.") and _PROCESS_LOADERS.match(last)):
+        if ((name.startswith("multiprocessing.") and last in ("Pool", "Process")) or (
+                not name.startswith("multiprocessing.") and _PROCESS_LOADERS.match(last))) and (
+                not in_generator or call.scope.is_generator):
             return True
     return False
 
