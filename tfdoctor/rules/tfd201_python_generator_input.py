@@ -17,6 +17,7 @@ from tfdoctor.lint.dataflow import (
     in_test_code,
     iterable_provenance,
     keras_package_imported,
+    made_by_workers,
     repeats_one_batch,
     session_feeds,
     slices_in_memory,
@@ -54,17 +55,17 @@ class PythonGeneratorInput(Rule):
     tuples or dicts of them, or names bound only to such slices; a
     loop over `zip` of numpy arrays the script builds), whose feed costs a copy; nor batches of a method that
     the project's class of the object does not define (a base from elsewhere, or nothing, hands them out), nor
-    batches that a Keras enqueuer's workers made (the `get()` of an `OrderedEnqueuer` or `GeneratorEnqueuer`, or of
-    a project's copy, or a generator that starts one and yields from its queue: the code sets their threads or
-    processes, as with `fit(workers=...)`). Likewise
+    batches that a pool of workers made (the `get()` of a Keras `OrderedEnqueuer` or `GeneratorEnqueuer`, or of
+    a project's copy; a generator that starts one, a `ThreadPoolExecutor` or a `multiprocessing.Pool` and yields
+    what they made; an iterator class whose methods start one: the code sets their threads or processes, as
+    with `fit(workers=...)`). Likewise
     `ImageDataGenerator().flow(x, y)` with no augmentation (only `rescale`, `validation_split`, `data_format`,
     `dtype`): it slices arrays in memory. Only in a program that distributes training: the module, or a
     project module that imports it, builds a `tf.distribute` strategy or uses one (`scope`, `run`, a
     distributed dataset), or calls Horovod or `multi_gpu_model`. On one device, whether a Python feed keeps
     up turns on costs the code does not show; `tfdoctor profile` measures it. Nor in a module that makes its
     batches in worker processes of their own (tensorpack's `MultiProcessRunnerZMQ`, `PrefetchDataZMQ`,
-    `MultiProcessMapData`, or a `multiprocessing` pool or process), outside `fit`, or in a generator function
-    that feeds `fit` the batches a pool of processes made: whether they keep up turns
+    `MultiProcessMapData`, or a `multiprocessing` pool or process), outside `fit`: whether they keep up turns
     on the process count and the copies, which the code does not show; nor is a `fit` that runs a `Sequence` in
     worker processes (`use_multiprocessing=True`), for the same reason, nor one whose worker count is a
     setting of the code that processes follow (`workers=n, use_multiprocessing=True if n > 1 else False`): its
@@ -273,6 +274,21 @@ parallel.fit_generator(Tiles(), steps_per_epoch=100, workers=4)  # TFD201
         # ... with processes only when a worker count it sets to 1 is above 1: one thread
     )
     VALID = (
+        # an iterator class whose `__next__` builds each batch on a pool of worker threads
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+from concurrent.futures import ThreadPoolExecutor
+hvd.init()
+class Batches:
+    def __iter__(self):
+        return self
+    def __next__(self):
+        pool = ThreadPoolExecutor(max_workers=8)
+        return collate([pool.submit(load, i).result() for i in range(8)])
+with tf.Session() as sess:
+    for images, labels in Batches():
+        sess.run(train_op, feed_dict={x: images, y: labels})
+""",
         # a generator handing out batches that a pool of worker processes decoded
         """import tensorflow as tf
 from multiprocessing import Pool, cpu_count
@@ -621,8 +637,8 @@ with tf.Session() as sess:
             seen.add(id(node))
             if not distributed_program(facts):
                 return  # one device: whether the feed keeps up turns on costs the code does not show
-            if _process_loaders(facts, in_generator=fit is not None):
-                return  # for `fit`: a generator of the module hands out what a pool of processes made
+            if fit is None and _process_loaders(facts):
+                return
             if fit is not None and _processes_follow_count(fit):
                 continue  # the user raises the count the code exposes, and gets processes: their choice, at run time
             template, workers = _workers(facts, fit) if fit is not None else ("default", "")
@@ -650,9 +666,12 @@ with tf.Session() as sess:
     def _python_feeds(self, facts: ModuleFacts) -> Iterator[tuple[cst.CSTNode, cst.CSTNode, str, CallFact | None]]:
         """(node, statement, what feeds it, the `fit`/`fit_generator` call that it feeds, if one does)."""
         for call in facts.method_calls("fit_generator"):
+            generator = call_arg(call.node, 0, "generator")
             if in_test_code(facts, call.scope) or _forwarding_wrapper(call) or repeats_one_batch(
-                    facts, call_arg(call.node, 0, "generator"), call.scope, call.order):
+                    facts, generator, call.scope, call.order):
                 continue  # a unit test trains nothing; a benchmark's one batch costs no Python per step
+            if made_by_workers(facts, generator, call.scope, call.order):
+                continue  # their count and the copies decide whether they keep up, which the code does not show
             yield call.node, call.statement, "`fit_generator`", call
         for use in training_inputs(facts):
             scope, order, expr, statement = use.scope, use.order, use.expr, use.statement
@@ -701,11 +720,10 @@ with tf.Session() as sess:
         return expr.func.attr.value
 
 
-def _process_loaders(facts: ModuleFacts, in_generator: bool = False) -> bool:
+def _process_loaders(facts: ModuleFacts) -> bool:
     """Whether the module makes its batches in worker processes: a call of tensorpack's multiprocess dataflows
     (`MultiProcessRunnerZMQ`, `PrefetchDataZMQ`, `MultiProcessMapData`, ...) or of `multiprocessing.Pool` /
-    `Process`, in a module that imports those libraries; with `in_generator`, a call made by a generator
-    function (`p = Pool(n)`, then `p.map(load, items)` for each batch it yields)."""
+    `Process`, in a module that imports those libraries."""
     modules = [fact.module for fact in facts.imports if fact.level == 0] + [
         name for name, level in facts.star_imports if not level]
     if not any(module.partition(".")[0] in _PROCESS_MODULES for module in modules):
@@ -713,9 +731,8 @@ def _process_loaders(facts: ModuleFacts, in_generator: bool = False) -> bool:
     for call in facts.calls:
         name = facts.resolve(call.func) or call.func or ""
         last = name.rpartition(".")[2]
-        if ((name.startswith("multiprocessing.") and last in ("Pool", "Process")) or (
-                not name.startswith("multiprocessing.") and _PROCESS_LOADERS.match(last))) and (
-                not in_generator or call.scope.is_generator):
+        if (name.startswith("multiprocessing.") and last in ("Pool", "Process")) or (
+                not name.startswith("multiprocessing.") and _PROCESS_LOADERS.match(last)):
             return True
     return False
 

@@ -110,7 +110,8 @@ def _python_source(facts: ModuleFacts, call: cst.Call, functions: list[Scope]) -
     callables the call invokes)."""
     described = is_python_iterator_class(facts, dotted(call.func))
     if described:
-        return Provenance("undistributed", described, call)
+        return None if made_by_workers(facts, call, facts.module_scope, END_OF_SCOPE) else Provenance(
+            "undistributed", described, call)
     if len(functions) == 1 and functions[0].is_generator and not _regroups(functions[0]) \
             and not _yields_the_same(functions[0]) and not enqueued(functions[0]):
         return Provenance("undistributed", f"{GENERATOR_FUNCTION} `{functions[0].name}`", call)
@@ -118,14 +119,45 @@ def _python_source(facts: ModuleFacts, call: cst.Call, functions: list[Scope]) -
 
 
 _ENQUEUER = re.compile(r"(^|\.)\w*Enqueuer$")  # Keras' `OrderedEnqueuer`, `GeneratorEnqueuer`, and copies of them
+# Pools of worker threads or processes: Keras' enqueuers, `concurrent.futures`' executors, `multiprocessing`'s pools
+_WORKER_POOLS = re.compile(r"(^|\.)(\w*Enqueuer|ThreadPoolExecutor|ProcessPoolExecutor|Pool|ThreadPool)$")
 
 
 def enqueued(generator: Scope) -> bool:
-    """A generator that hands out what Keras' worker machinery made: the `get()` of an `OrderedEnqueuer` or
-    `GeneratorEnqueuer` (or a project's copy), or one that starts such an enqueuer and yields from its queue.
-    The code sets their threads or processes, as for `fit(workers=...)`."""
+    """A generator that hands out what a pool of workers made: the `get()` of a Keras `OrderedEnqueuer` or
+    `GeneratorEnqueuer` (or a project's copy), or one that starts such an enqueuer, a `ThreadPoolExecutor` or a
+    `multiprocessing.Pool` and yields what they made. The code sets their threads or processes, as for
+    `fit(workers=...)`."""
     return bool(_ENQUEUER.search(generator.class_name or "")) or any(
-        _ENQUEUER.search(call.func or "") for call in generator.calls)
+        _WORKER_POOLS.search(call.func or "") for call in generator.calls)
+
+
+def made_by_workers(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int,
+                    depth: int = 0) -> bool:
+    """Whether iterating over `expr` (or `next(expr)`) hands out what a pool of workers made: a generator that
+    `enqueued` tells so, or an instance of a project class whose methods start such a pool (`__next__`
+    submitting each part of the batch to a `ThreadPoolExecutor`)."""
+    if expr is None or depth > _MAX_DEPTH:
+        return False
+    facts = scope.owner  # type: ignore[assignment]
+    if isinstance(expr, cst.Call):
+        name = dotted(expr.func)
+        if name in ("enumerate", "iter", "next", "tqdm", "tqdm.tqdm") or (facts.resolve(expr.func) or "").endswith(
+                "tqdm"):
+            return made_by_workers(facts, call_arg(expr, 0, None), scope, before, depth + 1)
+        found = facts.class_and_module(name)
+        if found is not None:
+            return any(_WORKER_POOLS.search(call.func or "") for method in found[0].methods.values()
+                       for call in method.calls)
+        functions = facts.callables_of(expr.func, scope)
+        return bool(functions) and all(f.is_generator and enqueued(f) for f in functions)
+    if dotted(expr) is None:
+        return False
+    origins = [o for o in facts.values_of(expr, scope, before) if o.expr is not expr]
+    return bool(origins) and all(
+        o.kind == "value" and not o.path
+        and made_by_workers(o.model, o.expr, o.scope, o.order, depth + 1)  # type: ignore[arg-type]
+        for o in origins)
 
 
 def repeats_one_batch(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int) -> bool:

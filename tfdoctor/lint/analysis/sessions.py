@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from tfdoctor.lint.analysis.inputs import enqueued
+from tfdoctor.lint.analysis.inputs import made_by_workers
 from tfdoctor.lint.analysis.multiworker import derived_names, expression_names
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
 from tfdoctor.lint.names import call_arg, dotted
@@ -45,20 +45,9 @@ def session_feeds(facts: ModuleFacts) -> list[SessionFeed]:
         source = _batch_source(facts, call, names)
         if (source is not None and not slices_in_memory(facts, source[0], call.scope, call.order)
                 and not _method_not_shown(facts, source[0], call.scope, call.order)
-                and not _from_enqueuer(facts, source[0], call.scope, call.order)):
+                and not made_by_workers(facts, source[0], call.scope, call.order)):
             found.append(SessionFeed(*source))
     return found
-
-
-def _from_enqueuer(facts: ModuleFacts, source: cst.BaseExpression, scope: Scope, order: int) -> bool:
-    """Batches of a generator (called here, or bound to the name `next(...)` reads) that hands out what a Keras
-    enqueuer's workers made (`inputs.enqueued`)."""
-    if isinstance(source, cst.Call) and dotted(source.func) == "next" and source.args:
-        source = source.args[0].value
-    values = [o.expr for o in facts.values_of(source, scope, order)] if dotted(source) else [source]
-    return bool(values) and all(
-        isinstance(v, cst.Call) and (found := facts.callables_of(v.func, scope)) != [] and all(
-            f.is_generator and enqueued(f) for f in found) for v in values)
 
 
 def _method_not_shown(facts: ModuleFacts, source: cst.BaseExpression, scope: Scope, order: int) -> bool:
