@@ -122,7 +122,7 @@ def test_a_loader_is_linted_against_the_module_that_trains_on_it(tmp_path: Path,
 def test_a_loader_trained_on_in_another_module_names_that_place_once(tmp_path: Path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "loader.py").write_text(LOADER.replace(".batch(64)", ".batch(64 * strategy.num_replicas_in_sync)")
-                                        .replace(".map(decode)", ".map(decode, num_parallel_calls=8)"))
+                                        .replace(".map(decode)", ".map(decode, num_parallel_calls=8).shuffle(256)"))
     (tmp_path / "loop.py").write_text("""import tensorflow as tf
 from loader import make_dataset
 
@@ -133,7 +133,7 @@ def main():
     monkeypatch.chdir(tmp_path)
     found = lint_paths(["loader.py"], Overrides(select=("TFD203",), target_tensorflow="2.11")).findings
     assert [(f.line, f.column, f.message) for f in found] == [
-        (5, 77, "this training pipeline does not end in `prefetch`, so input and compute do not overlap; append "
+        (5, 90, "this training pipeline does not end in `prefetch`, so input and compute do not overlap; append "
                 "`.prefetch(tf.data.AUTOTUNE)` (TF 2.11 assumed: --target-tensorflow) (trained on in `main` at loop.py:5)")]
     # from TF 2.12, TensorFlow appends an autotuned prefetch itself
     assert lint_paths(["loader.py"], Overrides(select=("TFD203",), target_tensorflow="2.15")).findings == []
@@ -205,6 +205,19 @@ def test_code_that_nothing_in_the_application_names_gives_no_finding(tmp_path: P
     assert [f.line for f in lint_paths(["data.py"]).findings] == [5, 9]  # a notebook of the project calls `orphan`
     (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='data')\n")
     assert [f.line for f in lint_paths(["data.py"]).findings] == [5, 7, 9]  # a library: its functions are its API
+
+
+def test_a_definition_that_a_later_one_of_the_same_name_replaces_gives_no_finding(tmp_path: Path, monkeypatch):
+    """Three `def model_fn` in a row, in a folder that is no application: only the last can ever run."""
+    first = ("def model_fn():\n    parallel = multi_gpu_model(build(), gpus=4)\n    parallel.fit(x, y)\n\n\n")
+    last = "def model_fn():\n    return build()\n"
+    (tmp_path / "models.py").write_text("from keras.utils import multi_gpu_model\n\n\n" + first + last)
+    monkeypatch.chdir(tmp_path)
+    assert lint_paths(["models.py"], Overrides(select=("TFD101",))).findings == []
+    # the first one runs when something between the two names it
+    (tmp_path / "models.py").write_text("from keras.utils import multi_gpu_model\n\n\n" + first
+                                        + "MODEL = model_fn()\n\n\n" + last)
+    assert [f.line for f in lint_paths(["models.py"], Overrides(select=("TFD101",))).findings] == [5]
 
 
 PREPARE = """import tensorflow as tf
@@ -362,7 +375,8 @@ def test_generator_methods_of_a_project_on_standalone_keras_before_2_4_are_not_r
     (tmp_path / "models.py").write_text("import tensorflow as tf\n\n\n"
                                         "def build(gpus):\n    return make()\n")
     assert [(f.line, f.message) for f in lint_paths(["bench.py"], Overrides(select=("TFD401",))).findings] == [
-        (5, "`fit_generator` is removed in Keras 3; use `fit`")]
+        (5, "`fit_generator` is removed in Keras 3; use `fit` (Keras 3 assumed: nothing but these generator methods "
+            "shows Keras 2)")]
 
 
 def test_a_project_module_standing_in_for_tensorflow_resolves_to_it(tmp_path: Path, monkeypatch):

@@ -1,6 +1,9 @@
 """Definitions that nothing names, and branches no call takes: their code never runs, so a finding inside one
 is not worth reading.
 
+A module-level function or class that a later definition of the same name replaces, with nothing between
+them naming it, is dead in any module.
+
 In an application, a module-level function or class, or a method of a class with no base class, is dead
 when no other line of its module and no other file of its project (modules and notebooks) names it. An
 application is a notebook, or a repository (`.git`) or pyproject.toml project whose root has no setup.py,
@@ -37,8 +40,9 @@ _DEFINED = re.compile(r"\b(?:def|class)\s+([A-Za-z_]\w*)")
 def dead_spans(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange], text: str, project: Project | None,
                path: Path | None, notebook: bool) -> list[tuple[int, int]]:
     """The (first, last) lines of the dead definitions of a module (its `text`), outermost first."""
+    shadowed = _shadowed(module, positions, text.splitlines())
     if not notebook and (project is None or path is None or not _application(project.root)):
-        return []
+        return shadowed
     words = Counter(_WORD.findall(text))
     words.subtract(_DEFINED.findall(text))
     spans = []
@@ -46,6 +50,23 @@ def dead_spans(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange], t
         if not _named(definition.name.value, words, project, path) and definition in positions:
             where = positions[definition]
             spans.append((where.start.line, where.end.line))
+    return spans + shadowed
+
+
+def _shadowed(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange],
+              lines: list[str]) -> list[tuple[int, int]]:
+    """Module-level functions and classes that a later `def` or `class` of the same name replaces before any line
+    between them names it: once the module has run, nothing can call them (three `def model_fn` in a row)."""
+    spans = []
+    body = [s for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s in positions]
+    for index, first in enumerate(body):
+        later = next((s for s in body[index + 1:] if s.name.value == first.name.value), None)
+        if later is None or first.decorators:  # a decorator may register the first one
+            continue
+        start, end = positions[first].end.line, positions[later].start.line - 1
+        between = "\n".join(lines[start:end])
+        if not re.search(rf"\b{re.escape(first.name.value)}\b", between):
+            spans.append((positions[first].start.line, positions[first].end.line))
     return spans
 
 

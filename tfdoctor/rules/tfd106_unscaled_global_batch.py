@@ -351,8 +351,8 @@ def _divided_by_a_callee(facts: ModuleFacts, name: str) -> bool:
             for callee in facts.callables_of(call.node.func, call.scope, before=call.order):
                 params = callee.value_params()
                 param = arg.keyword.value if arg.keyword is not None else params[index] if index < len(params) else None
-                if param is not None and any(dotted(node.right) == param for node in m.findall(  # type: ignore[attr-defined]
-                        callee.node, m.BinaryOperation(operator=m.Divide() | m.FloorDivide()))):
+                divisions = m.findall(callee.node, m.BinaryOperation(operator=m.Divide() | m.FloorDivide()))
+                if param is not None and any(dotted(node.right) == param for node in divisions):  # type: ignore[attr-defined]
                     return True
     return False
 

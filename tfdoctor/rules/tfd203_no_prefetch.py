@@ -30,29 +30,27 @@ _FUSION_SWITCHES = ("experimental_optimization.map_and_batch_fusion",
 class NoPrefetch(Rule):
     """
     ## What it does
-    Finds a training pipeline that does not end in `prefetch` (or `apply(prefetch_to_device(...))`): one given
-    to `model.fit` or iterated by the training loop, also a loader's pipeline that another project module
-    trains on. A pipeline that a strategy distributes is not flagged: the iterators of
-    `strategy.experimental_distribute_dataset` and `distribute_datasets_from_function`, and Keras' `fit` under
-    a strategy, prefetch to the devices themselves. Nor is a bare `tfds.load` or Keras
-    `image_dataset_from_directory` dataset (Keras' utilities end in `prefetch`), nor one of
-    `tf.data.experimental.make_csv_dataset` or `make_batched_features_dataset` (they end in `prefetch` too)
-    followed only by cheap or parallel `map`s. Steps after a `prefetch`
-    that only count, skip or repeat batches (`ds.prefetch(1)`, then `ds.take(steps)` in the loop) keep it
-    working, and so do parallel `map`s after it (`prefetch(n).map(f, num_parallel_calls=AUTOTUNE)`: a
-    parallel map computes elements ahead into its own buffer) and serial ones that visibly do only cheap work
-    (a slice, a cast; see TFD202 for what counts as costly), or whose function the module does not show; a pipeline without one is reported at its last
-    step before them, where `prefetch` goes. Nor is a pipeline that ends in a parallel `map`, whose threads
-    compute the next elements (and pull the steps before it) while the training step runs, or in a parallel
-    `map` straight followed by `batch` (`map(parse, num_parallel_calls=AUTOTUNE).batch(64)`), which tf.data
-    fuses into one step that builds the next batch ahead alike (its default `map_and_batch_fusion`, unless the
-    module turns it off), or in `apply(map_and_batch(...))`. A pipeline that only slices, shuffles and batches arrays already in
-    memory (`from_tensor_slices`, `from_tensors`, `range`, with no `interleave` or `filter`, an `apply` only of a
-    batching, `unbatch` or `shuffle_and_repeat`, and only `map`s that visibly do cheap work: a cast, a reshape,
-    a one-hot, arithmetic) is not reported: a batch of it costs little more than a copy, and overlapping that
-    with the step saves next to nothing. Nor is one that caches in memory (`cache()` without a file name) and
-    after it only shuffles, batches, repeats or does cheap `map`s: from its second epoch on, a batch is a copy out
-    of memory too.
+    Finds a training pipeline that does not end in `prefetch` (or `apply(prefetch_to_device(...))`): one given to
+    `model.fit` or iterated by the training loop, also a loader's pipeline that another project module trains on. A
+    pipeline that a strategy distributes is not flagged: the iterators of `strategy.experimental_distribute_dataset`
+    and `distribute_datasets_from_function`, and Keras' `fit` under a strategy, prefetch to the devices themselves.
+    Nor is a bare `tfds.load` or Keras `image_dataset_from_directory` dataset (Keras' utilities end in `prefetch`),
+    nor one of `tf.data.experimental.make_csv_dataset` or `make_batched_features_dataset` (they end in `prefetch`
+    too) followed only by cheap or parallel `map`s. Steps after a `prefetch` that only count, skip or repeat batches
+    (`ds.prefetch(1)`, then `ds.take(steps)` in the loop) keep it working, and so do parallel `map`s after it
+    (`prefetch(n).map(f, num_parallel_calls=AUTOTUNE)`: a parallel map computes elements ahead into its own buffer)
+    and serial ones that visibly do only cheap work (a slice, a cast; see TFD202 for what counts as costly), or
+    whose function the module does not show; a pipeline without one is reported at its last step before them, where
+    `prefetch` goes. Nor is a pipeline that ends in a parallel `map`, whose threads compute the next elements (and
+    pull the steps before it) while the training step runs, or in a parallel `map` straight followed by `batch`
+    (`map(parse, num_parallel_calls=AUTOTUNE).batch(64)`), which tf.data fuses into one step that builds the next
+    batch ahead alike (its default `map_and_batch_fusion`, unless the module turns it off), or in
+    `apply(map_and_batch(...))`. A pipeline that only slices, shuffles and batches arrays already in memory
+    (`from_tensor_slices`, `from_tensors`, `range`, with no `interleave` or `filter`, an `apply` only of a batching,
+    `unbatch` or `shuffle_and_repeat`, and only `map`s that visibly do cheap work: a cast, a reshape, a one-hot,
+    arithmetic) is not reported: a batch of it costs little more than a copy, and overlapping that with the step
+    saves next to nothing. Nor is one that caches in memory (`cache()` without a file name) and after it only
+    shuffles, batches, repeats or does cheap `map`s: from its second epoch on, a batch is a copy out of memory too.
 
     From TensorFlow 2.12 on, with autotuning on (the default), TensorFlow injects an autotuned prefetch after
     a pipeline that ends in a synchronous step (`tf.data.Options().experimental_optimization.inject_prefetch`),
