@@ -50,6 +50,7 @@ class Overrides:
     max_file_bytes: int | None = None
     evidence_files: tuple[Path, ...] | None = None  # the only files whose code shows the versions (profile's run)
     run_code: bool = False  # the files are a run's own code (profile's run): none of them is test code
+    also_checked: tuple[str, ...] = ()  # opt-in rules checked without `select` too (what the profile measures)
 
 
 @dataclass(frozen=True)
@@ -66,16 +67,17 @@ class Settings:
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES  # a larger file is not linted (a warning names it)
     evidence_files: tuple[Path, ...] | None = None  # None: the whole project's code is version evidence
     run_code: bool = False  # every linted file is code a run executes, wherever it lies (never test code)
+    also_checked: tuple[str, ...] = ()  # opt-in rules checked where `select` is not given (profile's causes)
 
     def for_file(self, path: Path, source: bytes | None = None) -> Settings:
         """These settings with the targets resolved for one file (`source`: its bytes, when read already)."""
         return replace(self, targets=resolve_targets(self, path, source))
 
     def code_enabled(self, code: str, path: Path | None = None, opt_in: bool = False) -> bool:
-        """Whether a rule checks a file: selected (an opt-in rule only when `select` names it), and not ignored
-        for it."""
+        """Whether a rule checks a file: selected (an opt-in rule only when `select` names it, or, without
+        `select`, when the run checks it too), and not ignored for it."""
         if self.select is None:
-            if opt_in:
+            if opt_in and code not in self.also_checked:
                 return False
         elif not any(code.startswith(prefix) for prefix in self.select):
             return False
@@ -172,6 +174,8 @@ def load_settings(start: Path, overrides: Overrides = Overrides()) -> Settings:
         settings = replace(settings, evidence_files=tuple(p.resolve() for p in overrides.evidence_files))
     if overrides.run_code:
         settings = replace(settings, run_code=True)
+    if overrides.also_checked:
+        settings = replace(settings, also_checked=overrides.also_checked)
     explicit: dict[str, Target] = {}
     for key, attribute in (("target-tensorflow", "tensorflow"), ("target-keras", "keras")):
         if key in table:

@@ -57,6 +57,11 @@ class HostSyncInLoop(Rule):
     first read, which names the others (related locations): once one read has waited for the step the others
     find the device idle, but each waits in turn when those before it go.
 
+    Off by default: what a read per step costs turns on how long the step is, which the code does not show, and
+    reviews of real repositories found most of these reads deliberate per-step logging whose wait hardly
+    mattered. `tfdoctor profile` checks this rule on the script it runs, where it measures the host's share of
+    the step; `--select TFD301` (or `select = ["TFD"]`) turns it on for `lint`.
+
     ## Why it is bad
     Reading a tensor's value makes the host wait until the device has finished the step. The input
     pipeline and the next step's dispatch stop overlapping with compute, and each step pays the full
@@ -91,6 +96,7 @@ class HostSyncInLoop(Rule):
     code = "TFD301"
     name = "host-sync-in-loop"
     severity = Severity.WARNING
+    OPT_IN = True  # what a sync costs turns on the step's length; `tfdoctor profile` checks it and measures that
     summary = "`.numpy()`/`float()`/`print()` of step outputs every step makes the host wait for the device."
     MESSAGES = {
         "default": "`{func}()` reads a step output on every iteration of the training loop",

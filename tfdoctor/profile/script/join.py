@@ -51,11 +51,14 @@ def lint_findings(script: Path, package: Path | None = None) -> list[Finding]:
     """Findings in the script and its local modules (or, for a module run with `-m`, in its whole top-level
     package), paths as given relative to the working folder. Only those files show the versions the code was
     written for: a copy of the script lying beside it (`original.py`) is not part of the run. They are the
-    run's own code, so a `tests/` folder around them does not make them test code."""
+    run's own code, so a `tests/` folder around them does not make them test code. The rules that name a cause
+    the profile measures are checked even when opt-in (TFD301's host syncs: their cost is measured here)."""
     paths = [package] if package else local_modules(script)
     targets = [os.path.relpath(p) if not os.path.relpath(p).startswith("..") else str(p) for p in paths]
     run = tuple(file for p in paths for file in ([p] if p.is_file() else sorted(p.rglob("*.py"))))
-    return lint_paths(targets, Overrides(evidence_files=run, run_code=True), cache=False).findings  # it trains
+    causes = tuple(sorted({code for codes in RULES_FOR.values() for code in codes}))  # opt-in ones too: measured here
+    return lint_paths(targets, Overrides(evidence_files=run, run_code=True, also_checked=causes),
+                      cache=False).findings  # it trains
 
 
 def split_by_run(findings: list[Finding], lines_run: dict[str, list[int]]) -> tuple[list[Finding], list[Finding]]:
