@@ -20,12 +20,19 @@ from tfdoctor.lint.rule import Context, Rule
 # compute what librosa does.
 _NO_TF_OP = ("nibabel", "decord", "pydicom", "SimpleITK", "h5py", "av.", "cv2.VideoCapture", "scipy.io", "tifffile",
              "rasterio", "netCDF4", "xarray")
+_RECORDS = frozenset({"tensorflow.train.Example", "tensorflow.train.SequenceExample"})  # protos built to be written
 
 
 def _reads_a_format_tf_cannot(facts: ModuleFacts, py_call: CallFact) -> bool:
     """Whether the Python function a `py_function` wraps (or one it calls, in this module) reads a format that
     has no TensorFlow op (`nibabel.load`, `decord.VideoReader`)."""
     return any(name.startswith(_NO_TF_OP) for name in wrapped_python_calls(facts, py_call))
+
+
+def _builds_records(facts: ModuleFacts, py_call: CallFact) -> bool:
+    """Whether the wrapped Python builds a `tf.train.Example` to serialize: the pipeline prepares files, once,
+    ahead of training, and does not feed it."""
+    return not _RECORDS.isdisjoint(wrapped_python_calls(facts, py_call))
 
 
 class PyFunctionInPipeline(Rule):
@@ -38,7 +45,8 @@ class PyFunctionInPipeline(Rule):
     ds_val.map(...)`, `def test_iterator():`, or the branch where `mode == "eval"`, or the `else` of `if mode !=
     "infer":`), and so is Python that a later `cache()` runs in the first epoch only, and Python that reads a format
     TensorFlow has no op for (NIfTI through `nibabel`, video through `decord`, HDF5, DICOM, TIFF): there is nothing
-    to replace it with. Audio is not such a format: `tf.audio.decode_wav` and `tf.signal` do what librosa does. Only
+    to replace it with; nor Python that builds records (`tf.train.Example(...).SerializeToString()`): that
+    pipeline writes files ahead of training, once. Audio is not such a format: `tf.audio.decode_wav` and `tf.signal` do what librosa does. Only
     in a program that distributes training (a `tf.distribute` strategy, Horovod, `multi_gpu_model` or TF 1 towers,
     in the module or a project module next to it in the imports): on one device, whether the Python keeps up turns
     on costs the code does not show, which `tfdoctor profile` measures.
@@ -93,6 +101,15 @@ ds = tf.data.TFRecordDataset(files).map(
 """,
     )
     VALID = (
+        # records built in Python to write to files ahead of training
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def serialize(spec, label):
+    example = tf.train.Example(features=tf.train.Features(feature=features_of(spec, label)))
+    return example.SerializeToString()
+def to_records(ds):
+    return ds.map(lambda spec, label: tf.py_function(serialize, (spec, label), tf.string))
+""",
         # one device: no strategy, Horovod or multi_gpu_model
         """import tensorflow as tf
 ds = tf.data.Dataset.from_tensor_slices(paths).map(lambda p: tf.py_function(load, [p], tf.float32))
@@ -140,8 +157,8 @@ ds = tf.data.Dataset.list_files(pattern).map(tf.io.read_file).map(tf.io.decode_p
                 continue  # not the training pipeline, or Python that runs in the first epoch only
             for fn in facts.callables_of(call_arg(call.node, 0, None), call.scope):
                 inner = next((c for c in fn.calls if facts.resolve(c.func) in PY_FUNCTIONS), None)
-                if inner is not None and _reads_a_format_tf_cannot(facts, inner):
-                    continue  # no TF op to use instead
+                if inner is not None and (_reads_a_format_tf_cannot(facts, inner) or _builds_records(facts, inner)):
+                    continue  # no TF op to use instead, or a pipeline that writes files
                 if inner is not None and id(fn) not in seen and distributed_program(facts):
                     seen.add(id(fn))
                     yield self.report(inner, func=inner.func)
