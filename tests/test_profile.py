@@ -614,3 +614,21 @@ def test_script_step_calls_slower_than_their_idle_replay_are_pipeline_contention
             "on the same step replayed once the script's input threads were idle") in console.export_text()
     assert report("gpu").breakdown.contention is None
     assert report("cpu", "fit").breakdown.contention is None  # fit's calls hold their own input
+
+
+def test_script_mode_checks_the_opt_in_host_sync_rule_that_plain_lint_leaves_off(tmp_path, monkeypatch):
+    """TFD301 is opt-in for `lint` (what a sync costs turns on the step's length); the profile, which measures
+    the host's share of the step, lints the script it runs with it, so a host-bound verdict can cite it."""
+    from tfdoctor.config import Overrides
+    from tfdoctor.lint.engine import lint_paths
+    from tfdoctor.profile.script.join import lint_findings
+
+    (tmp_path / "train.py").write_text(
+        "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n\n\n@tf.function\ndef step(x):\n"
+        "    return strategy.run(replica, args=(x,))\n\n\nfor x in dist:\n    loss = step(x)\n"
+        "    print(float(loss))\n")
+    monkeypatch.chdir(tmp_path)
+    assert lint_paths(["train.py"]).findings == []
+    assert [(f.code, f.line) for f in lint_paths(["train.py"], Overrides(select=("TFD301",))).findings] == [
+        ("TFD301", 12)]
+    assert [(f.code, f.line) for f in lint_findings(tmp_path / "train.py")] == [("TFD301", 12)]
