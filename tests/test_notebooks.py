@@ -135,7 +135,9 @@ def test_every_output_places_version_evidence_by_cell_and_never_on_the_flagged_c
         "ds = tf.data.TFRecordDataset(files).map(parse).batch(64)\nmodel.fit(ds, epochs=3)\n"))
     (tmp_path / "alone.ipynb").write_bytes(_notebook(
         "import tensorflow as tf\n", "model = tf.keras.Sequential()\nmodel.fit_generator(batches(), steps_per_epoch=10)\n"))
-    message = "`fit_generator` is removed in Keras 3; use `fit`"  # the call is not its own evidence of Keras 2
+    # the call is not its own evidence of Keras 2: the finding says why it assumes Keras 3 instead
+    message = ("`fit_generator` is removed in Keras 3; use `fit` (Keras 3 assumed: nothing but these generator "
+               "methods shows Keras 2)")
     cited = ("this training pipeline does not end in `prefetch`, so input and compute do not overlap; append "
              "`.prefetch(tf.data.AUTOTUNE)` (TF 2.6.0 assumed: `pip install tensorflow==2.6.0` at cited.ipynb:cell 1:1)")
     selected = ("--select", "TFD401,TFD203")
