@@ -50,6 +50,8 @@ from tfdoctor.lint.version_evidence import forget as forget_project_evidence
     ("x = Convolution2D(64, 3, 3, border_mode='same')(x)\n", [("Keras 1 arguments", 1)]),
     ("lr = K.get_value(model.optimizer.lr)\nsched = optimizer.lr_schedule\n", [("optimizer.lr", 1)]),
     ("sched = self.optimizer.lr_schedule\n", []),  # not the Keras 2 attribute
+    ("cb = ModelCheckpoint(os.path.join(d, 'w.h5'), save_best_only=True,\n    period=1)\n",
+     [("ModelCheckpoint(period=...)", 1)]),
     ("import time\nstart = time.clock()\n", [("time.clock()", 2)]),  # Python <= 3.7: never Keras 3
     ("from keras.engine.training import Model\n", [("keras.engine", 1)]),  # standalone Keras 1 and 2 only
     ("preds = self.predict_generator(gen)\nm.evaluate_generator(gen)\n", [("evaluate_generator", 2)]),

@@ -86,8 +86,11 @@ APIS: tuple[Api, ...] = (
         pattern=rb"\bmixed_precision\.experimental\b", **_KERAS2),
     Api("optimizer lr=", literal=(b"lr=", b"lr ="), pattern=rb"\b" + _OPTIMIZERS + rb"\((?:[^()=]*?,)?\s*lr\s*=",
         **_KERAS2),
-    # Keras 3's optimizers have no `lr` attribute (`K.get_value(model.optimizer.lr)` raises AttributeError there)
+    # Keras 3's optimizers have no `lr` attribute (`K.get_value(model.optimizer.lr)` raises AttributeError there),
+    # and its `ModelCheckpoint` rejects Keras 2's deprecated `period=`
     Api("optimizer.lr", literal=b"optimizer.lr", pattern=rb"\boptimizer\.lr\b", **_KERAS2),
+    Api("ModelCheckpoint(period=...)", literal=b"period", pattern=rb"\bModelCheckpoint\((?:[^()]|\([^()]*\))*?"
+        rb"\bperiod\s*=", **_KERAS2),
     Api("tf_keras", literal=b"tf_keras", pattern=_IMPORT + rb"tf_keras\b", **_KERAS2),
     Api("from keras.utils import multi_gpu_model", KERAS, (2,), (2, 3), "<= 2.3", b"multi_gpu_model",
         rb"^from[ \t]+keras\.utils(?:\.training_utils)?[ \t]+import[^\n]*\bmulti_gpu_model\b"),

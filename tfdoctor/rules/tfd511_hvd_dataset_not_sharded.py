@@ -5,7 +5,7 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import (
-    GUARD_WORDS, TrainingInput, derived_names, expression_names, horovod_init, horovod_scope, loaded_arrays,
+    GUARD_WORDS, TrainingInput, derived_names, expression_names, horovod_init, horovod_off, horovod_scope, loaded_arrays,
     mentions_worker_count, training_chains, unknown_value,
 )
 from tfdoctor.lint.facts import CallFact, DatasetChain, ModuleFacts
@@ -94,6 +94,27 @@ for images, labels in dataset.take(10000):
 """,
     )
     VALID = (
+        # a single-process arm of the script: Horovod runs only in another arm of the same `if` chain
+        """import numpy as np
+import tensorflow as tf
+x_train, y_train = np.load("x.npy"), np.load("y.npy")
+model = build()
+model.compile(optimizer="adam", loss="mse")
+if options.trainhvd:
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
+    model.fit(x_train, y_train, epochs=10 // hvd.size())
+elif options.trainmodel:
+    model.fit(x_train, y_train, epochs=10)
+""",
+        # each rank trains on its own slice of the arrays
+        """import numpy as np
+import horovod.tensorflow.keras as hvd
+hvd.init()
+x_train, y_train = np.load("x.npy"), np.load("y.npy")
+model.compile(optimizer="adam", loss="mse")
+model.fit(x_train[hvd.rank()::hvd.size()], y_train[hvd.rank()::hvd.size()], epochs=10)
+""",
         # the steps are divided
         """import tensorflow as tf
 import horovod.tensorflow.keras as hvd
@@ -191,7 +212,7 @@ model.fit(ds, epochs=3)
         if use.via == "loop":
             return any(op.method == "take" for op in chain.ops)
         fit = next((c for c in facts.method_calls("fit") if c.statement is use.statement), None)
-        if fit is None or any(a.star for a in fit.node.args):
+        if fit is None or any(a.star for a in fit.node.args) or horovod_off(facts, fit):
             return False
         if mentions_worker_count(facts, call_arg(fit.node, None, "epochs"), fit.scope):
             return False
@@ -205,7 +226,7 @@ model.fit(ds, epochs=3)
 def _whole_arrays(facts: ModuleFacts, fit: CallFact, x: cst.BaseExpression) -> bool:
     """`fit` on numpy arrays loaded in full (`load_data()`, `np.load`) in the Horovod program, neither sliced
     by rank nor trained for epochs or steps divided by the number of processes."""
-    if not horovod_scope(facts, fit.scope) or any(a.star for a in fit.node.args) or facts.dataset_chain(
+    if not horovod_scope(facts, fit.scope) or horovod_off(facts, fit) or any(a.star for a in fit.node.args) or facts.dataset_chain(
             x, fit.scope, fit.order) is not None:
         return False
     receiver = dotted(fit.receiver)

@@ -127,7 +127,11 @@ _HOROVOD_FLAG = re.compile(r"horovod|hvd", re.IGNORECASE)
 
 def horovod_off(facts: ModuleFacts, call: CallFact) -> bool:
     """Whether a call lies where a Horovod switch of the program is off: the `else` of `if args.use_horovod:`
-    (or the body of `if not args.use_horovod:`), which runs as a single process."""
+    (or the body of `if not args.use_horovod:`), which runs as a single process; or an arm of an `if`/`elif`
+    chain whose other arms hold every Horovod call of the module (`elif options.traintumor:` beside `elif
+    options.trainhvd:`, the one that calls `hvd.init()`)."""
+    if _apart_from_horovod(facts, call):
+        return True
     for fact in facts.if_facts:
         on = _horovod_switch(facts, fact.node.test)
         if on is None and fact.node.orelse is not None and _plain_flag(facts, fact.node.test) \
@@ -136,6 +140,27 @@ def horovod_off(facts: ModuleFacts, call: CallFact) -> bool:
         if on is True and fact.node.orelse is not None and in_part(fact.node.orelse, call.statement):
             return True
         if on is False and fact.node in call.ifs and in_part(fact.node.body, call.statement):
+            return True
+    return False
+
+
+def _apart_from_horovod(facts: ModuleFacts, call: CallFact) -> bool:
+    """Every Horovod call of the module lies in another arm of an `if` chain than the call (the chain around the
+    call in its function, or one at the module's top level around the class or function that holds it)."""
+    horovod = [c for c in facts.calls if horovod_member(facts, c.func) is not None]
+    if not horovod:
+        return False
+    chains = [*call.ifs, *(f.node for f in facts.if_facts if f.scope is facts.module_scope)]
+    for node in chains:
+        if node.orelse is None:
+            continue
+        if in_part(node.body, call.statement):
+            other = node.orelse
+        elif in_part(node.orelse, call.statement):
+            other = node.body
+        else:
+            continue
+        if all(in_part(other, c.statement) for c in horovod):
             return True
     return False
 
@@ -437,8 +462,9 @@ def expression_names(expr: cst.CSTNode | None, strings: bool = True, depth: int 
         parts = [expr.expression]
     elif isinstance(expr, cst.IfExp):
         parts = [expr.test, expr.body, expr.orelse]
-    elif isinstance(expr, cst.Subscript):
-        parts = [expr.value, *(e.slice.value for e in expr.slice if isinstance(e.slice, cst.Index))]
+    elif isinstance(expr, cst.Subscript):  # `x[i]`, and `x[hvd.rank()::hvd.size()]`
+        parts = [expr.value, *(part for e in expr.slice for part in (
+            (e.slice.value,) if isinstance(e.slice, cst.Index) else (e.slice.lower, e.slice.upper, e.slice.step)))]
     elif isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
         parts = [e.value for e in expr.elements]
     elif isinstance(expr, cst.FormattedString):
