@@ -38,6 +38,7 @@ _NO_WORK = frozenset({"validation_split", "data_format", "dtype", "rescale"})
 _PROCESS_LOADERS = re.compile(r"^(?:MultiProcess\w*|\w*ZMQ|PrefetchData)$")
 _PROCESS_MODULES = ("tensorpack", "multiprocessing")
 _PLAIN_ITERATORS = (ITERATOR_CLASS, GENERATOR_FUNCTION)  # feeds that Keras's worker processes would each replay
+_FIT_GENERATOR = "`fit_generator`"  # what feeds a `fit_generator` call whose input the code does not show
 
 
 class PythonGeneratorInput(Rule):
@@ -75,7 +76,8 @@ class PythonGeneratorInput(Rule):
     other indices). The `fit` of standalone multi-backend Keras (`import keras`) where the project pins Keras
     before 2.4 (or a TensorFlow whose Keras that is) takes no `tf.data` dataset: there the message asks for
     worker processes instead, and a plain iterator class or generator function, whose every worker process
-    would yield the same batches, is not reported.
+    would yield the same batches, is not reported, nor is a `fit_generator` input the code does not show to be
+    a `Sequence`.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -288,6 +290,17 @@ class Batches:
 with tf.Session() as sess:
     for images, labels in Batches():
         sess.run(train_op, feed_dict={x: images, y: labels})
+""",
+        # standalone Keras before 2.4 takes no tf.data, and worker processes would each replay a generator
+        """# tfdoctor: target-keras=2.2.4
+import keras
+from keras.utils import multi_gpu_model
+def gen(paths):
+    while True:
+        for path in paths:
+            yield load_and_augment(path)
+model = multi_gpu_model(build(), gpus=2)
+model.fit_generator(gen(paths), steps_per_epoch=10)
 """,
         # a generator handing out batches that a pool of worker processes decoded
         """import tensorflow as tf
@@ -648,8 +661,8 @@ with tf.Session() as sess:
                 continue  # whether a `Sequence`'s worker processes keep up turns on their count and copies
             if template in ("default", "threads") and fit is not None \
                     and _multi_backend_keras(facts, context.targets.keras):
-                if id(fit.node) in replayed:
-                    continue  # worker processes would each yield its batches: no advice fits this Keras
+                if id(fit.node) in replayed or what == _FIT_GENERATOR:
+                    continue  # processes would each replay a generator (and this one may be): no advice fits this Keras
                 template, workers = "multi-backend", workers or "one Python thread"
             yield self.report(node, template, statement=statement, what=what, workers=workers)
         if not any(c.attr == "from_generator" and id(c.node) not in seen for c in facts.calls):
@@ -672,7 +685,7 @@ with tf.Session() as sess:
                 continue  # a unit test trains nothing; a benchmark's one batch costs no Python per step
             if made_by_workers(facts, generator, call.scope, call.order):
                 continue  # their count and the copies decide whether they keep up, which the code does not show
-            yield call.node, call.statement, "`fit_generator`", call
+            yield call.node, call.statement, _FIT_GENERATOR, call
         for use in training_inputs(facts):
             scope, order, expr, statement = use.scope, use.order, use.expr, use.statement
             if in_test_code(facts, scope):
