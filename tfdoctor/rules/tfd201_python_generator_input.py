@@ -68,16 +68,15 @@ class PythonGeneratorInput(Rule):
     batches in worker processes of their own (tensorpack's `MultiProcessRunnerZMQ`, `PrefetchDataZMQ`,
     `MultiProcessMapData`, or a `multiprocessing` pool or process), outside `fit`: whether they keep up turns
     on the process count and the copies, which the code does not show; nor is a `fit` that runs a `Sequence` in
-    worker processes (`use_multiprocessing=True`), for the same reason, nor one whose worker count is a
-    setting of the code that processes follow (`workers=n, use_multiprocessing=True if n > 1 else False`): its
-    user already chooses, at run time, how the feed runs. A plain generator or iterator class
+    worker processes (`use_multiprocessing=True`), for the same reason. A plain generator or iterator class
     run in two or more worker processes is reported for another reason: each process replays it from its
     start, so the same batches come several times (Keras warns of it; a `Sequence` hands each process
     other indices). The `fit` of standalone multi-backend Keras (`import keras`) where the project pins Keras
     before 2.4 (or a TensorFlow whose Keras that is) takes no `tf.data` dataset: there the message asks for
     worker processes instead, and a plain iterator class or generator function, whose every worker process
     would yield the same batches, is not reported, nor is a `fit_generator` input the code does not show to be
-    a `Sequence`.
+    a `Sequence`, nor a `fit` whose worker count is a setting of the code that processes follow (`workers=n,
+    use_multiprocessing=True if n > 1 else False`): its user already has the one advice there.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -274,6 +273,18 @@ parallel = multi_gpu_model(build_model(), gpus=2)
 parallel.fit_generator(Tiles(), steps_per_epoch=100, workers=4)  # TFD201
 """,
         # ... with processes only when a worker count it sets to 1 is above 1: one thread
+        # tf.keras: processes follow the worker count the code sets, but tf.data is the advice here
+        """import tensorflow as tf
+class Tiles(tf.keras.utils.Sequence):
+    def __len__(self):
+        return 100
+    def __getitem__(self, i):
+        return load_and_augment(i)
+num_workers = 1
+with tf.distribute.MirroredStrategy().scope():
+    model = build_model()
+model.fit(Tiles(), epochs=5, use_multiprocessing=True if num_workers > 1 else False, workers=num_workers)  # TFD201
+""",
     )
     VALID = (
         # an iterator class whose `__next__` builds each batch on a pool of worker threads
@@ -314,7 +325,8 @@ with tf.distribute.MirroredStrategy().scope():
     model = build_model()
 model.fit(gen(ids, 32), steps_per_epoch=100, epochs=10)
 """,
-        # the worker count is the code's own setting, and processes follow it: its user chooses how the feed runs
+        # standalone Keras before 2.4 (no tf.data): the worker count is the code's own setting and processes follow
+        # it, so the one advice there, processes, is already in its user's hands
         """# tfdoctor: target-keras=2.1.5
 import keras
 from keras.utils import multi_gpu_model
@@ -652,8 +664,6 @@ with tf.Session() as sess:
                 return  # one device: whether the feed keeps up turns on costs the code does not show
             if fit is None and _process_loaders(facts):
                 return
-            if fit is not None and _processes_follow_count(fit):
-                continue  # the user raises the count the code exposes, and gets processes: their choice, at run time
             template, workers = _workers(facts, fit) if fit is not None else ("default", "")
             if template == "processes":
                 if id(fit.node) in replayed and _several_processes(facts, fit):  # type: ignore[union-attr]
@@ -663,6 +673,8 @@ with tf.Session() as sess:
                     and _multi_backend_keras(facts, context.targets.keras):
                 if id(fit.node) in replayed or what == _FIT_GENERATOR:
                     continue  # processes would each replay a generator (and this one may be): no advice fits this Keras
+                if _processes_follow_count(fit):  # type: ignore[arg-type]
+                    continue  # processes, the one advice here, come when the user raises the count the code exposes
                 template, workers = "multi-backend", workers or "one Python thread"
             yield self.report(node, template, statement=statement, what=what, workers=workers)
         if not any(c.attr == "from_generator" and id(c.node) not in seen for c in facts.calls):
