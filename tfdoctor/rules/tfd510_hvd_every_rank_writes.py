@@ -24,8 +24,9 @@ class HvdEveryRankWrites(Rule):
     bound to a name that nothing reads again, or made on every rank but added to `fit` only on rank 0,
     writes nothing there. In a Horovod-on-Spark driver (`horovod.spark`), only the functions given to
     `horovod.spark.run` run on every rank. The other branch of a Horovod switch (`else` of
-    `if args.use_horovod:`) runs as a single process, and so does a function called only there or under a test of
-    the rank. One statement that opens several writers is one finding. A summary writer opened on every rank
+    `if args.use_horovod:`) runs as a single process, as do the arms of an `if`/`elif` chain whose other arms
+    hold every Horovod call, a function called only there or under a test of the rank, and a callback class
+    whose instances go only to a `fit` there. One statement that opens several writers is one finding. A summary writer opened on every rank
     whose summaries the module writes only under a test of the rank (every `add_summary`, `add_graph` or
     `as_default()` in it) gives no finding: the other ranks write nothing to it.
 
@@ -96,6 +97,18 @@ def get_callbacks(log_dir):
 """,
     )
     VALID = (
+        # a callback that only the single-process `fit` gets (the other arm of the Horovod switch)
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+class Saver(tf.keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        self.model.save_weights("best.h5")
+if args.horovod:
+    hvd.init()
+    model.fit(x, y, epochs=5, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+else:
+    model.fit(x, y, epochs=5, callbacks=[Saver()])
+""",
         # a save function called on rank 0 under Horovod, and as the single process without it
         """import tensorflow as tf
 import horovod.tensorflow.keras as hvd

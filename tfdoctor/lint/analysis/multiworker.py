@@ -701,7 +701,25 @@ def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0,
         callers = facts.callers_of(call.scope)
         if callers and all(runs_on_one_worker(facts, c, depth + 1, one_process) for c in callers):
             return True
+        if not callers and call.scope.class_name and _callback_of_one_process(facts, call.scope.class_name,
+                                                                              one_process):
+            return True
     return False
+
+
+def _callback_of_one_process(facts: ModuleFacts, class_name: str,
+                             one_process: Callable[[ModuleFacts, CallFact], bool]) -> bool:
+    """A callback class of the module whose instances go only to `fit` calls that run as one process (`callbacks
+    = [tensorboard, callbacksave]` in the `else` of the Horovod switch): Keras runs its methods there only."""
+    fed = []
+    for fit in facts.method_calls("fit", "fit_generator"):
+        given = fit_callbacks(facts, fit)
+        if given is None:
+            return False  # callbacks the module does not show: an instance may go there
+        values = [o.expr for g in given for o in (facts.values_of(g, fit.scope, fit.order) if dotted(g) else ())]
+        if any(isinstance(v, cst.Call) and dotted(v.func) == class_name for v in [*given, *values]):
+            fed.append(fit)
+    return bool(fed) and all(one_process(facts, fit) for fit in fed)
 
 
 _SHARED_STORAGE = re.compile(r"^(gs|gcs|s3|s3a|hdfs|viewfs|abfs|abfss|az|wasbs?|oss|cos|obs)://|^/dbfs/", re.IGNORECASE)
