@@ -376,9 +376,8 @@ def _global_in(facts: ModuleFacts, given: cst.BaseExpression | None) -> bool:
     if not isinstance(given, cst.Subscript) or string_key(given) is None:
         return False
     key, base = string_key(given), dotted(given.value)
-    return any(isinstance(node.right, cst.Subscript) and string_key(node.right) == key  # type: ignore[attr-defined]
-               and dotted(node.right.value) == base  # type: ignore[attr-defined]
-               for node in m.findall(facts.module, m.BinaryOperation(operator=m.Divide() | m.FloorDivide())))
+    return any(isinstance(node.right, cst.Subscript) and string_key(node.right) == key
+               and dotted(node.right.value) == base for node in facts.divisions)
 
 
 def _unscaled_config_value(facts: ModuleFacts, size: cst.Subscript, scope: Scope) -> bool:

@@ -147,22 +147,13 @@ def horovod_off(facts: ModuleFacts, call: CallFact) -> bool:
 def _apart_from_horovod(facts: ModuleFacts, call: CallFact) -> bool:
     """Every Horovod call of the module lies in another arm of an `if` chain than the call (the chain around the
     call in its function, or one at the module's top level around the class or function that holds it)."""
-    horovod = [c for c in facts.calls if horovod_member(facts, c.func) is not None]
-    if not horovod:
-        return False
+    horovod = facts.memo("horovod call facts", lambda: [c for c in facts.calls
+                                                       if horovod_member(facts, c.func) is not None])
     chains = [*call.ifs, *(f.node for f in facts.if_facts if f.scope is facts.module_scope)]
-    for node in chains:
-        if node.orelse is None:
-            continue
-        if in_part(node.body, call.statement):
-            other = node.orelse
-        elif in_part(node.orelse, call.statement):
-            other = node.body
-        else:
-            continue
-        if all(in_part(other, c.statement) for c in horovod):
-            return True
-    return False
+    return bool(horovod) and any(
+        in_part(own, call.statement) and all(in_part(other, c.statement) for c in horovod)
+        for node in chains if node.orelse is not None
+        for own, other in ((node.body, node.orelse), (node.orelse, node.body)))
 
 
 def _horovod_switch(facts: ModuleFacts, test: cst.BaseExpression) -> bool | None:

@@ -198,11 +198,16 @@ class ModuleFacts(SemanticModel):
                                          "tensorflow.function" for r in found.returns)
 
     @cached_property
-    def divisors(self) -> frozenset[str]:
-        """The names the module divides by (`x / n`, `x // n`, `self.` left out): walked once, when a rule asks."""
+    def divisions(self) -> list[cst.BinaryOperation]:
+        """The module's divisions (`x / n`, `x // n`): walked once, when a rule asks."""
         found = m.findall(self.module, m.BinaryOperation(operator=m.Divide() | m.FloorDivide()))
-        return frozenset(name.removeprefix("self.") for node in found
-                         if (name := dotted(node.right)) is not None)  # type: ignore[attr-defined]
+        return [node for node in found if isinstance(node, cst.BinaryOperation)]
+
+    @cached_property
+    def divisors(self) -> frozenset[str]:
+        """The names the module divides by (`self.` left out)."""
+        return frozenset(name.removeprefix("self.") for node in self.divisions
+                         if (name := dotted(node.right)) is not None)
 
     @cached_property
     def tf_functions(self) -> list[Scope]:
