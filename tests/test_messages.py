@@ -14,12 +14,9 @@ from tfdoctor.lint.rule import all_rules, rule_by_code
 # (code, INVALID example index, line, column, message)
 EXPECTED = [
     ('TFD101', 0, 2, 12, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
-    ('TFD101', 1, 3, 5, ('the template of this `multi_gpu_model` is not placed on the CPU, so GPU 0 holds its weights; '
-                 'build it under `tf.device("/cpu:0")`')),
-    ('TFD101', 2, 3, 12, ('the template of this `multi_gpu_model` is not placed on the CPU, so GPU 0 holds its weights; '
-                 'build it under `tf.device("/cpu:0")`')),
-    ('TFD101', 3, 2, 5, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
-    ('TFD101', 4, 2, 12, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
+    ('TFD101', 1, 2, 5, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
+    ('TFD101', 2, 2, 5, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
+    ('TFD101', 3, 2, 12, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
     ('TFD102', 0, 7, 17, '`tf.split` splits the input of replica function `train_step` again'),
     ('TFD102', 1, 4, 14, '`tf.unstack` splits the input of replica function `fwd` again'),
     ('TFD102', 2, 8, 27, 'slicing by a per-GPU size splits the input of replica function `replica_fn` again'),
@@ -62,6 +59,10 @@ EXPECTED = [
     ('TFD112', 0, 7, 24, 'every GPU tower is given the same batch `images_batch`, so each computes the same gradients'),
     ('TFD112', 1, 7, 22, 'every GPU tower is given the same batch `x`, so each computes the same gradients'),
     ('TFD112', 2, 6, 22, 'every GPU tower is given the same batch `x`, so each computes the same gradients'),
+    ('TFD113', 0, 3, 5, ('the template of this `multi_gpu_model` is not placed on the CPU, so GPU 0 holds its weights; '
+                 'build it under `tf.device("/cpu:0")`')),
+    ('TFD113', 1, 3, 12, ('the template of this `multi_gpu_model` is not placed on the CPU, so GPU 0 holds its weights; '
+                 'build it under `tf.device("/cpu:0")`')),
     ('TFD201', 0, 5, 6, 'training is fed by `Dataset.from_generator`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 1, 9, 11, 'training is fed by the Python `Sequence` class `Loader`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 1, 10, 21, 'training is fed by the Python `Sequence` class `Loader`, one Python thread under the GIL; use a `tf.data` pipeline'),

@@ -211,11 +211,11 @@ def test_a_definition_that_a_later_one_of_the_same_name_replaces_gives_no_findin
     """Three `def model_fn` in a row, in a folder that is no application: only the last can ever run."""
     first = ("def model_fn():\n    parallel = multi_gpu_model(build(), gpus=4)\n    parallel.fit(x, y)\n\n\n")
     last = "def model_fn():\n    return build()\n"
-    (tmp_path / "models.py").write_text("from keras.utils import multi_gpu_model\n\n\n" + first + last)
+    (tmp_path / "models.py").write_text("from tensorflow.keras.utils import multi_gpu_model\n\n\n" + first + last)
     monkeypatch.chdir(tmp_path)
     assert lint_paths(["models.py"], Overrides(select=("TFD101",))).findings == []
     # the first one runs when something between the two names it
-    (tmp_path / "models.py").write_text("from keras.utils import multi_gpu_model\n\n\n" + first
+    (tmp_path / "models.py").write_text("from tensorflow.keras.utils import multi_gpu_model\n\n\n" + first
                                         + "MODEL = model_fn()\n\n\n" + last)
     assert [f.line for f in lint_paths(["models.py"], Overrides(select=("TFD101",))).findings] == [5]
 

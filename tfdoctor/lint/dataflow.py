@@ -5,6 +5,12 @@ worker of a multi-worker or Horovod job. They live in `analysis/`."""
 from __future__ import annotations
 
 from tfdoctor.lint.analysis.devices import device_blocks, one_turn, one_visible_gpu
+from tfdoctor.lint.analysis.multi_gpu_models import (
+    standalone_keras,
+    template_from_caller,
+    template_on_cpu,
+    trained_multi_gpu_models,
+)
 from tfdoctor.lint.analysis.inputs import (
     GENERATOR_FUNCTION,
     ITERATOR_CLASS,
@@ -155,7 +161,8 @@ __all__ = [
     "multi_worker_model_scope", "on_shared_storage", "one_loss_of_list", "one_turn", "one_visible_gpu", "only_multi_worker", "only_one_device",
     "optimizer_learning_rate",
     "paced_by_python", "parameter_server", "path_from_outside", "python_under_one_lock", "random_data", "repeats_one_batch", "returns_host_values", "stateful_map", "runs_many_steps", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
-    "same_start_everywhere", "saved_under_strategy", "saves_beside", "second_pulls", "session_feeds", "slices_in_memory", "step_counter",
+    "same_start_everywhere", "saved_under_strategy", "standalone_keras", "template_from_caller", "template_on_cpu",
+    "trained_multi_gpu_models", "saves_beside", "second_pulls", "session_feeds", "slices_in_memory", "step_counter",
     "sync_on_read_state", "tf_config_sets", "training_chains", "training_inputs", "training_loops",
     "training_step_scopes", "trains", "unknown_value", "value_provenance", "worker_guard", "wrapped_python_calls", "write_kind",
 ]
