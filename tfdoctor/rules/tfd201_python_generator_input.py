@@ -54,7 +54,11 @@ class PythonGeneratorInput(Rule):
     of the tutorials' `read_data_sets`, a generator, a `from_generator` source or a `Sequence` whose
     `__getitem__` hands out only `x[i:i + n]` or an element of what the object built before (`self.pool[i]`),
     tuples or dicts of them, or names bound only to such slices; a
-    loop over `zip` of numpy arrays the script builds), whose feed costs a copy; nor batches of a method that
+    loop over `zip` of numpy arrays the script builds), whose feed costs a copy, nor batches such a generator or
+    `__getitem__` builds with nothing but cheap array work (Python's builtins, `random`, numpy's building,
+    stacking, padding and reshaping of arrays but not its readers, `to_categorical`, `pad_sequences`, and the
+    project's functions and methods that do only that, three calls deep: padding token lists in memory, one-hot
+    labels); nor batches of a method that
     the project's class of the object does not define (a base from elsewhere, or nothing, hands them out), nor
     batches that a pool of workers made (the `get()` of a Keras `OrderedEnqueuer` or `GeneratorEnqueuer`, or of
     a project's copy; a generator that starts one, a `ThreadPoolExecutor` or a `multiprocessing.Pool` and yields
@@ -285,8 +289,51 @@ with tf.distribute.MirroredStrategy().scope():
     model = build_model()
 model.fit(Tiles(), epochs=5, use_multiprocessing=True if num_workers > 1 else False, workers=num_workers)  # TFD201
 """,
+        # a generator whose helper reads an image from disk for every example: Python work per batch
+        """import cv2
+import numpy as np
+import tensorflow as tf
+def load(paths, size):
+    out = np.zeros((len(paths), size, size, 3), dtype=np.uint8)
+    for i, path in enumerate(paths):
+        out[i] = cv2.resize(cv2.imread(path), (size, size))
+    return out
+def batches(paths, labels, n):
+    while True:
+        for start in range(0, len(paths), n):
+            yield load(paths[start:start + n], 224), np.asarray(labels[start:start + n])
+strategy = tf.distribute.MirroredStrategy()
+ds = tf.data.Dataset.from_generator(lambda: batches(paths, labels, 32), output_signature=SIG)  # TFD201
+with strategy.scope():
+    model = build_model()
+model.fit(ds, epochs=3)
+""",
     )
     VALID = (
+        # batches padded and stacked from token lists in memory, and a Sequence that one-hot encodes slices:
+        # cheap array work, a copy's cost
+        """import numpy as np
+import tensorflow as tf
+def pad(rows, width):
+    out = np.zeros((len(rows), width), dtype=np.int32)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = row[:width]
+    return out
+def batches(tokens, labels, n):
+    while True:
+        for start in range(0, len(tokens), n):
+            yield pad(tokens[start:start + n], 128), np.asarray(labels[start:start + n])
+class Labelled(tf.keras.utils.Sequence):
+    def __getitem__(self, i):
+        x = self.x[i * self.n:(i + 1) * self.n].toarray()
+        return x, tf.keras.utils.to_categorical(self.y[i * self.n:(i + 1) * self.n], self.classes)
+strategy = tf.distribute.MirroredStrategy()
+ds = tf.data.Dataset.from_generator(lambda: batches(tokens, labels, 32), output_signature=SIG)
+with strategy.scope():
+    model = build_model()
+model.fit(ds, epochs=3)
+model.fit(Labelled(), epochs=3)
+""",
         # an iterator class whose `__next__` builds each batch on a pool of worker threads
         """import tensorflow as tf
 import horovod.tensorflow as hvd

@@ -24,6 +24,17 @@ _TRAIN_OP = re.compile(r"^(?:train|train(?:ing)?_?(?:op|ops|step|operation)|opt(
 # Calls that hand out the next batch from Python: `next(gen)`, `mnist.train.next_batch(n)`, `data.get_batch()`.
 _NEXT_BATCH = re.compile(r"^(?:next|(?:get_)?next_batch(?:es)?|(?:get|sample|load)_batch(?:es)?)$")
 _COUNTERS = frozenset({"range", "enumerate", "tqdm", "tqdm.tqdm", "trange", "iter"})
+# Calls that cost little next to a training step: Python's own, list and dict methods, numpy's building,
+# stacking, padding and reshaping of arrays in memory (not its readers), Keras's label and padding helpers.
+_CHEAP_BUILTINS = frozenset({
+    "len", "range", "min", "max", "list", "tuple", "dict", "set", "zip", "enumerate", "int", "float", "str",
+    "bool", "sorted", "reversed", "isinstance", "sum", "abs", "iter", "next", "map", "print", "round", "any",
+    "all", "super"})
+_CHEAP_METHODS = frozenset({
+    "append", "extend", "insert", "astype", "reshape", "copy", "toarray", "todense", "tolist", "keys", "values",
+    "items", "flatten", "squeeze", "transpose", "ravel", "fill", "index", "count"})
+_NUMPY_READERS = re.compile(r"load|from(?:file|string|buffer)|genfromtxt|memmap|read|save")
+_CHEAP_HELPERS = frozenset({"to_categorical", "pad_sequences"})
 
 
 @dataclass(frozen=True)
@@ -89,7 +100,10 @@ def slices_in_memory(facts: ModuleFacts, source: cst.BaseExpression, scope: Scop
 
 def hands_out_slices(facts: ModuleFacts, producer: cst.BaseExpression, scope: Scope) -> bool:
     """Whether a generator function of this module, or a class's `__getitem__` (of this module or imported
-    from the project's), hands out only slices of arrays in memory (see `slices_in_memory`)."""
+    from the project's), hands out only slices of arrays in memory (see `slices_in_memory`), or builds its
+    batches with nothing but cheap array work: Python's builtins, numpy's array building, stacking, padding
+    and reshaping (`np.zeros`, `np.pad`, `np.stack`, not its readers), `to_categorical`, `pad_sequences`, and
+    functions or methods of the project that do only that."""
     name = dotted(producer) or ""
     class_fact = facts.class_named(name)
     imported = facts.imported(name) if class_fact is None and name and "." not in name else None
@@ -97,11 +111,47 @@ def hands_out_slices(facts: ModuleFacts, producer: cst.BaseExpression, scope: Sc
         class_fact = imported[0].class_named(imported[1])
     if class_fact is not None:
         method = class_fact.methods.get("__getitem__")
-        return method is not None and bool(method.returns) and all(
-            _slices(r.value, method) for r in method.returns)
+        return method is not None and bool(method.returns) and (
+            all(_slices(r.value, method) for r in method.returns) or _little_work(method))
     generators = facts.callables_of(producer, scope)
-    return len(generators) == 1 and generators[0].is_generator and bool(generators[0].yields) and all(
-        _slices(y.value, generators[0]) for y in generators[0].yields)
+    if len(generators) == 1 and isinstance(generators[0].node, cst.Lambda) and isinstance(
+            generators[0].node.body, cst.Call):  # `lambda: batches(x, y, 32)`
+        return hands_out_slices(facts, generators[0].node.body.func, generators[0])
+    return len(generators) == 1 and generators[0].is_generator and bool(generators[0].yields) and (
+        all(_slices(y.value, generators[0]) for y in generators[0].yields) or _little_work(generators[0]))
+
+
+def _little_work(producer: Scope, depth: int = 0) -> bool:
+    """Whether every call the function makes (in nested lambdas and functions too) is cheap array work (see
+    `hands_out_slices`), following the project's functions and methods it calls three deep."""
+    model = producer.owner
+    if depth > 3 or model is None:
+        return False
+    pending = [producer]
+    while pending:
+        scope = pending.pop()
+        pending.extend(scope.children)
+        for call in scope.calls:
+            if _cheap_call(model, call):
+                continue
+            callees = model.callables_of(call.node.func, scope)  # type: ignore[attr-defined]
+            if not callees or not all(_little_work(callee, depth + 1) for callee in callees):
+                return False
+    return True
+
+
+def _cheap_call(model: ModuleFacts, call: CallFact) -> bool:
+    """A call of Python's builtins, `random` or `math`, a cheap list, dict or array method, numpy (but its
+    readers), or a Keras label or padding helper."""
+    name = model.resolve(call.func) or ""
+    last = (call.func or "").rpartition(".")[2]
+    if name.startswith("numpy."):
+        return not _NUMPY_READERS.search(name.rpartition(".")[2])
+    if name.startswith(("random.", "math.")):
+        return True
+    if call.func in _CHEAP_BUILTINS and not name:
+        return model.callables_of(call.node.func, call.scope) == []
+    return last in _CHEAP_HELPERS or (call.attr in _CHEAP_METHODS and not name)
 
 
 def _slices(value: cst.BaseExpression | None, producer: Scope) -> bool:
