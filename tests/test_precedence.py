@@ -17,7 +17,7 @@ strategy = tf.distribute.MirroredStrategy()
 SEQUENCE = """import keras
 class Loader(keras.utils.Sequence):
     def __getitem__(self, index):
-        return x, y
+        return load_batch(index)
 model.fit_generator(Loader(), steps_per_epoch=10)
 with strategy.scope():
     model = build_model()
