@@ -218,10 +218,11 @@ def test_tabs_and_spaces_that_python_accepts_are_linted_at_the_original_columns(
 
 SLOW_AND_REMOVED = """import tensorflow as tf
 from tensorflow.keras.utils import multi_gpu_model
+PER_REPLICA = 64
 def gen():
     for path in paths:
         yield load(path)
-ds = tf.data.Dataset.from_generator(gen, output_signature=SIG).batch(64)
+ds = tf.data.Dataset.from_generator(gen, output_signature=SIG).batch(PER_REPLICA)
 ds.shuffle(100)
 dist = strategy.experimental_distribute_dataset(ds)
 parallel = multi_gpu_model(model, gpus=2)

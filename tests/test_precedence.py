@@ -63,11 +63,13 @@ def test_a_pipeline_ending_in_batch_or_cache_gets_the_specific_finding_only():
     batch = ("import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n"
              "ds = tf.data.TFRecordDataset(files).map(parse).batch(64)\n"
              "dist = strategy.experimental_distribute_dataset(ds)\n"
-             "local_model.fit(ds)\n")  # split by the strategy (TFD106), and trained on as is (TFD203)
+             "local_model.fit(ds)\n")  # split by the strategy (TFD114), and trained on as is (TFD203)
     alone = lint_text(batch, select=("TFD203",), tensorflow="2.11")
     assert [(f.line, f.column) for f in alone] == [(3, 48)]  # alone, it speaks
     together = _found(batch, tensorflow="2.11")
-    assert [(line, column, code) for line, column, code, _ in together] == [(3, 48, "TFD106")]
+    assert [(line, column, code) for line, column, code, _ in together] == [(3, 48, "TFD114")]
+    per_replica = batch.replace("batch(64)", "batch(PER_GPU)").replace("ds = ", "PER_GPU = 64\nds = ", 1)
+    assert [(line, code) for line, _, code, _ in _found(per_replica, tensorflow="2.11")] == [(4, "TFD106")]
     cache = ("import tensorflow as tf\nds = tf.data.Dataset.range(9).map(f).shuffle(9).prefetch(2).cache()"
              ".map(g)\nmodel.fit(ds)\n")
     assert [(f.line, f.column) for f in lint_text(cache, select=("TFD203",), tensorflow="2.11")] == [(2, 69)]
@@ -103,7 +105,7 @@ def test_precedence_has_no_cycles_and_names_real_rules():
 
 def test_rule_pages_say_which_rule_wins():
     assert precedence_text(rule_by_code("TFD203")) == (
-        "[TFD106](TFD106.md) and [TFD204](TFD204.md) report it, and this rule stays silent there: they are more "
+        "[TFD106](TFD106.md), [TFD114](TFD114.md) and [TFD204](TFD204.md) report it, and this rule stays silent there: they are more "
         "specific.")
     assert precedence_text(rule_by_code("TFD201")) == (
         "Of this rule's findings on nested constructs, only the innermost is reported. [TFD401](TFD401.md) reports "

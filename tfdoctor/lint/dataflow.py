@@ -5,6 +5,7 @@ worker of a multi-worker or Horovod job. They live in `analysis/`."""
 from __future__ import annotations
 
 from tfdoctor.lint.analysis.devices import device_blocks, one_turn, one_visible_gpu
+from tfdoctor.lint.analysis.global_batches import UnscaledBatch, unscaled_batches
 from tfdoctor.lint.analysis.multi_gpu_models import (
     standalone_keras,
     template_from_caller,
@@ -42,6 +43,7 @@ from tfdoctor.lint.analysis.losses import (
     is_global_batch,
     keras_loss_reduction,
     loss_kind,
+    meant_per_replica,
     mentions_replica_count,
     one_loss_of_list,
 )
@@ -157,12 +159,12 @@ __all__ = [
     "horovod_init", "horovod_member", "horovod_module", "horovod_off", "horovod_place_sets", "horovod_scope",
     "in_host_scratch", "in_test_code", "is_global_batch", "is_python_iterator_class", "iterable_provenance", "keras2_code",
     "keras2_imported", "keras_package_imported", "keras3_callback", "keras3_file_name", "keras3_unknown", "keras_loss_reduction", "launches_processes", "line_text",
-    "loaded_arrays", "made_by_workers", "loop_ifs", "loss_kind", "map_function_stateful", "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored",
+    "loaded_arrays", "made_by_workers", "loop_ifs", "loss_kind", "map_function_stateful", "meant_per_replica", "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored",
     "multi_worker_model_scope", "on_shared_storage", "one_loss_of_list", "one_turn", "one_visible_gpu", "only_multi_worker", "only_one_device",
     "optimizer_learning_rate",
     "paced_by_python", "parameter_server", "path_from_outside", "python_under_one_lock", "random_data", "repeats_one_batch", "returns_host_values", "stateful_map", "runs_many_steps", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
     "same_start_everywhere", "saved_under_strategy", "standalone_keras", "template_from_caller", "template_on_cpu",
     "trained_multi_gpu_models", "saves_beside", "second_pulls", "session_feeds", "slices_in_memory", "step_counter",
     "sync_on_read_state", "tf_config_sets", "training_chains", "training_inputs", "training_loops",
-    "training_step_scopes", "trains", "unknown_value", "value_provenance", "worker_guard", "wrapped_python_calls", "write_kind",
+    "training_step_scopes", "trains", "unknown_value", "UnscaledBatch", "unscaled_batches", "value_provenance", "worker_guard", "wrapped_python_calls", "write_kind",
 ]

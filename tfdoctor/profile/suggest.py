@@ -50,7 +50,7 @@ class Suggestion:
 
 RULES_FOR = {
     "input": ("TFD201", "TFD103", "TFD202", "TFD203", "TFD206", "TFD204", "TFD205", "TFD305"),
-    "sync": ("TFD106", "TFD111"),
+    "sync": ("TFD106", "TFD114", "TFD111"),
     "host": ("TFD107", "TFD301"),
     "compute": ("TFD102", "TFD103", "TFD302"),
 }

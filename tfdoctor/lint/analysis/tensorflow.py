@@ -204,6 +204,12 @@ class ModuleFacts(SemanticModel):
         return [node for node in found if isinstance(node, cst.BinaryOperation)]
 
     @cached_property
+    def products(self) -> list[cst.BinaryOperation]:
+        """The module's multiplications (`x * n`): walked once, when a rule asks."""
+        found = m.findall(self.module, m.BinaryOperation(operator=m.Multiply()))
+        return [node for node in found if isinstance(node, cst.BinaryOperation)]
+
+    @cached_property
     def divisors(self) -> frozenset[str]:
         """The names the module divides by (`self.` left out)."""
         return frozenset(name.removeprefix("self.") for node in self.divisions
