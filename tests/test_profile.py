@@ -632,3 +632,21 @@ def test_script_mode_checks_the_opt_in_host_sync_rule_that_plain_lint_leaves_off
     assert [(f.code, f.line) for f in lint_paths(["train.py"], Overrides(select=("TFD301",))).findings] == [
         ("TFD301", 12)]
     assert [(f.code, f.line) for f in lint_findings(tmp_path / "train.py")] == [("TFD301", 12)]
+
+
+def test_script_mode_checks_the_opt_in_unscaled_batch_rule_that_plain_lint_leaves_off(tmp_path, monkeypatch):
+    """TFD114 is opt-in for `lint` (a batch given to a strategy is the global one by convention); the profile,
+    which measures the all-reduce's share of the step, lints the script it runs with it, so a sync-bound verdict
+    can cite it."""
+    from tfdoctor.config import Overrides
+    from tfdoctor.lint.engine import lint_paths
+    from tfdoctor.profile.script.join import lint_findings
+
+    (tmp_path / "train.py").write_text(
+        "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n"
+        "ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1000).batch(32)\n"
+        "with strategy.scope():\n    model = build()\n    model.compile(optimizer='adam', loss='mse')\n"
+        "model.fit(ds, epochs=2)\n")
+    monkeypatch.chdir(tmp_path)
+    assert lint_paths(["train.py"]).findings == []
+    assert [(f.code, f.line) for f in lint_findings(tmp_path / "train.py")] == [("TFD114", 3)]
