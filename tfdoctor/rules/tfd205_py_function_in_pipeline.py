@@ -7,6 +7,7 @@ from tfdoctor.lint.dataflow import (
     cached_later,
     distributed_program,
     evaluation_step,
+    little_python_work,
     wrapped_python_calls,
 )
 from tfdoctor.lint.facts import CallFact, ModuleFacts
@@ -46,7 +47,9 @@ class PyFunctionInPipeline(Rule):
     "infer":`), and so is Python that a later `cache()` runs in the first epoch only, and Python that reads a format
     TensorFlow has no op for (NIfTI through `nibabel`, video through `decord`, HDF5, DICOM, TIFF): there is nothing
     to replace it with; nor Python that builds records (`tf.train.Example(...).SerializeToString()`): that
-    pipeline writes files ahead of training, once. Audio is not such a format: `tf.audio.decode_wav` and `tf.signal` do what librosa does. Only
+    pipeline writes files ahead of training, once; nor Python that does only cheap array work (slicing, stacking
+    or padding arrays in memory, numpy's array building: as TFD201 counts it), which costs about a copy. Audio is
+    not such a format: `tf.audio.decode_wav` and `tf.signal` do what librosa does. Only
     in a program that distributes training (a `tf.distribute` strategy, Horovod, `multi_gpu_model` or TF 1 towers,
     in the module or a project module next to it in the imports): on one device, whether the Python keeps up turns
     on costs the code does not show, which `tfdoctor profile` measures.
@@ -101,6 +104,16 @@ ds = tf.data.TFRecordDataset(files).map(
 """,
     )
     VALID = (
+        # the wrapped Python only picks a batch of paths out of arrays in memory; TF ops read and decode them
+        """import numpy as np
+import tensorflow.compat.v1 as tf
+def sample_people(_):
+    chosen = np.random.choice(len(people), 30, replace=False)
+    return np.concatenate([paths[i][:5] for i in chosen]), np.repeat(labels[chosen], 5)
+strategy = tf.distribute.MirroredStrategy()
+ds = tf.data.Dataset.range(1).repeat().map(lambda i: tuple(tf.py_func(sample_people, [i], [tf.string, tf.int64])))
+ds = ds.flat_map(lambda p, l: tf.data.Dataset.from_tensor_slices((p, l))).map(read_and_decode, num_parallel_calls=8)
+""",
         # records built in Python to write to files ahead of training
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -157,8 +170,16 @@ ds = tf.data.Dataset.list_files(pattern).map(tf.io.read_file).map(tf.io.decode_p
                 continue  # not the training pipeline, or Python that runs in the first epoch only
             for fn in facts.callables_of(call_arg(call.node, 0, None), call.scope):
                 inner = next((c for c in fn.calls if facts.resolve(c.func) in PY_FUNCTIONS), None)
-                if inner is not None and (_reads_a_format_tf_cannot(facts, inner) or _builds_records(facts, inner)):
-                    continue  # no TF op to use instead, or a pipeline that writes files
+                if inner is not None and (_reads_a_format_tf_cannot(facts, inner) or _builds_records(facts, inner)
+                                          or _little_work(facts, inner)):
+                    continue  # no TF op to use instead, a pipeline that writes files, or Python that costs a copy
                 if inner is not None and id(fn) not in seen and distributed_program(facts):
                     seen.add(id(fn))
                     yield self.report(inner, func=inner.func)
+
+
+def _little_work(facts: ModuleFacts, py_call: CallFact) -> bool:
+    """Whether the wrapped Python does only cheap array work (slices, stacks, pads arrays in memory; see TFD201):
+    what it costs per call is about a copy."""
+    wrapped = facts.callables_of(call_arg(py_call.node, 0, "func"), py_call.scope)
+    return bool(wrapped) and all(little_python_work(function) for function in wrapped)

@@ -24,6 +24,11 @@ class Float64Batch(Rule):
     a step, and its right dtype may be an integer); and OpenCV images divided by a float
     (`cv2.imread(p) / 255.0` gives float64).
 
+    Off by default: over blind reviews of real repositories none of its findings was judged worth reading, since
+    what the extra bytes cost turns on the batch's size and the step's length, which the code does not show.
+    `tfdoctor profile` checks it on the script it runs, where it measures the input's share of the step. Select it
+    (`--select TFD206`) when a Python-fed training waits for its input.
+
     ## Why it is bad
     float64 doubles the bytes copied from host to device every step, and the model casts them to float32
     on arrival anyway: more host work, more transfer, no benefit.
@@ -63,6 +68,7 @@ class Float64Batch(Rule):
     summary = "Python-built numpy batches are float64 (twice the host-to-device bytes, then a cast)."
     MESSAGES = {"default": "`{producer}` builds a float64 batch; build it as `np.float32`"}
     triggers = ("numpy",)
+    OPT_IN = True  # what the bytes cost turns on sizes the code does not show; `tfdoctor profile` measures it
     INVALID = (
         """import cv2
 import numpy as np

@@ -18,13 +18,17 @@ _PLAIN_METHODS = frozenset({
     "append", "extend", "split", "strip", "readlines", "read", "format", "copy", "astype", "reshape", "transpose",
     "items", "keys", "values", "join", "replace", "startswith", "endswith",
 })  # not `get` or `pop`: a `StagingArea`'s (or `MapStagingArea`'s) builds the op that unstages a batch
+# Calls that only print or format: a block of nothing else does no work a reader could think placed
+_OUTPUT = frozenset({"print", "str", "repr", "format", "join", "strip", "replace", "len", "isinstance"})
 
 
 class DeviceScopeOnPython(Rule):
     """
     ## What it does
     Finds `with tf.device(...)` whose body runs only numpy, OpenCV or plain Python work (including module
-    functions and methods that themselves run only such work).
+    functions and methods that themselves run only such work). A block that only prints or formats text (`with
+    tf.device("/gpu:0"): print("GPU found")`, a notebook's device check) does no work to misplace and is left
+    alone.
 
     ## Why it is bad
     `tf.device` places TensorFlow operations. numpy and Python code ignore it, so the block has no effect,
@@ -72,6 +76,12 @@ with device("/gpu:1"):  # TFD305
 """,
     )
     VALID = (
+        # a device check that only prints: no work in the block to misplace
+        """import tensorflow as tf
+gpu_name = tf.test.gpu_device_name()
+with tf.device("/device:GPU:0"):
+    print(f"Found GPU at: {gpu_name}")
+""",
         """import numpy as np
 import tensorflow as tf
 with tf.device("/cpu:0"):
@@ -103,7 +113,8 @@ with tf.device("/cpu:0"):
             if device is None:
                 continue
             body = [c for c in block.calls if c is not device]
-            if body and all(self._python_only(facts, c, depth=0) for c in body):
+            if (body and all(self._python_only(facts, c, depth=0) for c in body)
+                    and not all((c.attr or c.func) in _OUTPUT for c in body)):
                 yield self.report(device)
 
     def _python_only(self, facts: ModuleFacts, call: CallFact, depth: int) -> bool:

@@ -112,18 +112,19 @@ def hands_out_slices(facts: ModuleFacts, producer: cst.BaseExpression, scope: Sc
     if class_fact is not None:
         method = class_fact.methods.get("__getitem__")
         return method is not None and bool(method.returns) and (
-            all(_slices(r.value, method) for r in method.returns) or _little_work(method))
+            all(_slices(r.value, method) for r in method.returns) or little_python_work(method))
     generators = facts.callables_of(producer, scope)
     if len(generators) == 1 and isinstance(generators[0].node, cst.Lambda) and isinstance(
             generators[0].node.body, cst.Call):  # `lambda: batches(x, y, 32)`
         return hands_out_slices(facts, generators[0].node.body.func, generators[0])
     return len(generators) == 1 and generators[0].is_generator and bool(generators[0].yields) and (
-        all(_slices(y.value, generators[0]) for y in generators[0].yields) or _little_work(generators[0]))
+        all(_slices(y.value, generators[0]) for y in generators[0].yields) or little_python_work(generators[0]))
 
 
-def _little_work(producer: Scope, depth: int = 0) -> bool:
+def little_python_work(producer: Scope, depth: int = 0) -> bool:
     """Whether every call the function makes (in nested lambdas and functions too) is cheap array work (see
-    `hands_out_slices`), following the project's functions and methods it calls three deep."""
+    `hands_out_slices`), following the project's functions and methods it calls three deep: what it costs per
+    call is about a copy of what it hands out."""
     model = producer.owner
     if depth > 3 or model is None:
         return False
@@ -135,7 +136,7 @@ def _little_work(producer: Scope, depth: int = 0) -> bool:
             if _cheap_call(model, call):
                 continue
             callees = model.callables_of(call.node.func, scope)  # type: ignore[attr-defined]
-            if not callees or not all(_little_work(callee, depth + 1) for callee in callees):
+            if not callees or not all(little_python_work(callee, depth + 1) for callee in callees):
                 return False
     return True
 
