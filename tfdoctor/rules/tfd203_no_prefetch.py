@@ -5,7 +5,7 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import cheap_map, costly_map, fed_elsewhere, slices_of_memory, training_chains
-from tfdoctor.lint.facts import DATASET_METHODS, END_OF_SCOPE, DatasetOp, ModuleFacts, Scope
+from tfdoctor.lint.facts import DATASET_METHODS, END_OF_SCOPE, DatasetChain, DatasetOp, ModuleFacts, Scope
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import call_arg
 from tfdoctor.lint.rule import Context, Rule
@@ -45,7 +45,8 @@ class NoPrefetch(Rule):
     pull the steps before it) while the training step runs, or in a parallel `map` straight followed by `batch`
     (`map(parse, num_parallel_calls=AUTOTUNE).batch(64)`), which tf.data fuses into one step that builds the next
     batch ahead alike (its default `map_and_batch_fusion`, unless the module turns it off), or in
-    `apply(map_and_batch(...))`. A pipeline that only slices, shuffles and batches arrays already in memory
+    `apply(map_and_batch(...))`; nor a `Dataset.zip` of pipelines that each end so (or in `prefetch`), with
+    nothing after it: zipping only pairs what the branches made ahead. A pipeline that only slices, shuffles and batches arrays already in memory
     (`from_tensor_slices`, `from_tensors`, `range`, with no `interleave` or `filter`, an `apply` only of a batching,
     `unbatch` or `shuffle_and_repeat`, and only `map`s that visibly do cheap work: a cast, a reshape, a one-hot,
     arithmetic) is not reported: a batch of it costs little more than a copy, and overlapping that with the step
@@ -180,6 +181,13 @@ def step(images, labels):
 for images, labels in ds:
     step(images, labels)
 """,
+        # a zip of two pipelines whose parallel map and batch build their next batches ahead
+        """# tfdoctor: target-tensorflow=2.11
+import tensorflow as tf
+def load(files):
+    return tf.data.TFRecordDataset(files).map(read, num_parallel_calls=tf.data.AUTOTUNE).batch(1)
+model.fit(tf.data.Dataset.zip((load(PHOTO_FILES), load(MONET_FILES))), epochs=25)
+""",
         # a single step, timed: there is no next batch to overlap with it
         """# tfdoctor: target-tensorflow=2.11
 import tensorflow as tf
@@ -286,7 +294,7 @@ for images, labels in ds.take(steps):
             methods = [_step(op) for op in steps]
             while methods and methods[-1] in _TRAILING_OK:
                 methods.pop()
-            if _prefetched(facts, steps):
+            if _prefetched(facts, steps) or (not methods and _branches_prefetched(facts, chain)):
                 continue
             if chain.source in _PREFETCHING_SOURCES and _maps_keep_up(facts, steps[:len(methods)]):
                 continue  # `make_csv_dataset` ends in a prefetch of its own, which cheap maps after it keep
@@ -354,6 +362,21 @@ def _runs_ahead(facts: ModuleFacts, steps: tuple[DatasetOp, ...]) -> bool:
         return True
     return (len(steps) >= 2 and steps[-1].method == "batch" and steps[-2].method == "map"
             and _parallel(steps[-2].call) and not _switched_off(facts, _FUSION_SWITCHES))
+
+
+def _branches_prefetched(facts: ModuleFacts, chain: DatasetChain) -> bool:
+    """`Dataset.zip((a, b))` with nothing after it, where every pipeline it joins ends in `prefetch` or in a step
+    that computes ahead: zipping only pairs elements the branches already made."""
+    if not chain.joined:
+        return False
+    call = facts.call_fact(chain.source_call)
+    given = call_arg(chain.source_call, 0, "datasets")
+    branches = ([e.value for e in given.elements] if isinstance(given, (cst.Tuple, cst.List))
+                else [a.value for a in chain.source_call.args if a.keyword is None])
+    if call is None or not branches:
+        return False
+    chains = [facts.dataset_chain(branch, call.scope, call.order, any_source=True) for branch in branches]
+    return all(found is not None and _prefetched(facts, found.own_ops) for found in chains)
 
 
 def _returns_unprefetched(facts: ModuleFacts, scope: Scope, seen: set[int]) -> bool:
