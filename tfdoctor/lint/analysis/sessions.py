@@ -28,8 +28,8 @@ _COUNTERS = frozenset({"range", "enumerate", "tqdm", "tqdm.tqdm", "trange", "ite
 # stacking, padding and reshaping of arrays in memory (not its readers), Keras's label and padding helpers.
 _CHEAP_BUILTINS = frozenset({
     "len", "range", "min", "max", "list", "tuple", "dict", "set", "zip", "enumerate", "int", "float", "str",
-    "bool", "sorted", "reversed", "isinstance", "sum", "abs", "iter", "next", "map", "print", "round", "any",
-    "all", "super"})
+    "bool", "sorted", "reversed", "isinstance", "sum", "abs", "print", "round", "any", "all", "super",
+})  # not `next`, `iter` or `map`: what they run (a generator's body, the mapped function) is not shown here
 _CHEAP_METHODS = frozenset({
     "append", "extend", "insert", "astype", "reshape", "copy", "toarray", "todense", "tolist", "keys", "values",
     "items", "flatten", "squeeze", "transpose", "ravel", "fill", "index", "count"})
