@@ -88,26 +88,26 @@ BATCH_SIZE_PER_REPLICA = 64
 GLOBAL_BATCH_SIZE = BATCH_SIZE_PER_REPLICA * strategy.num_replicas_in_sync
 dist = strategy.experimental_distribute_dataset(train.batch(BATCH_SIZE_PER_REPLICA))
 """,
-        # a deliberate global batch: the loss is divided by it
+        # a deliberate global batch: the learning rate is computed from it
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
-ds = strategy.experimental_distribute_dataset(train.batch(config.batch_size))
-def step_fn(x, y):
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_sum(loss_fn(y, model(x))) * (1.0 / config.batch_size)
+learning_rate = 0.1 * args.batch_size / 256
+with strategy.scope():
+    model = build()
+    model.compile(optimizer=tf.keras.optimizers.SGD(learning_rate), loss="mse")
+model.fit(train.shuffle(1000).batch(args.batch_size), epochs=3)
 """,
         # scaled with the replicas
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
 dist = strategy.experimental_distribute_dataset(train.batch(32 * strategy.num_replicas_in_sync))
 """,
-        # a multi-worker strategy: the fixed batch is the cluster's global batch
+        # one device, one replica: nothing splits the batch
         """import tensorflow as tf
-strategy = tf.distribute.MultiWorkerMirroredStrategy()
+strategy = tf.distribute.OneDeviceStrategy(device="/gpu:0")
 with strategy.scope():
     model = build()
-    model.compile(loss="mse")
-model.fit(tf.data.Dataset.from_tensor_slices(arrays).batch(128), epochs=1)
+model.fit(train.batch(64), epochs=2)
 """,
     )
 
