@@ -46,8 +46,9 @@ class NoPrefetch(Rule):
     (`map(parse, num_parallel_calls=AUTOTUNE).batch(64)`), which tf.data fuses into one step that builds the next
     batch ahead alike (its default `map_and_batch_fusion`, unless the module turns it off), or in
     `apply(map_and_batch(...))`; nor a `Dataset.zip` of pipelines that each end so (or in `prefetch`), with
-    nothing after it: zipping only pairs what the branches made ahead. A pipeline that only slices, shuffles and batches arrays already in memory
-    (`from_tensor_slices`, `from_tensors`, `range`, with no `interleave` or `filter`, an `apply` only of a batching,
+    nothing after it: zipping only pairs what the branches made ahead. A pipeline that only slices, shuffles
+    and batches arrays already in memory (`from_tensor_slices`, `from_tensors`, `range`, with no `interleave`
+    or `filter`, an `apply` only of a batching,
     `unbatch` or `shuffle_and_repeat`, and only `map`s that visibly do cheap work: a cast, a reshape, a one-hot,
     arithmetic) is not reported: a batch of it costs little more than a copy, and overlapping that with the step
     saves next to nothing. Nor is one that caches in memory (`cache()` without a file name) and after it only
