@@ -43,7 +43,6 @@ from tfdoctor.lint.analysis.losses import (
     is_global_batch,
     keras_loss_reduction,
     loss_kind,
-    meant_per_replica,
     mentions_replica_count,
     one_loss_of_list,
 )
@@ -160,7 +159,7 @@ __all__ = [
     "horovod_init", "horovod_member", "horovod_module", "horovod_off", "horovod_place_sets", "horovod_scope",
     "in_host_scratch", "in_test_code", "is_global_batch", "is_python_iterator_class", "iterable_provenance", "keras2_code",
     "keras2_imported", "keras_package_imported", "keras3_callback", "keras3_file_name", "keras3_unknown", "keras_loss_reduction", "launches_processes", "line_text", "little_python_work",
-    "loaded_arrays", "made_by_workers", "loop_ifs", "loss_kind", "map_function_stateful", "meant_per_replica", "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored",
+    "loaded_arrays", "made_by_workers", "loop_ifs", "loss_kind", "map_function_stateful", "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored",
     "multi_worker_model_scope", "on_shared_storage", "one_loss_of_list", "one_turn", "one_visible_gpu", "only_multi_worker", "only_one_device",
     "optimizer_learning_rate",
     "paced_by_python", "parameter_server", "path_from_outside", "python_under_one_lock", "random_data", "repeats_one_batch", "returns_host_values", "stateful_map", "runs_many_steps", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",

@@ -15,11 +15,11 @@ import libcst as cst
 import libcst.matchers as m
 
 from tfdoctor.lint.analysis.inputs import TrainingInput, fed_elsewhere, training_inputs
-from tfdoctor.lint.analysis.losses import is_global_batch, meant_per_replica, mentions_replica_count
+from tfdoctor.lint.analysis.losses import REPLICA_COUNT, is_global_batch, mentions_replica_count
 from tfdoctor.lint.analysis.multiworker import only_multi_worker, only_one_device
 from tfdoctor.lint.analysis.tensorflow import DatasetChain, DatasetOp, ModuleFacts
 from tfdoctor.lint.findings import Evidence
-from tfdoctor.lint.names import call_arg, dotted, literal_int, string_key
+from tfdoctor.lint.names import call_arg, dotted, literal_int, literal_str, string_key
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, Scope, reads
 from tfdoctor.lint.semantic.model import Origin
 
@@ -83,6 +83,48 @@ def _unscaled_batches(facts: ModuleFacts) -> Iterator[UnscaledBatch]:
             target = batching.func.attr if isinstance(batching.func, cst.Attribute) else batching.func
             yield UnscaledBatch(target, call.statement if call else None, _method(batching), _text(size),
                                 (feed.evidence,), meant_per_replica(size, facts, consumer))
+
+
+_PER_REPLICA_WORD = re.compile(r"per_?(replica|gpu|device|core|tower|worker)|(replica|gpu|device|core|tower)_batch",
+                               re.IGNORECASE)
+
+
+def meant_per_replica(size: cst.BaseExpression, *modules: ModuleFacts) -> bool:
+    """Whether the code shows a batch size is meant per replica: its name says so (`BATCH_SIZE_PER_REPLICA`,
+    `per_gpu_batch`, `cfg["batch_per_core"]`), or one of the modules multiplies it (the same name, last part, or
+    number) by the replica count (`GLOBAL_BATCH = hp.batch_size * strategy.num_replicas_in_sync`)."""
+    key = _factor_key(size)
+    if key is None:
+        return False
+    if isinstance(key, str) and _PER_REPLICA_WORD.search(key):
+        return True
+    return any(key in _replica_factors(facts) for facts in modules)
+
+
+def _replica_factors(facts: ModuleFacts) -> frozenset[str | int]:
+    """What the module multiplies by the replica count, as `_factor_key` spells it."""
+    def factors() -> frozenset[str | int]:
+        found: set[str | int] = set()
+        for product in facts.products:
+            for side, other in ((product.left, product.right), (product.right, product.left)):
+                key = _factor_key(side)
+                if key is not None and any(isinstance(name, cst.Name) and REPLICA_COUNT.search(name.value)
+                                           for name in m.findall(other, m.Name())):
+                    found.add(key)
+        return frozenset(found)
+    return facts.memo(("replica_factors",), factors)
+
+
+def _factor_key(size: cst.BaseExpression) -> str | int | None:
+    """A batch size as the modules are compared on: a number, the last part of a name, or a string key."""
+    number = literal_int(size)
+    if number is not None:
+        return number
+    if isinstance(size, cst.Subscript):
+        key = literal_str(size.slice[0].slice.value) if isinstance(size.slice[0].slice, cst.Index) else None
+        return key.lower() if key else None
+    name = dotted(size)
+    return name.rpartition(".")[2].lower() if name else None
 
 
 def _strategy_feeds(facts: ModuleFacts) -> Iterator[TrainingInput]:

@@ -128,8 +128,12 @@ def enqueued(generator: Scope) -> bool:
     `GeneratorEnqueuer` (or a project's copy), or one that starts such an enqueuer, a `ThreadPoolExecutor` or a
     `multiprocessing.Pool` and yields what they made. The code sets their threads or processes, as for
     `fit(workers=...)`."""
-    return bool(_ENQUEUER.search(generator.class_name or "")) or any(
-        _WORKER_POOLS.search(call.func or "") for call in generator.calls)
+    return bool(_ENQUEUER.search(generator.class_name or "")) or _starts_a_pool(generator)
+
+
+def _starts_a_pool(scope: Scope) -> bool:
+    """Whether a function makes a pool of workers (an enqueuer, an executor, a `multiprocessing` pool)."""
+    return any(_WORKER_POOLS.search(call.func or "") for call in scope.calls)
 
 
 def made_by_workers(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int,
@@ -147,8 +151,7 @@ def made_by_workers(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: 
             return made_by_workers(facts, call_arg(expr, 0, None), scope, before, depth + 1)
         found = facts.class_and_module(name)
         if found is not None:
-            return any(_WORKER_POOLS.search(call.func or "") for method in found[0].methods.values()
-                       for call in method.calls)
+            return any(_starts_a_pool(method) for method in found[0].methods.values())
         functions = facts.callables_of(expr.func, scope)
         return bool(functions) and all(f.is_generator and enqueued(f) for f in functions)
     if dotted(expr) is None:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from typing import Iterator, Literal
 
 import libcst as cst
-import libcst.matchers as m
 
 from tfdoctor.lint.analysis.evidence import Evidence, evidence_for
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
@@ -22,7 +21,7 @@ from tfdoctor.lint.names import call_arg, dotted, literal_int, literal_str
 from tfdoctor.lint.semantic.collector import AssignFact, CallFact, LoopFact, Scope, reads
 from tfdoctor.lint.semantic.model import Origin
 
-_REPLICA_COUNT = re.compile(r"num_replicas_in_sync|get_per_replica_batch_size|num_replicas", re.IGNORECASE)
+REPLICA_COUNT = re.compile(r"num_replicas_in_sync|get_per_replica_batch_size|num_replicas", re.IGNORECASE)
 _GLOBAL_WORD = re.compile(r"global|num_replicas_in_sync", re.IGNORECASE)
 LossKind = Literal["mean", "sum", "scaled", "keras-default", "keras-default-scaled"]
 _MEAN = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean"})
@@ -36,7 +35,7 @@ _MAX_DEPTH = 8
 
 def mentions_replica_count(facts: ModuleFacts, names: frozenset[str], scope: Scope, depth: int = 0) -> bool:
     """Whether an expression's names come from `num_replicas_in_sync`/`get_per_replica_batch_size`."""
-    if any(_REPLICA_COUNT.search(name) for name in names):
+    if any(REPLICA_COUNT.search(name) for name in names):
         return True
     if depth > 3:
         return False
@@ -45,48 +44,6 @@ def mentions_replica_count(facts: ModuleFacts, names: frozenset[str], scope: Sco
         for name in names if "." not in name or name.startswith("self.")
         for a in facts.definitions(name, scope)
     ))
-
-
-_PER_REPLICA_WORD = re.compile(r"per_?(replica|gpu|device|core|tower|worker)|(replica|gpu|device|core|tower)_batch",
-                               re.IGNORECASE)
-
-
-def meant_per_replica(size: cst.BaseExpression, *modules: ModuleFacts) -> bool:
-    """Whether the code shows a batch size is meant per replica: its name says so (`BATCH_SIZE_PER_REPLICA`,
-    `per_gpu_batch`, `cfg["batch_per_core"]`), or one of the modules multiplies it (the same name, last part, or
-    number) by the replica count (`GLOBAL_BATCH = hp.batch_size * strategy.num_replicas_in_sync`)."""
-    key = _factor_key(size)
-    if key is None:
-        return False
-    if isinstance(key, str) and _PER_REPLICA_WORD.search(key):
-        return True
-    return any(key in _replica_factors(facts) for facts in modules)
-
-
-def _replica_factors(facts: ModuleFacts) -> frozenset[str | int]:
-    """What the module multiplies by the replica count, as `_factor_key` spells it."""
-    def factors() -> frozenset[str | int]:
-        found: set[str | int] = set()
-        for product in facts.products:
-            for side, other in ((product.left, product.right), (product.right, product.left)):
-                key = _factor_key(side)
-                if key is not None and any(isinstance(name, cst.Name) and _REPLICA_COUNT.search(name.value)
-                                           for name in m.findall(other, m.Name())):
-                    found.add(key)
-        return frozenset(found)
-    return facts.memo(("replica_factors",), factors)
-
-
-def _factor_key(size: cst.BaseExpression) -> str | int | None:
-    """A batch size as the modules are compared on: a number, the last part of a name, or a string key."""
-    number = literal_int(size)
-    if number is not None:
-        return number
-    if isinstance(size, cst.Subscript):
-        key = literal_str(size.slice[0].slice.value) if isinstance(size.slice[0].slice, cst.Index) else None
-        return key.lower() if key else None
-    name = dotted(size)
-    return name.rpartition(".")[2].lower() if name else None
 
 
 def is_global_batch(facts: ModuleFacts, names: frozenset[str], scope: Scope, depth: int = 0) -> bool:

@@ -198,16 +198,20 @@ class ModuleFacts(SemanticModel):
                                          "tensorflow.function" for r in found.returns)
 
     @cached_property
-    def divisions(self) -> list[cst.BinaryOperation]:
-        """The module's divisions (`x / n`, `x // n`): walked once, when a rule asks."""
-        found = m.findall(self.module, m.BinaryOperation(operator=m.Divide() | m.FloorDivide()))
+    def _arithmetic(self) -> list[cst.BinaryOperation]:
+        """The module's divisions and multiplications: walked once, when a rule asks for either."""
+        found = m.findall(self.module, m.BinaryOperation(operator=m.Divide() | m.FloorDivide() | m.Multiply()))
         return [node for node in found if isinstance(node, cst.BinaryOperation)]
 
     @cached_property
+    def divisions(self) -> list[cst.BinaryOperation]:
+        """The module's divisions (`x / n`, `x // n`)."""
+        return [node for node in self._arithmetic if isinstance(node.operator, (cst.Divide, cst.FloorDivide))]
+
+    @cached_property
     def products(self) -> list[cst.BinaryOperation]:
-        """The module's multiplications (`x * n`): walked once, when a rule asks."""
-        found = m.findall(self.module, m.BinaryOperation(operator=m.Multiply()))
-        return [node for node in found if isinstance(node, cst.BinaryOperation)]
+        """The module's multiplications (`x * n`)."""
+        return [node for node in self._arithmetic if isinstance(node.operator, cst.Multiply)]
 
     @cached_property
     def divisors(self) -> frozenset[str]:
