@@ -433,8 +433,10 @@ def test_a_prefetching_pipeline_slower_than_the_step_is_timed_as_a_loop_of_steps
     the input on the devices as 1.3x; steps in a row take 62 ms each."""
     report = _profile("input_delay", steps=8, what_if=("input-on-device",), input_delay=0.03, input="distributed")
     assert report.verdict.primary == "input-bound" and report.breakdown.shares()["input"] > 0.4
+    # Timed at the pace of steps in a row. Whether a round's first step found a buffered batch (and the report's
+    # note on how many steps the round took first) depends on how fast the other phases ran: a 2-core host once
+    # had none buffered, so the note is not asserted (2026-12-06).
     assert report.breakdown.step.median > 0.8 * 2 * 0.03
-    assert any(note.startswith("An input pipeline slower than the step buffers batches") for note in report.notes)
     on_device = next(outcome for outcome in report.what_if if outcome.change == "input-on-device")
     assert on_device.speedup > 2.0, on_device
 
