@@ -407,7 +407,7 @@ def test_a_model_built_in_the_scope_of_the_script_distributes_the_trainer_module
     (tmp_path / "pkg" / "train" / "__init__.py").write_text("from .trainer import Trainer\n")
     (tmp_path / "pkg" / "train" / "trainer.py").write_text(
         "import tensorflow as tf\n\n\nclass Trainer:\n    def __init__(self, model):\n        self.model = model\n\n"
-        "    def fit(self, files):\n        ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=8).shuffle(64).batch(8)\n"
+        "    def fit(self, files):\n        ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=8).shuffle(1024).batch(64)\n"
         "        self.model.fit(ds, epochs=3)\n")
     script = ("import tensorflow as tf\n\n\ndef main():\n{}        model = build()\n        from pkg.train import Trainer\n"
               "        trainer = Trainer(model)\n    trainer.fit(files)\n")

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import PLAIN_TENSOR, applies_gradients, in_test_code, runs_once, value_provenance
+from tfdoctor.lint.dataflow import (PLAIN_TENSOR, applies_gradients, evaluation_name, in_test_code, runs_once,
+                                   value_provenance)
 from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
@@ -15,10 +16,13 @@ class UndistributedInput(Rule):
     numpy arrays, plain tensors, items of a Python iterator class or generator, or items of a
     `tf.data.Dataset` that was never passed to `strategy.experimental_distribute_dataset`. It follows the
     batch through the function that calls `strategy.run` to the loop that feeds it. Test code (a `test*`
-    function of a test module, a `TestCase` method) gives every replica one tensor on purpose, and is left alone;
-    so does a `strategy.run` given a plain tensor that runs once (outside any loop, in code only module-level code
-    calls), whose replica function the code shows and applies no gradients (a seed for a sampling demo): it
-    trains nothing.
+    function of a test module, a `TestCase` method) gives every replica one tensor on purpose, and is left alone,
+    as is an evaluation step (a function named for evaluation, validation or prediction: its replicas repeat the
+    same evaluation, and what it computes does not change); so is a `strategy.run` given a plain tensor that runs
+    once (outside any loop, in code only module-level code calls), whose replica function the code shows and
+    applies no gradients (a seed for a sampling demo): it trains nothing. A plain tensor beside distributed
+    batches, or given to a `strategy.run` in a function whose other `strategy.run` gets distributed batches (the
+    count of gradient accumulation steps), is a setting, not a batch.
 
     ## Why it is bad
     A value that is not a per-replica value is given whole to every replica: each of the N replicas
@@ -189,6 +193,30 @@ for epoch in range(10):
     for _ in range(steps):
         step(*next(it), tf.constant(epoch))
 """,
+        # a count for the step that applies accumulated gradients, in a function fed distributed batches
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def train_steps(iterator, steps, accumulate):
+    for step in tf.range(steps * accumulate):
+        strategy.run(forward, args=(next(iterator),))
+        if (step + 1) % accumulate == 0:
+            strategy.run(apply_accumulated, args=(accumulate,))
+train_steps = tf.function(train_steps)
+dist_iter = iter(strategy.experimental_distribute_dataset(ds))
+for _ in range(epochs):
+    train_steps(dist_iter, tf.constant(100), tf.convert_to_tensor(accumulate_steps))
+""",
+        # an evaluation step given the whole test batch: every replica repeats the same evaluation
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+test_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
+@tf.function
+def eval_step(iterator):
+    strategy.run(eval_fn, args=(next(iterator),))
+test_iter = iter(test_ds)
+for _ in range(10):
+    eval_step(test_iter)
+""",
         # the same reshape of a batch from a distributed dataset, inside the replica function
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -201,17 +229,20 @@ for sample in dist:
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        origins_of = {id(run): [value_provenance(facts, arg, run.scope, run.order)
+                                for arg in facts.replica_args(run, starred=True)] for run in facts.run_calls}
+        fed_distributed = {id(run.scope) for run in facts.run_calls
+                           if any(o is not None and o.kind == "distributed" for o in origins_of[id(run)])}
         for run in facts.run_calls:
-            if in_test_code(facts, run.scope):
-                continue  # a test hands every replica the same tensor on purpose, to check what comes back
-            origins = [value_provenance(facts, arg, run.scope, run.order)
-                       for arg in facts.replica_args(run, starred=True)]
-            distributed = any(o is not None and o.kind == "distributed" for o in origins)
-            for origin in origins:
+            if in_test_code(facts, run.scope) or evaluation_name(run.scope.name):
+                continue  # a test or an evaluation step: every replica gets the same tensor on purpose, or only
+                # repeats the evaluation (what it computes is the same)
+            for origin in origins_of[id(run)]:
                 if origin is None or origin.kind != "undistributed":
                     continue
-                if distributed and origin.reason == PLAIN_TENSOR:
-                    continue  # a tensor beside the distributed batches (`args=(*next(it), epoch)`): not a batch
+                if id(run.scope) in fed_distributed and origin.reason == PLAIN_TENSOR:
+                    continue  # a tensor beside the distributed batches (`args=(*next(it), epoch)`, or a count
+                    # given to another `strategy.run` of the same function): a setting, not a batch
                 if origin.reason == PLAIN_TENSOR and _one_untrained_call(facts, run):
                     continue  # one call that trains nothing: a tensor for every replica on purpose
                 yield self.report(run, call=run.func or run.attr, origin=origin.reason, evidence=origin.evidence)

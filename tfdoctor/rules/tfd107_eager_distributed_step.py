@@ -6,7 +6,7 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import applies_gradients, evaluation_name, graph_mode, in_test_code, runs_once
-from tfdoctor.lint.facts import CallFact, ModuleFacts
+from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
@@ -25,7 +25,8 @@ class EagerDistributedStep(Rule):
     or wrapped as `self.step = tf.function(self.step)`) is not flagged: each replica then runs a graph.
     Nor is code that does not train: test code (a `test*` function of a test module, a `TestCase` method), an
     evaluation step (a function named for validation or evaluation, or a metric's `update_state`, whose replica
-    functions apply no gradients as far as the code shows, or come from its caller),
+    functions apply no gradients as far as the code shows, or come from its caller), a replica function that is a
+    metric's own method (`strategy.run(metrics["loss"].update_state, args=(loss,))`),
     or a replica function that returns what it is given (`lambda x: x`, to see what each replica holds),
     or one `strategy.run` outside any loop whose replica function applies no gradients (a look at one
     forward value or gradient, or a Python builtin such as `print`), or one before or after its function's own loop whose function applies none
@@ -34,7 +35,9 @@ class EagerDistributedStep(Rule):
     `backend.get_graph()`, or in the `else` of `if context.executing_eagerly():`, or only called from there)
     runs nothing eagerly either. A
     replica function given as a parameter of a function the module never calls (a benchmark harness's
-    `run_test(target_call, ...)`) may be a `tf.function`: the rule cannot tell, and stays silent. A program
+    `run_test(target_call, ...)`) may be a `tf.function`: the rule cannot tell, and stays silent; so may a
+    `train_step` the module never calls, of a class derived from one the project does not define (Keras'
+    `Model`, Orbit's `StandardTrainer`, which call it inside a `tf.function` by default). A program
     that turns eager execution off (`tf.compat.v1.disable_eager_execution()`, here or in a project module it
     imports), or a module that opens a TF 1 session (`tf.compat.v1.Session()`, which runs only graphs), builds
     graphs only; and a `run()` with no function to run is another kind of strategy's.
@@ -248,6 +251,21 @@ class ReplicaTest(tf.test.TestCase):
             outputs = strategy.run(model, args=(batch,))
             self.assertAllClose(outputs.values[0], outputs.values[1])
 """,
+        # each replica updates a metric, once per logging round: no training step runs eagerly
+        """import tensorflow as tf
+def train(strategy, dist_ds, metrics, rounds):
+    for _ in range(rounds):
+        loss = train_steps(iter(dist_ds), tf.constant(100))
+        strategy.run(metrics["loss"].update_state, args=(loss,))
+""",
+        # an Orbit trainer's `train_step`: Orbit calls it inside a tf.function
+        """import orbit
+import tensorflow as tf
+class TaskTrainer(orbit.StandardTrainer):
+    def train_step(self, iterators):
+        for name, step in self.steps.items():
+            self.strategy.run(step, args=(next(iterators[name]),))
+""",
         # wrapped by assignment
         """import tensorflow as tf
 def dist_step(b):
@@ -293,8 +311,10 @@ class Trainer:
         for run in facts.run_calls:
             scope = run.scope
             if (in_test_code(facts, scope) or _one_look(facts, run) or _evaluates(facts, run)
-                    or _hands_back(facts, run)):
+                    or _hands_back(facts, run) or _updates_a_metric(facts, run)):
                 continue  # not training: a test, a look at what the replicas hold or compute, or evaluation
+            if _framework_step(facts, scope):
+                continue  # Keras or Orbit calls it, in a `tf.function` unless told otherwise
             if facts.building_graph(run):
                 continue  # inside `with tf.Graph().as_default():`, it builds a TF 1 graph
             replicas = facts.callables_of(facts.replica_fn_expr(run), scope, before=run.order)
@@ -344,6 +364,35 @@ def _evaluates(facts: ModuleFacts, run: CallFact) -> bool:
         return False
     replicas = facts.callables_of(facts.replica_fn_expr(run), run.scope, before=run.order)
     return not any(applies_gradients(facts, r) for r in replicas)
+
+
+def _updates_a_metric(facts: ModuleFacts, run: CallFact) -> bool:
+    """`strategy.run(metrics["loss"].update_state, args=(value,))`: each replica updates a metric, once per
+    logging round; no training step runs eagerly."""
+    replica = facts.replica_fn_expr(run)
+    return isinstance(replica, cst.Attribute) and replica.attr.value in _METRIC_METHODS
+
+
+_FRAMEWORK_STEPS = frozenset({"train_step", "test_step", "predict_step"})  # what Keras' `Model.fit` and Orbit call
+
+
+def _framework_step(facts: ModuleFacts, scope: Scope) -> bool:
+    """A `train_step` method that this module never calls, of a class derived (through project classes) from one
+    the project does not define, such as Keras' `Model` or Orbit's `StandardTrainer`: the framework calls it,
+    inside a `tf.function` unless told otherwise, and the rule cannot see which."""
+    if not (scope.is_function and scope.class_name and scope.name in _FRAMEWORK_STEPS) or facts.callers_of(scope):
+        return False
+    return _derives_from_outside(facts, scope.class_name)
+
+
+def _derives_from_outside(model: ModuleFacts, class_name: str, depth: int = 0) -> bool:
+    """Whether a class has a base, or a base's base, that no project module defines (`object` aside)."""
+    found = model.class_and_module(class_name)
+    if found is None or depth > 4:
+        return False
+    class_fact, owner = found
+    return any(base != "object" and (owner.class_and_module(base) is None
+                                     or _derives_from_outside(owner, base, depth + 1)) for base in class_fact.bases)
 
 
 def _one_look(facts: ModuleFacts, run: CallFact) -> bool:

@@ -5,15 +5,16 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import cheap_map, costly_map, fed_elsewhere, slices_of_memory, training_chains
-from tfdoctor.lint.facts import DATASET_METHODS, END_OF_SCOPE, DatasetChain, DatasetOp, ModuleFacts, Scope
+from tfdoctor.lint.facts import DATASET_METHODS, END_OF_SCOPE, DatasetChain, DatasetOp, ModuleFacts, Origin, Scope
 from tfdoctor.lint.findings import Fix, Severity, Violation
-from tfdoctor.lint.names import call_arg
+from tfdoctor.lint.names import call_arg, literal_int
 from tfdoctor.lint.rule import Context, Rule
 from tfdoctor.lint.spelling import autotune, autotune_text
 
 # Steps after a prefetch that keep it working: options, and ones that only count or restart batches (a loop's
 # `ds.take(steps)`). A pipeline without prefetch is reported at the step before them, where it goes.
 _TRAILING_OK = frozenset({"with_options", "take", "skip", "repeat"})
+_PASS_ON = frozenset({"shuffle", "repeat"})  # steps that hand on the elements before them, each when it is asked
 _PREFETCHES = frozenset({"prefetch_to_device", "copy_to_device"})  # given to `apply`, they prefetch too
 # `tf.data.experimental` readers whose dataset ends in a prefetch of their own
 _PREFETCHING_SOURCES = frozenset({f"tensorflow.data.experimental.{name}" for name in (
@@ -45,7 +46,9 @@ class NoPrefetch(Rule):
     pull the steps before it) while the training step runs, or in a parallel `map` straight followed by `batch`
     (`map(parse, num_parallel_calls=AUTOTUNE).batch(64)`), which tf.data fuses into one step that builds the next
     batch ahead alike (its default `map_and_batch_fusion`, unless the module turns it off), or in
-    `apply(map_and_batch(...))`; nor a `Dataset.zip` of pipelines that each end so (or in `prefetch`), with
+    `apply(map_and_batch(...))`, or in a parallel `map` followed only by `shuffle` and `repeat` (and then a
+    `batch` of at most as many elements as the map has threads: `num_parallel_calls=5` and `batch(3)`), which
+    pass on what the map's threads made ahead; nor a `Dataset.zip` of pipelines that each end so (or in `prefetch`), with
     nothing after it: zipping only pairs what the branches made ahead. A pipeline that only slices, shuffles
     and batches arrays already in memory (`from_tensor_slices`, `from_tensors`, `range`, with no `interleave`
     or `filter`, an `apply` only of a batching,
@@ -181,6 +184,14 @@ def step(images, labels):
     optimizer.apply_gradients(grads(images, labels))
 for images, labels in ds:
     step(images, labels)
+""",
+        # a parallel map, then only shuffle, repeat and batch: they take what the map's threads made ahead
+        """# tfdoctor: target-tensorflow=2.4
+import tensorflow as tf
+ds = tf.data.TFRecordDataset(files)
+ds = ds.map(decode_and_augment, num_parallel_calls=5).shuffle(1000)
+ds = ds.repeat().batch(3)
+model.fit(ds, epochs=5, steps_per_epoch=100)
 """,
         # a zip of two pipelines whose parallel map and batch build their next batches ahead
         """# tfdoctor: target-tensorflow=2.11
@@ -357,12 +368,56 @@ def _switched_off(facts: ModuleFacts, switches: tuple[str, ...]) -> bool:
 def _runs_ahead(facts: ModuleFacts, steps: tuple[DatasetOp, ...]) -> bool:
     """The pipeline's last step (before trailing ones) computes ahead on threads of its own while the training
     step runs: a parallel `map`, a parallel `map` and the `batch` that tf.data fuses it with, or an explicit
-    `apply(map_and_batch(...))`."""
+    `apply(map_and_batch(...))`; or a parallel `map` followed only by `shuffle` and `repeat` (and a `batch` no
+    larger than the map's count of threads), which hand on the elements its threads made ahead."""
     if steps and (steps[-1].applied is not None and steps[-1].applied[0] == "map_and_batch"
                   or steps[-1].method == "map" and _parallel(steps[-1].call)):
         return True
-    return (len(steps) >= 2 and steps[-1].method == "batch" and steps[-2].method == "map"
-            and _parallel(steps[-2].call) and not _switched_off(facts, _FUSION_SWITCHES))
+    if (len(steps) >= 2 and steps[-1].method == "batch" and steps[-2].method == "map"
+            and _parallel(steps[-2].call) and not _switched_off(facts, _FUSION_SWITCHES)):
+        return True
+    batch = steps[-1] if steps and steps[-1].method == "batch" else None
+    ahead = list(steps[:-1] if batch is not None else steps)
+    if not ahead or ahead[-1].method not in _PASS_ON:
+        return False
+    while ahead and ahead[-1].method in _PASS_ON:
+        ahead.pop()
+    if not ahead or ahead[-1].method != "map" or not _parallel(ahead[-1].call):
+        return False
+    if batch is None:
+        return True
+    batched, mapped = facts.call_fact(batch.call), facts.call_fact(ahead[-1].call)
+    if batched is None or mapped is None:
+        return False
+    sizes = _ints(facts, call_arg(batch.call, 0, "batch_size"), batched.scope, batched.order)
+    threads = _ints(facts, call_arg(ahead[-1].call, 1, "num_parallel_calls"), mapped.scope, mapped.order)
+    return bool(sizes and threads) and max(sizes) <= min(threads)  # the map's threads made the next batch ahead
+
+
+def _ints(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, order: int, depth: int = 0) -> list[int]:
+    """Every integer `expr` may hold in `scope` at `order` (a parameter no call sets: its default's), or [] when
+    one of them is not a literal."""
+    found: list[int] = []
+    for origin in facts.values_of(expr, scope, order) if expr is not None and depth < 3 else ():
+        default = _default(origin) if origin.kind == "parameter" else None
+        if default is not None and origin.scope.parent is not None:
+            values = _ints(facts, default, origin.scope.parent, END_OF_SCOPE, depth + 1)
+        else:
+            value = literal_int(origin.expr) if origin.kind == "value" else None
+            values = [value] if value is not None else []
+        if not values:
+            return []
+        found.extend(values)
+    return found
+
+
+def _default(origin: Origin) -> cst.BaseExpression | None:
+    """The default of the parameter an origin names, in the function that declares it."""
+    node = origin.scope.node
+    if not isinstance(origin.expr, cst.Name) or not isinstance(node, (cst.FunctionDef, cst.Lambda)):
+        return None
+    return next((p.default for p in (*node.params.params, *node.params.kwonly_params)
+                 if p.name.value == origin.expr.value), None)
 
 
 def _branches_prefetched(facts: ModuleFacts, chain: DatasetChain) -> bool:
