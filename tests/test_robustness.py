@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -99,14 +100,17 @@ def _installed_package_dirs() -> list[Path]:
 
 @pytest.mark.slow
 def test_linting_installed_tensorflow_and_keras_never_crashes():
+    """A third of their 2,700 files, the same third every run (by a hash of the path): all of them took 135 s of
+    CI's 30 minutes, on cores the other tests need (2026-12-06)."""
     dirs = _installed_package_dirs()
     if len(dirs) < 2:
         pytest.skip("tensorflow and keras are not installed (the `profile` extra)")
-    result = run_cli("lint", "--format", "json", "--exit-zero", *map(str, dirs))
+    files = [path for d in dirs for path in sorted(d.rglob("*.py"))
+             if int(hashlib.sha256(str(path.relative_to(d.parent)).encode()).hexdigest(), 16) % 3 == 0]
+    result = run_cli("lint", "--format", "json", "--exit-zero", *map(str, files))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "internal error" not in result.stderr
     report = json.loads(result.stdout)
-    files = sum(1 for d in dirs for _ in d.rglob("*.py"))
     print(f"\nlinted {report['summary']['files']} files of tensorflow+keras, "
           f"{report['summary']['findings']} findings, 0 crashes", file=sys.stderr)
-    assert report["summary"]["files"] >= files * 0.9
+    assert report["summary"]["files"] >= len(files) * 0.9 and len(files) > 500

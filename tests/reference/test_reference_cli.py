@@ -42,6 +42,7 @@ def test_bad_annotation_file_names_the_line(tmp_path):
 
 
 @pytest.mark.tf
+@pytest.mark.untimed
 @pytest.mark.parametrize("variant", ["naive", "tuned"])
 def test_json_run_on_two_replicas(cache_home, variant):
     result = run_reference(
@@ -56,6 +57,7 @@ def test_json_run_on_two_replicas(cache_home, variant):
 
 
 @pytest.mark.tf
+@pytest.mark.untimed
 def test_text_run_names_the_devices(cache_home):
     result = run_reference(
         "--variant", "tuned", "--steps", "1", "--batch-per-replica", "1", "--width", "0.25", "--num-images", "8",
@@ -66,6 +68,7 @@ def test_text_run_names_the_devices(cache_home):
 
 
 @pytest.mark.tf
+@pytest.mark.untimed
 def test_out_of_memory_is_one_line(monkeypatch, capsys, examples):
     import tensorflow as tf
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.tf
+pytestmark = [pytest.mark.tf, pytest.mark.untimed]
 
 tf = pytest.importorskip("tensorflow")
 
