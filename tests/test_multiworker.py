@@ -41,6 +41,7 @@ def _left_running(marker: str) -> list[str]:
     return found
 
 
+@pytest.mark.untimed
 def test_reference_job_has_a_row_per_worker_and_report_merges_its_parts(tmp_path: Path):
     result = run_cli("profile", "--workers", "2", "--steps", "3", "--warmup", "1", "--img-size", "64", "--width",
                      "0.25", "--logdir", str(tmp_path / "logs"), "--output-dir", str(tmp_path / "parts"),
@@ -109,6 +110,7 @@ def test_a_port_taken_before_the_workers_bind_it_is_retried(tmp_path: Path, monk
     assert [part.task for part in read_parts(tmp_path / "parts")] == ["worker-0", "worker-1"]
 
 
+@pytest.mark.untimed
 def test_tf_config_errors_and_flag_clashes_are_one_line():
     missing = run_cli("profile", "--from-tf-config", "--output-dir", "x")
     assert missing.returncode == 2 and missing.stderr.strip() == (
@@ -171,6 +173,7 @@ def test_a_keras_2_fit_under_multi_worker_is_replayed_with_sync_separated(tmp_pa
     assert all(row["waiting_for_others_s"] is not None for row in document["workers"])
 
 
+@pytest.mark.untimed
 def test_keras_3_fit_under_multi_worker_fails_with_what_it_means(tmp_path: Path):
     scripts = ROOT / "tests" / "scripts"
     result = run_cli("profile", "--workers", "2", "--steps", "4", "--warmup", "1", "--logdir", str(tmp_path), "--",

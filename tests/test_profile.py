@@ -488,6 +488,7 @@ def test_eager_distributed_step_is_host_bound_and_measured():
     assert report.breakdown.host == pytest.approx(_truth(report, "host") * speed, rel=0.15)
 
 
+@pytest.mark.untimed
 @pytest.mark.tf
 def test_out_of_memory_reports_the_batch_and_what_fits():
     from tfdoctor.profile.measure import Options, profile
@@ -500,6 +501,7 @@ def test_out_of_memory_reports_the_batch_and_what_fits():
     assert report.workload["fits_per_replica_batch"] == 8
 
 
+@pytest.mark.untimed
 @pytest.mark.tf
 @pytest.mark.parametrize("variant", ["naive", "tuned"])
 def test_both_pipelines_in_text_when_one_runs_out_of_memory(tmp_path, variant):

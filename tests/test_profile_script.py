@@ -202,6 +202,7 @@ def test_a_script_that_stops_early_is_measured_on_the_steps_it_ran(tmp_path):
     assert any("ended after 9 steps: 6 of 10 measured" in note for note in report["notes"])
 
 
+@pytest.mark.untimed
 @pytest.mark.tf
 def test_too_few_steps_to_measure_is_one_line():
     line = _error("input_bound.py", "--warmup", "5", args=("3",))
@@ -220,6 +221,7 @@ def test_missing_script_is_one_line():
     assert _error("missing.py") == "error: script not found: tests/scripts/missing.py"
 
 
+@pytest.mark.untimed
 @pytest.mark.tf
 def test_crash_shows_the_exit_code_and_where():
     line = _error("crashes.py")
@@ -233,6 +235,7 @@ def test_no_step_before_the_deadline_says_what_was_hooked_and_how_to_mark_steps(
     assert "prof.step()" in line
 
 
+@pytest.mark.untimed
 @pytest.mark.tf
 def test_out_of_memory_is_the_verdict(tmp_path):
     result = run_cli("profile", "--format", "json", "--logdir", str(tmp_path), "--", "python",
