@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import libcst as cst
+
 from tfdoctor.lint.dataflow import (PLAIN_TENSOR, applies_gradients, evaluation_name, in_test_code, runs_once,
                                    value_provenance)
 from tfdoctor.lint.facts import CallFact, ModuleFacts
@@ -20,9 +22,9 @@ class UndistributedInput(Rule):
     as is an evaluation step (a function named for evaluation, validation or prediction: its replicas repeat the
     same evaluation, and what it computes does not change); so is a `strategy.run` given a plain tensor that runs
     once (outside any loop, in code only module-level code calls), whose replica function the code shows and
-    applies no gradients (a seed for a sampling demo): it trains nothing. A plain tensor beside distributed
-    batches, or given to a `strategy.run` in a function whose other `strategy.run` gets distributed batches (the
-    count of gradient accumulation steps), is a setting, not a batch.
+    applies no gradients (a seed for a sampling demo): it trains nothing. A plain tensor beside batches, or given
+    to a `strategy.run` in a function whose other `strategy.run` gets batches (`next(iterator)`, a distributed
+    dataset's) is a setting, not a batch: the count of gradient accumulation steps.
 
     ## Why it is bad
     A value that is not a per-replica value is given whole to every replica: each of the N replicas
@@ -193,7 +195,7 @@ for epoch in range(10):
     for _ in range(steps):
         step(*next(it), tf.constant(epoch))
 """,
-        # a count for the step that applies accumulated gradients, in a function fed distributed batches
+        # a count for the step that applies accumulated gradients, in the function that feeds the batches
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
 def train_steps(iterator, steps, accumulate):
@@ -202,9 +204,8 @@ def train_steps(iterator, steps, accumulate):
         if (step + 1) % accumulate == 0:
             strategy.run(apply_accumulated, args=(accumulate,))
 train_steps = tf.function(train_steps)
-dist_iter = iter(strategy.experimental_distribute_dataset(ds))
 for _ in range(epochs):
-    train_steps(dist_iter, tf.constant(100), tf.convert_to_tensor(accumulate_steps))
+    train_steps(make_iterator(strategy), tf.constant(100), tf.convert_to_tensor(accumulate_steps))
 """,
         # an evaluation step given the whole test batch: every replica repeats the same evaluation
         """import tensorflow as tf
@@ -231,8 +232,9 @@ for sample in dist:
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         origins_of = {id(run): [value_provenance(facts, arg, run.scope, run.order)
                                 for arg in facts.replica_args(run, starred=True)] for run in facts.run_calls}
-        fed_distributed = {id(run.scope) for run in facts.run_calls
-                           if any(o is not None and o.kind == "distributed" for o in origins_of[id(run)])}
+        fed_batches = {id(run.scope) for run in facts.run_calls  # functions that feed batches to a `strategy.run`
+                       if any(o is not None and o.kind == "distributed" for o in origins_of[id(run)])
+                       or any(_next_item(arg) for arg in facts.replica_args(run, starred=True))}
         for run in facts.run_calls:
             if in_test_code(facts, run.scope) or evaluation_name(run.scope.name):
                 continue  # a test or an evaluation step: every replica gets the same tensor on purpose, or only
@@ -240,13 +242,18 @@ for sample in dist:
             for origin in origins_of[id(run)]:
                 if origin is None or origin.kind != "undistributed":
                     continue
-                if id(run.scope) in fed_distributed and origin.reason == PLAIN_TENSOR:
-                    continue  # a tensor beside the distributed batches (`args=(*next(it), epoch)`, or a count
-                    # given to another `strategy.run` of the same function): a setting, not a batch
+                if id(run.scope) in fed_batches and origin.reason == PLAIN_TENSOR:
+                    continue  # a tensor beside the batches (`args=(*next(it), epoch)`), or a count given to
+                    # another `strategy.run` of the function that feeds them: a setting, not a batch
                 if origin.reason == PLAIN_TENSOR and _one_untrained_call(facts, run):
                     continue  # one call that trains nothing: a tensor for every replica on purpose
                 yield self.report(run, call=run.func or run.attr, origin=origin.reason, evidence=origin.evidence)
                 break
+
+
+def _next_item(arg: cst.BaseExpression) -> bool:
+    """`next(iterator)`: an item of an iterator, a batch."""
+    return isinstance(arg, cst.Call) and isinstance(arg.func, cst.Name) and arg.func.value == "next"
 
 
 def _one_untrained_call(facts: ModuleFacts, run: CallFact) -> bool:
