@@ -7,6 +7,7 @@ import libcst as cst
 
 from tfdoctor.lint.dataflow import (
     PARALLELISES_STATELESS_MAPS,
+    cheap_map,
     costly_map,
     fed_elsewhere,
     python_under_one_lock,
@@ -39,7 +40,8 @@ class MapNotParallel(Rule):
     epoch only. A `map` is reported only when it visibly does work worth more than one core: it is the first
     map over serialized records or file names (`TFRecordDataset`, `TextLineDataset`, `list_files`, after an
     `interleave` or `flat_map` that may read files; not after `flat_map(lambda w: w.batch(n))`, which regroups
-    elements already read), or its function reads, decodes, parses or resizes, runs Python, processes strings or audio,
+    elements already read), unless its function visibly does only cheap work (MNIST's fixed-length records read
+    with `decode_raw`, a cast and a reshape), or its function reads, decodes, parses or resizes, runs Python, processes strings or audio,
     or calls a random Keras augmentation layer; slicing, casting, one-hot or a single flip is not. From
     TensorFlow 2.7 on, tf.data runs a `map` whose function is stateless in parallel by itself
     (`map_parallelization`, on by default): there a `map` is reported only when its function visibly draws
@@ -145,6 +147,15 @@ ds = tf.data.Dataset.from_tensor_slices(encoded).window(101, shift=1, drop_remai
 ds = ds.flat_map(lambda window: window.batch(101)).shuffle(10000).batch(32)
 ds = ds.map(lambda windows: (windows[:, :-1], windows[:, 1:]))
 model.fit(ds, epochs=10)
+""",
+        # fixed-length records only read as numbers and reshaped: a copy, however many cores
+        """# tfdoctor: target-tensorflow=2.4
+import tensorflow as tf
+def decode(record):
+    image = tf.io.decode_raw(record, tf.uint8)
+    return tf.reshape(tf.cast(image, tf.float32), [28, 28, 1]) / 255.0
+ds = tf.data.FixedLengthRecordDataset(files, 28 * 28).map(decode).shuffle(60000).batch(64).prefetch(1)
+model.fit(ds, epochs=5)
 """,
         # cheap work: a slice, a one-hot, a single flip of decoded images
         """# tfdoctor: target-tensorflow=2.6
@@ -264,7 +275,7 @@ def _costly(facts: ModuleFacts, op: DatasetOp, chain: DatasetChain | None = None
         before = list(itertools.takewhile(lambda earlier: earlier.call is not op.call, chain.ops))
         if not any(earlier.method == "map" for earlier in before) and (
                 chain.source.endswith(_RECORD_SOURCES) or any(_reads_records(earlier) for earlier in before)):
-            return True
+            return not cheap_map(facts, op)  # unless it visibly only reinterprets them (`decode_raw`, a reshape)
     return costly_map(facts, op)
 
 

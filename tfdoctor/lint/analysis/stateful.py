@@ -26,11 +26,12 @@ _STATEFUL = re.compile(
 _KNOWN = ("tensorflow.", "keras.", "numpy.", "math.")
 # Work worth spreading over cores: reading, decoding, parsing, resizing, signal and string processing, Python.
 # Slicing, casting, one-hot or a single flip of a decoded tensor is not (a blind review called a map that did
-# only that "negligible next to the training step").
+# only that "negligible next to the training step"), nor `decode_raw`, which reads bytes as numbers (a copy).
 _COSTLY = re.compile(
-    r"^(tensorflow\.(io\.(read_file|decode_\w+|parse_\w+|gfile\.\w+)|image\.(decode_\w+|resize\w*|crop_and_resize|"
-    r"extract_\w+)|py_function|numpy_function|py_func|compat\.v1\.py_func|audio\.\w+|signal\.\w+|strings\.\w+|"
-    r"compat\.v1\.(parse_\w+|decode_\w+|image\.\w+))|tensorflow_io\.\w+|tensorflow_addons\.image\.\w+|"
+    r"^(tensorflow\.(io\.(read_file|decode_(?!raw$)\w+|parse_\w+|gfile\.\w+)|image\.(decode_\w+|resize\w*|"
+    r"crop_and_resize|extract_\w+)|py_function|numpy_function|py_func|compat\.v1\.py_func|audio\.\w+|signal\.\w+|"
+    r"strings\.\w+|compat\.v1\.(parse_\w+|decode_(?!raw$)\w+|image\.\w+))|tensorflow_io\.\w+|"
+    r"tensorflow_addons\.image\.\w+|"
     r"keras\.layers\.Random\w+)")
 _MAX_DEPTH = 3
 PY_FUNCTIONS = frozenset({"tensorflow.py_function", "tensorflow.numpy_function", "tensorflow.py_func"})
