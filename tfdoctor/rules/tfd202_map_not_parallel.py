@@ -41,8 +41,9 @@ class MapNotParallel(Rule):
     map over serialized records or file names (`TFRecordDataset`, `TextLineDataset`, `list_files`, after an
     `interleave` or `flat_map` that may read files; not after `flat_map(lambda w: w.batch(n))`, which regroups
     elements already read), unless its function visibly does only cheap work (MNIST's fixed-length records read
-    with `decode_raw`, a cast and a reshape), or its function reads, decodes, parses or resizes, runs Python, processes strings or audio,
-    or calls a random Keras augmentation layer; slicing, casting, one-hot or a single flip is not. From
+    with `decode_raw`, a cast and a reshape), or its function reads, decodes, parses or resizes, runs Python,
+    processes strings or audio, or calls a random Keras augmentation layer; slicing, casting, one-hot or a single
+    flip is not. From
     TensorFlow 2.7 on, tf.data runs a `map` whose function is stateless in parallel by itself
     (`map_parallelization`, on by default): there a `map` is reported only when its function visibly draws
     random numbers, runs Python (`py_function`, `numpy_function`), prints (`tf.print`) or calls a random Keras

@@ -48,8 +48,8 @@ class NoPrefetch(Rule):
     batch ahead alike (its default `map_and_batch_fusion`, unless the module turns it off), or in
     `apply(map_and_batch(...))`, or in a parallel `map` followed only by `shuffle` and `repeat` (and then a
     `batch` of at most as many elements as the map has threads: `num_parallel_calls=5` and `batch(3)`), which
-    pass on what the map's threads made ahead; nor a `Dataset.zip` of pipelines that each end so (or in `prefetch`), with
-    nothing after it: zipping only pairs what the branches made ahead. A pipeline that only slices, shuffles
+    pass on what the map's threads made ahead; nor a `Dataset.zip` of pipelines that each end so (or in
+    `prefetch`), with nothing after it: zipping only pairs what the branches made ahead. A pipeline that only slices, shuffles
     and batches arrays already in memory (`from_tensor_slices`, `from_tensors`, `range`, with no `interleave`
     or `filter`, an `apply` only of a batching,
     `unbatch` or `shuffle_and_repeat`, and only `map`s that visibly do cheap work: a cast, a reshape, a one-hot,
@@ -185,13 +185,17 @@ def step(images, labels):
 for images, labels in ds:
     step(images, labels)
 """,
-        # a parallel map, then only shuffle, repeat and batch: they take what the map's threads made ahead
+        # a parallel map, then only shuffle, repeat and a batch no larger than its threads: they take what the
+        # map's threads made ahead (both counts are defaults of the loader's parameters)
         """# tfdoctor: target-tensorflow=2.4
 import tensorflow as tf
-ds = tf.data.TFRecordDataset(files)
-ds = ds.map(decode_and_augment, num_parallel_calls=5).shuffle(1000)
-ds = ds.repeat().batch(3)
-model.fit(ds, epochs=5, steps_per_epoch=100)
+BATCH = 3
+def load(files, threads=5, batch_size=BATCH, shuffle=True):
+    ds = tf.data.TFRecordDataset(files).map(decode_and_augment, num_parallel_calls=threads)
+    if shuffle:
+        ds = ds.shuffle(1000)
+    return ds.repeat().batch(batch_size)
+model.fit(load(files), epochs=5, steps_per_epoch=100)
 """,
         # a zip of two pipelines whose parallel map and batch build their next batches ahead
         """# tfdoctor: target-tensorflow=2.11
