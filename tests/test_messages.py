@@ -90,6 +90,7 @@ EXPECTED = [
     ('TFD202', 3, 5, 19, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),
     ('TFD202', 4, 3, 9, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),
     ('TFD202', 5, 4, 48, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),
+    ('TFD202', 6, 6, 44, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.experimental.AUTOTUNE`'),
     ('TFD203', 0, 4, 9, 'this training pipeline does not end in `prefetch`, so input and compute do not overlap; append `.prefetch(tf.data.AUTOTUNE)` (TF 2.11 assumed: test)'),
     ('TFD203', 1, 3, 76, 'this training pipeline does not end in `prefetch`, so input and compute do not overlap; append `.prefetch(tf.data.AUTOTUNE)` (TF 2.11 assumed: test)'),
     ('TFD203', 2, 3, 72, 'this training pipeline does not end in `prefetch`, so input and compute do not overlap; append `.prefetch(tf.data.AUTOTUNE)` (TF 2.11 assumed: test)'),

@@ -139,6 +139,15 @@ rand_augment = keras_cv.layers.RandAugment(value_range=(0, 255))
 ds = tf.data.TFRecordDataset(files).map(parse).map(lambda x: rand_augment(x)).batch(32)  # TFD202
 model.fit(ds, epochs=5)
 """,
+        # TF 1's `tf.decode_csv` parses each line of text: costly, whatever its name's module
+        """# tfdoctor: target-tensorflow=1.15
+import tensorflow as tf
+def parse_csv(line):
+    fields = tf.decode_csv(line, [[0.], [0.], [0]])
+    return tf.stack(fields[:-1]), fields[-1]
+ds = tf.data.TextLineDataset(path).skip(1).map(parse_csv).shuffle(1000).batch(32)  # TFD202
+model.fit(ds, epochs=5, steps_per_epoch=4)
+""",
     )
     VALID = (
         # windows regrouped by flat_map, then sliced: the first map after it reads nothing

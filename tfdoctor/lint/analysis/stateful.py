@@ -24,11 +24,13 @@ _STATEFUL = re.compile(
     r"compat\.v1\.py_func|compat\.v1\.random\.\w+|random_\w+|Variable|print)|"
     r"keras\.layers\.Random\w+|numpy\.random\.\w+)$")
 _KNOWN = ("tensorflow.", "keras.", "numpy.", "math.")
-# Work worth spreading over cores: reading, decoding, parsing, resizing, signal and string processing, Python.
+# Work worth spreading over cores: reading, decoding, parsing, resizing, signal and string processing, Python
+# (TF 1's top-level names too: `tf.decode_csv`, `tf.parse_single_example`).
 # Slicing, casting, one-hot or a single flip of a decoded tensor is not (a blind review called a map that did
 # only that "negligible next to the training step"), nor `decode_raw`, which reads bytes as numbers (a copy).
 _COSTLY = re.compile(
-    r"^(tensorflow\.(io\.(read_file|decode_(?!raw$)\w+|parse_\w+|gfile\.\w+)|image\.(decode_\w+|resize\w*|"
+    r"^(tensorflow\.(io\.(read_file|decode_(?!raw$)\w+|parse_\w+|gfile\.\w+)|read_file|decode_(?!raw$)\w+|"
+    r"parse_\w+|image\.(decode_\w+|resize\w*|"
     r"crop_and_resize|extract_\w+)|py_function|numpy_function|py_func|compat\.v1\.py_func|audio\.\w+|signal\.\w+|"
     r"strings\.\w+|compat\.v1\.(parse_\w+|decode_(?!raw$)\w+|image\.\w+))|tensorflow_io\.\w+|"
     r"tensorflow_addons\.image\.\w+|"
