@@ -230,15 +230,17 @@ for sample in dist:
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        origins_of = {id(run): [value_provenance(facts, arg, run.scope, run.order)
-                                for arg in facts.replica_args(run, starred=True)] for run in facts.run_calls}
-        fed_batches = {id(run.scope) for run in facts.run_calls  # functions that feed batches to a `strategy.run`
+        # A test or an evaluation step gives every replica the same tensor on purpose, or only repeats the
+        # evaluation (what it computes is the same): skipped, a whole function at a time.
+        runs = [run for run in facts.run_calls
+                if not (in_test_code(facts, run.scope) or evaluation_name(run.scope.name))]
+        args_of = {id(run): facts.replica_args(run, starred=True) for run in runs}
+        origins_of = {id(run): [value_provenance(facts, arg, run.scope, run.order) for arg in args_of[id(run)]]
+                      for run in runs}
+        fed_batches = {id(run.scope) for run in runs  # functions that feed batches to a `strategy.run`
                        if any(o is not None and o.kind == "distributed" for o in origins_of[id(run)])
-                       or any(_next_item(arg) for arg in facts.replica_args(run, starred=True))}
-        for run in facts.run_calls:
-            if in_test_code(facts, run.scope) or evaluation_name(run.scope.name):
-                continue  # a test or an evaluation step: every replica gets the same tensor on purpose, or only
-                # repeats the evaluation (what it computes is the same)
+                       or any(_next_item(arg) for arg in args_of[id(run)])}
+        for run in runs:
             for origin in origins_of[id(run)]:
                 if origin is None or origin.kind != "undistributed":
                     continue
