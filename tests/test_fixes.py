@@ -74,7 +74,7 @@ def test_unsafe_fixes_and_diff_write_nothing(tmp_path):
 
 def test_fix_keeps_encoding_and_mode(tmp_path):
     target = tmp_path / "latin.py"
-    text = ("# -*- coding: latin-1 -*-\nimport tensorflow as tf\n# café\n"
+    text = ("# -*- coding: latin-1 -*-\nimport tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n# café\n"
             "ds = tf.data.Dataset.range(8).map(lambda x: tf.strings.as_string(tf.random.shuffle(x))).shuffle(4).batch(2)\n"
             "model.fit(ds)\n")
     target.write_bytes(text.encode("latin-1"))

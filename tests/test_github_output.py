@@ -7,7 +7,8 @@ from tfdoctor.lint.findings import Finding, Severity
 from tfdoctor.lint.output.github import annotation
 
 BAD = "import tensorflow as tf\nfrom tensorflow.keras.utils import multi_gpu_model\nparallel = multi_gpu_model(model, gpus=2)\n"
-WARNING_ONLY = ("import tensorflow as tf\nds = tf.data.TFRecordDataset(files).map(parse).batch(8).prefetch(2)\n"
+WARNING_ONLY = ("import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n"
+                "ds = tf.data.TFRecordDataset(files).map(parse).batch(8).prefetch(2)\n"
                 "model.fit(ds)\n")
 
 

@@ -35,7 +35,7 @@ def _expected(raw: bytes) -> set[tuple[int, int, str]]:
 
 def test_fixture_findings_are_placed_by_cell_and_line_across_cells():
     raw = NOTEBOOK.read_bytes()
-    findings = lint_notebook(raw, str(NOTEBOOK), Settings(root=ROOT))
+    findings = lint_notebook(raw, str(NOTEBOOK), Settings(root=ROOT, select=("TFD",)))  # TFD107 is opt-in
     assert {(f.cell, f.line, f.code) for f in findings} == _expected(raw)
     assert any(f.code == "TFD107" for f in findings)  # the strategy of cell 3, used in cell 7
 
@@ -44,7 +44,7 @@ def test_outputs_name_the_cell():
     concise = run_cli("lint", "--no-cache", "--format", "concise", str(NOTEBOOK))
     assert concise.returncode == 1
     assert f"{NOTEBOOK}:cell 6:2:12: TFD101 " in concise.stdout
-    report = json.loads(run_cli("lint", "--no-cache", "--format", "json", str(NOTEBOOK)).stdout)
+    report = json.loads(run_cli("lint", "--no-cache", "--select", "TFD", "--format", "json", str(NOTEBOOK)).stdout)
     assert {f["cell"] for f in report["findings"]} == {5, 6, 7}
     text = run_cli("lint", "--no-cache", str(NOTEBOOK)).stdout
     assert "cell 6:2:12 TFD101" in text and "parallel = multi_gpu_model(model, gpus=2)" in text
@@ -131,7 +131,7 @@ def _with_output(raw: bytes, size: int) -> bytes:
 def test_every_output_places_version_evidence_by_cell_and_never_on_the_flagged_call(tmp_path):
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "cited.ipynb").write_bytes(_notebook(
-        "!pip install -q tensorflow==2.6.0\nimport tensorflow as tf\n",
+        "!pip install -q tensorflow==2.6.0\nimport tensorflow as tf\nimport horovod.tensorflow.keras as hvd\nhvd.init()\n",
         "ds = tf.data.TFRecordDataset(files).map(parse).batch(64)\nmodel.fit(ds, epochs=3)\n"))
     (tmp_path / "alone.ipynb").write_bytes(_notebook(
         "import tensorflow as tf\n", "model = tf.keras.Sequential()\nmodel.fit_generator(batches(), steps_per_epoch=10)\n"))

@@ -70,24 +70,27 @@ def test_a_pipeline_ending_in_batch_or_cache_gets_the_specific_finding_only():
     assert [(line, column, code) for line, column, code, _ in together] == [(3, 48, "TFD114")]
     per_replica = batch.replace("batch(64)", "batch(PER_GPU)").replace("ds = ", "PER_GPU = 64\nds = ", 1)
     assert [(line, code) for line, _, code, _ in _found(per_replica, tensorflow="2.11")] == [(4, "TFD106")]
-    cache = ("import tensorflow as tf\nds = tf.data.Dataset.range(9).map(f).shuffle(9).prefetch(2).cache()"
+    cache = ("import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n"
+             "ds = tf.data.Dataset.range(9).map(f).shuffle(9).prefetch(2).cache()"
              ".map(g)\nmodel.fit(ds)\n")
-    assert [(f.line, f.column) for f in lint_text(cache, select=("TFD203",), tensorflow="2.11")] == [(2, 69)]
+    assert [(f.line, f.column) for f in lint_text(cache, select=("TFD203",), tensorflow="2.11")] == [(3, 69)]
     assert [(line, column, code) for line, column, code, _ in _found(cache, tensorflow="2.11")] == [
-        (2, 61, "TFD204"), (2, 69, "TFD203")]
+        (3, 61, "TFD204"), (3, 69, "TFD203")]
     # ending in an in-memory cache, the pipeline reads memory from its second epoch: TFD204 alone speaks
-    ended = ("import tensorflow as tf\nds = tf.data.Dataset.range(9).map(f).shuffle(9).prefetch(2).cache()\n"
+    ended = ("import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n"
+             "ds = tf.data.Dataset.range(9).map(f).shuffle(9).prefetch(2).cache()\n"
              "model.fit(ds)\n")
     assert lint_text(ended, select=("TFD203",), tensorflow="2.11") == []
     assert _found(ended, tensorflow="2.11") == [
-        (2, 61, "TFD204", "`cache()` after `shuffle` freezes or breaks it; move `cache()` before `shuffle`")]
+        (3, 61, "TFD204", "`cache()` after `shuffle` freezes or breaks it; move `cache()` before `shuffle`")]
 
 
 def test_different_constructs_on_one_chain_keep_both_findings():
-    chain = ("import tensorflow as tf\nds = tf.data.Dataset.range(9).map(f).shuffle(9).cache().map(g).batch(4)\n"
+    chain = ("import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n"
+             "ds = tf.data.Dataset.range(9).map(f).shuffle(9).cache().map(g).batch(4)\n"
              "model.fit(ds)\n")
     found = _found(chain, tensorflow="2.11")  # where nothing injects a prefetch
-    assert [(line, column, code) for line, column, code, _ in found] == [(2, 49, "TFD204"), (2, 64, "TFD203")]
+    assert [(line, column, code) for line, column, code, _ in found] == [(3, 49, "TFD204"), (3, 64, "TFD203")]
 
 
 def test_precedence_has_no_cycles_and_names_real_rules():

@@ -638,6 +638,21 @@ def test_script_mode_checks_the_opt_in_host_sync_rule_that_plain_lint_leaves_off
     assert [(f.code, f.line) for f in lint_findings(tmp_path / "train.py")] == [("TFD301", 12)]
 
 
+def test_script_mode_checks_a_single_device_pipeline_that_plain_lint_leaves_alone(tmp_path, monkeypatch):
+    """TFD202 and TFD203 check only programs on several devices (on one, the cost turns on what the code does
+    not show); the profile measures that cost, so it lints the script it runs whatever its devices."""
+    from tfdoctor.config import Overrides
+    from tfdoctor.lint.engine import lint_paths
+    from tfdoctor.profile.script.join import lint_findings
+
+    (tmp_path / "train.py").write_text(
+        "import tensorflow as tf\nds = tf.data.TFRecordDataset(files).map(parse).batch(32)\nmodel.fit(ds, epochs=2)\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.tfdoctor]\ntarget-tensorflow = "2.6"\n')
+    monkeypatch.chdir(tmp_path)
+    assert lint_paths(["train.py"]).findings == []
+    assert [(f.code, f.line) for f in lint_findings(tmp_path / "train.py")] == [("TFD202", 2), ("TFD203", 2)]
+
+
 def test_script_mode_checks_the_opt_in_unscaled_batch_rule_that_plain_lint_leaves_off(tmp_path, monkeypatch):
     """TFD114 is opt-in for `lint` (a batch given to a strategy is the global one by convention); the profile,
     which measures the all-reduce's share of the step, lints the script it runs with it, so a sync-bound verdict

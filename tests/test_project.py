@@ -125,9 +125,11 @@ def test_a_loader_trained_on_in_another_module_names_that_place_once(tmp_path: P
     (tmp_path / "loader.py").write_text(LOADER.replace(".batch(64)", ".batch(64 * strategy.num_replicas_in_sync)")
                                         .replace(".map(decode)", ".map(decode, num_parallel_calls=8).shuffle(256)"))
     (tmp_path / "loop.py").write_text("""import tensorflow as tf
+import horovod.tensorflow as hvd
 from loader import make_dataset
 
 def main():
+    hvd.init()
     for batch in make_dataset(["a.tfrecord"]):
         optimizer.apply_gradients(grads(batch))
 """)
@@ -135,7 +137,7 @@ def main():
     found = lint_paths(["loader.py"], Overrides(select=("TFD203",), target_tensorflow="2.11")).findings
     assert [(f.line, f.column, f.message) for f in found] == [
         (5, 90, "this training pipeline does not end in `prefetch`, so input and compute do not overlap; append "
-                "`.prefetch(tf.data.AUTOTUNE)` (TF 2.11 assumed: --target-tensorflow) (trained on in `main` at loop.py:5)")]
+                "`.prefetch(tf.data.AUTOTUNE)` (TF 2.11 assumed: --target-tensorflow) (trained on in `main` at loop.py:7)")]
     # from TF 2.12, TensorFlow appends an autotuned prefetch itself
     assert lint_paths(["loader.py"], Overrides(select=("TFD203",), target_tensorflow="2.15")).findings == []
 
@@ -414,7 +416,8 @@ def test_a_model_built_in_the_scope_of_the_script_distributes_the_trainer_module
     (tmp_path / "train.py").write_text(script.format("    with tf.distribute.MirroredStrategy().scope():\n"))
     monkeypatch.chdir(tmp_path)
     assert lint_paths(["."], Overrides(select=("TFD203",))).findings == []
-    (tmp_path / "train.py").write_text(script.format("    if True:\n"))
+    (tmp_path / "train.py").write_text(script.format("    import horovod.tensorflow.keras as hvd\n    hvd.init()\n"
+                                                     "    if True:\n"))
     assert [(f.path, f.line) for f in lint_paths(["."], Overrides(select=("TFD203",))).findings] == [
         ("pkg/train/trainer.py", 9)]
 

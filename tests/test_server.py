@@ -304,7 +304,7 @@ def _open_python_notebook(client: LanguageClient, notebook: str, texts: list[str
 
 @on_one_server
 async def test_notebook_evidence_is_cited_by_cell_and_line(client: LanguageClient, tmp_path):
-    texts = ["!pip install -q tensorflow==2.6.0\nimport tensorflow as tf",
+    texts = ["!pip install -q tensorflow==2.6.0\nimport tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()",
              "ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=8).shuffle(256).batch(64)\nmodel.fit(ds, epochs=3)"]
     cells = _open_python_notebook(client, (tmp_path / "legacy.ipynb").as_uri(), texts)
     found = await _eventually(client, cells[1], lambda found: _codes(found) == ["TFD203"])

@@ -68,7 +68,8 @@ class PythonGeneratorInput(Rule):
     `dtype`): it slices arrays in memory. Only in a program that distributes training: the module, or a
     project module that imports it, builds a `tf.distribute` strategy or uses one (`scope`, `run`, a
     distributed dataset), or calls Horovod or `multi_gpu_model`. On one device, whether a Python feed keeps
-    up turns on costs the code does not show; `tfdoctor profile` measures it. Nor in a module that makes its
+    up turns on costs the code does not show; `tfdoctor profile` measures it (and checks the script it runs
+    whatever its devices). Nor in a module that makes its
     batches in worker processes of their own (tensorpack's `MultiProcessRunnerZMQ`, `PrefetchDataZMQ`,
     `MultiProcessMapData`, or a `multiprocessing` pool or process), outside `fit`: whether they keep up turns
     on the process count and the copies, which the code does not show; nor is a `fit` that runs a `Sequence` in
@@ -707,7 +708,7 @@ with tf.Session() as sess:
             if id(node) in seen:
                 continue
             seen.add(id(node))
-            if not distributed_program(facts):
+            if not distributed_program(facts) and not context.run_code:
                 return  # one device: whether the feed keeps up turns on costs the code does not show
             if fit is None and _process_loaders(facts):
                 return

@@ -6,6 +6,7 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import (
+    distributed_program,
     PARALLELISES_STATELESS_MAPS,
     cheap_map,
     costly_map,
@@ -51,6 +52,11 @@ class MapNotParallel(Rule):
     reported. Python that reads through h5py is not reported either: h5py runs every call under one global
     lock, so parallel calls would take turns.
 
+    Only a program that trains on several devices or processes is checked: the module, or a project module
+    next to it in the imports, builds a `tf.distribute` strategy, calls Horovod or `multi_gpu_model`, or builds
+    TF 1 towers. On one device, whether a serial `map` keeps up with the step turns on costs the code does not
+    show; `tfdoctor profile` measures it, and checks the script it runs whatever its devices.
+
     ## Why it is bad
     Without `num_parallel_calls` the transformation runs on one core, one element at a time. Decoding and
     augmenting images that way rarely keeps one GPU busy, let alone several. tf.data parallelises a stateless
@@ -62,6 +68,8 @@ class MapNotParallel(Rule):
     ## Example
     ```python
     import tensorflow as tf
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
 
     def load_and_flip(path):
         return tf.image.random_flip_left_right(tf.io.decode_jpeg(tf.io.read_file(path)))
@@ -73,6 +81,8 @@ class MapNotParallel(Rule):
     ## Use instead
     ```python
     import tensorflow as tf
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
 
     def load_and_flip(path):
         return tf.image.random_flip_left_right(tf.io.decode_jpeg(tf.io.read_file(path)))
@@ -96,6 +106,8 @@ class MapNotParallel(Rule):
         # before TF 2.7, every map without num_parallel_calls runs on one core
         """# tfdoctor: target-tensorflow=2.6
 import tensorflow as T
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = T.data.TFRecordDataset(files)
 ds = ds.map(parse)  # TFD202
 ds = ds.batch(32).prefetch(2)
@@ -103,12 +115,16 @@ for batch in strategy.experimental_distribute_dataset(ds):
     train_step(batch)
 """,
         """from tensorflow import data
+import horovod.tensorflow.keras as hvd
+hvd.init()
 def make():
     files = data.Dataset.list_files("*.tfrecord")
     return files.interleave(data.TFRecordDataset).map(decode, deterministic=False).batch(8)  # TFD202
 model.fit(make(), epochs=1)
 """,
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 @tf.function
 def step(x):
     optimizer.apply_gradients(grads(x))
@@ -120,6 +136,8 @@ for x in ds:
 """,
         # a pipeline on a dataset the caller hands in, its map running Python
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 def decode_jpeg(path):
     return tf.py_function(read_with_pillow, [path], tf.uint8)
 def train(model, files_ds):
@@ -128,6 +146,8 @@ def train(model, files_ds):
 """,
         # the decoding is cached, the augmentation after the cache runs every epoch
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.TFRecordDataset(files).map(parse).cache()
 ds = ds.map(lambda image: tf.image.resize(tf.image.random_crop(image, (200, 200, 3)), (224, 224))).batch(32)  # TFD202
 model.fit(ds, epochs=20)
@@ -135,6 +155,8 @@ model.fit(ds, epochs=20)
         # a random augmentation layer made once and called in the map
         """import keras_cv
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 rand_augment = keras_cv.layers.RandAugment(value_range=(0, 255))
 ds = tf.data.TFRecordDataset(files).map(parse).map(lambda x: rand_augment(x)).batch(32)  # TFD202
 model.fit(ds, epochs=5)
@@ -142,6 +164,8 @@ model.fit(ds, epochs=5)
         # TF 1's `tf.decode_csv` parses each line of text: costly, whatever its name's module
         """# tfdoctor: target-tensorflow=1.15
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 def parse_csv(line):
     fields = tf.decode_csv(line, [[0.], [0.], [0]])
     return tf.stack(fields[:-1]), fields[-1]
@@ -150,9 +174,17 @@ model.fit(ds, epochs=5, steps_per_epoch=4)
 """,
     )
     VALID = (
+        # one device: whether the serial map keeps up with the step turns on costs the code does not show
+        """# tfdoctor: target-tensorflow=2.6
+import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).map(parse).batch(32).prefetch(2)
+model.fit(ds, epochs=5)
+""",
         # windows regrouped by flat_map, then sliced: the first map after it reads nothing
         """# tfdoctor: target-tensorflow=2.4
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.Dataset.from_tensor_slices(encoded).window(101, shift=1, drop_remainder=True)
 ds = ds.flat_map(lambda window: window.batch(101)).shuffle(10000).batch(32)
 ds = ds.map(lambda windows: (windows[:, :-1], windows[:, 1:]))
@@ -161,6 +193,8 @@ model.fit(ds, epochs=10)
         # fixed-length records only read as numbers and reshaped: a copy, however many cores
         """# tfdoctor: target-tensorflow=2.4
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 def decode(record):
     image = tf.io.decode_raw(record, tf.uint8)
     return tf.reshape(tf.cast(image, tf.float32), [28, 28, 1]) / 255.0
@@ -170,16 +204,22 @@ model.fit(ds, epochs=5)
         # cheap work: a slice, a one-hot, a single flip of decoded images
         """# tfdoctor: target-tensorflow=2.6
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.Dataset.from_tensor_slices((windows, labels))
 ds = ds.map(lambda w, y: (w[:, :-1], tf.one_hot(y, 10))).map(lambda w, y: (tf.image.flip_left_right(w), y))
 model.fit(ds.batch(32).prefetch(2), epochs=5)
 """,
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.Dataset.from_tensor_slices(paths).map(load, num_parallel_calls=tf.data.AUTOTUNE).batch(4)
 model.fit(ds)
 """,
         # from TF 2.7, tf.data runs a stateless map in parallel by itself
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 def scale(image, label):
     return tf.cast(image, tf.float32) / 255.0, label
 ds = tf.data.TFRecordDataset(files).map(parse).map(scale).batch(64).prefetch(tf.data.AUTOTUNE)
@@ -187,23 +227,31 @@ model.fit(ds, epochs=10)
 """,
         # an evaluation pipeline
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 val = tf.data.Dataset.from_tensor_slices(paths).map(load).batch(4)
 model.evaluate(val)
 model.fit(train, validation_data=val)
 """,
         # the parallelism given in its place, not by keyword
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.Dataset.list_files(pattern).map(load, tf.data.AUTOTUNE).batch(8)
 model.fit(ds)
 """,
         # cached after it: the map runs once, in the first epoch
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.Dataset.from_tensor_slices(paths).map(load).cache().shuffle(1000).batch(4)
 model.fit(ds, epochs=50)
 """,
         # Python that reads HDF5: h5py's global lock lets one call run at a time, parallel or not
         """import h5py
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 def read_snapshot(path):
     with h5py.File(path.numpy().decode(), "r") as f:
         return f["density"][...]
@@ -214,12 +262,16 @@ model.fit(ds, epochs=10)
 """,
         # `map` on what need not be a dataset (a pandas Series has one): nothing only tf.data has
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 def train(model, features, labels):
     model.fit(features.map(normalise), labels, epochs=3)
 """,
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        if not distributed_program(facts) and not context.run_code:
+            return  # one device: the cost turns on what the code does not show (the profile's run measures it)
         seen: set[int] = set()
         value = autotune(facts, context.targets)
         parallelised = _parallelises_stateless_maps(facts, context)

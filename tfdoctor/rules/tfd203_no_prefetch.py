@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import cheap_map, costly_map, fed_elsewhere, slices_of_memory, training_chains
+from tfdoctor.lint.dataflow import cheap_map, costly_map, distributed_program, fed_elsewhere, slices_of_memory, training_chains
 from tfdoctor.lint.facts import DATASET_METHODS, END_OF_SCOPE, DatasetChain, DatasetOp, ModuleFacts, Origin, Scope
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import call_arg, literal_int
@@ -63,6 +63,12 @@ class NoPrefetch(Rule):
     A pipeline trained on for one step only (`fit(ds, epochs=1, steps_per_epoch=1)`, a timing) has nothing
     to overlap and is left alone.
 
+    Only a program that trains on several devices or processes is checked: the module, or a project module
+    next to it in the imports, builds a `tf.distribute` strategy, calls Horovod or `multi_gpu_model`, or builds
+    TF 1 towers. On one device, whether input that takes turns with the step costs much turns on what each
+    costs, which the code does not show; `tfdoctor profile` measures it, and checks the script it runs whatever
+    its devices.
+
     ## Why it is bad
     Without `prefetch` the pipeline produces the next batch only when the step asks for it: input and compute
     take turns instead of overlapping, and every step pays for both.
@@ -71,6 +77,8 @@ class NoPrefetch(Rule):
     ```python
     # tfdoctor: target-tensorflow=2.11
     import tensorflow as tf
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
     ds = tf.data.TFRecordDataset(files).map(parse).shuffle(1000).batch(64)  # TFD203
     model.fit(ds, epochs=5)
     ```
@@ -78,6 +86,8 @@ class NoPrefetch(Rule):
     ## Use instead
     ```python
     import tensorflow as tf
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
     ds = tf.data.TFRecordDataset(files).map(parse).shuffle(1000).batch(64).prefetch(tf.data.AUTOTUNE)
     model.fit(ds, epochs=5)
     ```
@@ -96,6 +106,8 @@ class NoPrefetch(Rule):
         # built across assignments, consumed by a training loop
         """# tfdoctor: target-tensorflow=2.11
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.TFRecordDataset(files).map(parse)
 ds = ds.batch(10)  # TFD203
 @tf.function
@@ -107,12 +119,16 @@ for x in ds:
         # prefetch placed before batch does not count as ending in prefetch
         """# tfdoctor: target-tensorflow=2.11
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.Dataset.from_tensor_slices(paths).map(load_image).prefetch(4).batch(8)  # TFD203
 model.fit(ds)
 """,
         # reported where the prefetch goes, not at the loop's take()
         """# tfdoctor: target-tensorflow=2.11
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.TFRecordDataset(files).map(parse).repeat().shuffle(10000).batch(128)  # TFD203
 @tf.function
 def step(images, labels):
@@ -123,6 +139,8 @@ for images, labels in ds.take(steps):
         # a map after the prefetch that runs one element at a time: the step waits for it
         """# tfdoctor: target-tensorflow=2.11
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 def augment(images):
     return tf.image.resize(tf.image.random_crop(images, (64, 200, 200, 3)), (224, 224))
 ds = tf.data.TFRecordDataset(files).batch(64).prefetch(2).map(augment)  # TFD203
@@ -130,6 +148,8 @@ model.fit(ds, epochs=5)
 """,
         # the module turns autotuning off, so nothing injects a prefetch
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 options = tf.data.Options()
 options.autotune.enabled = False
 ds = tf.data.TFRecordDataset(files).map(parse).batch(64).with_options(options)  # TFD203
@@ -138,6 +158,8 @@ model.fit(ds, epochs=5)
         # the module turns off the fusion that would make a parallel map and the batch after it run ahead
         """# tfdoctor: target-tensorflow=2.4
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 options = tf.data.Options()
 options.experimental_optimization.map_and_batch_fusion = False
 ds = tf.data.TFRecordDataset(files).map(parse, num_parallel_calls=8).batch(64)  # TFD203
@@ -146,25 +168,39 @@ model.fit(ds.with_options(options), epochs=5)
         # before TF 2.12 nothing injects a prefetch: input and compute take turns
         """# tfdoctor: target-tensorflow=2.4
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.Dataset.from_tensor_slices((x, y)).map(augment).shuffle(1000).batch(64)  # TFD203
 model.fit(ds, epochs=5)
 """,
     )
     VALID = (
+        # one device: whether input taking turns with the step costs much turns on costs the code does not show
+        """# tfdoctor: target-tensorflow=2.11
+import tensorflow as tf
+ds = tf.data.TFRecordDataset(files).map(parse).shuffle(1000).batch(64)
+model.fit(ds, epochs=5)
+""",
         # from TF 2.12, TensorFlow appends an autotuned prefetch itself
         """# tfdoctor: target-tensorflow=2.15
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.TFRecordDataset(files).map(parse).shuffle(1000).batch(64)
 model.fit(ds, epochs=5)
 """,
         # a parallel map after the prefetch computes batches ahead itself
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.TFRecordDataset(files).batch(64).prefetch(2).map(augment, num_parallel_calls=tf.data.AUTOTUNE)
 model.fit(ds, epochs=5)
 """,
         # a parallel map straight before `batch`: tf.data fuses them into one step that builds the next batch ahead
         """# tfdoctor: target-tensorflow=2.3
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.TFRecordDataset(files).repeat().shuffle(10000)
 ds = ds.map(parse, num_parallel_calls=tf.data.experimental.AUTOTUNE)
 ds = ds.batch(64, drop_remainder=True)
@@ -173,11 +209,15 @@ model.fit(ds, epochs=5, steps_per_epoch=100)
         # a parallel map at the end computes the next batches on its own threads; so does an explicit map_and_batch
         """# tfdoctor: target-tensorflow=2.3
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.TFRecordDataset(files).batch(64).map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE)
 model.fit(ds, epochs=5)
 """,
         """# tfdoctor: target-tensorflow=1.15
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.TFRecordDataset(files).repeat().apply(tf.data.experimental.map_and_batch(parse, 64, num_parallel_calls=8))
 @tf.function
 def step(images, labels):
@@ -189,6 +229,8 @@ for images, labels in ds:
         # map's threads made ahead (both counts are defaults of the loader's parameters)
         """# tfdoctor: target-tensorflow=2.4
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 BATCH = 3
 def load(files, threads=5, batch_size=BATCH, shuffle=True):
     ds = tf.data.TFRecordDataset(files).map(decode_and_augment, num_parallel_calls=threads)
@@ -200,6 +242,8 @@ model.fit(load(files), epochs=5, steps_per_epoch=100)
         # a zip of two pipelines whose parallel map and batch build their next batches ahead
         """# tfdoctor: target-tensorflow=2.11
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 def load(files):
     return tf.data.TFRecordDataset(files).map(read, num_parallel_calls=tf.data.AUTOTUNE).batch(1)
 model.fit(tf.data.Dataset.zip((load(PHOTO_FILES), load(MONET_FILES))), epochs=25)
@@ -207,27 +251,37 @@ model.fit(tf.data.Dataset.zip((load(PHOTO_FILES), load(MONET_FILES))), epochs=25
         # a single step, timed: there is no next batch to overlap with it
         """# tfdoctor: target-tensorflow=2.11
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.TFRecordDataset(files).map(parse).shuffle(1000).batch(64)
 start = time.time()
 model.fit(ds, epochs=1, steps_per_epoch=1)
 """,
         # prefetched to the GPU
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.TFRecordDataset(files).batch(64).apply(tf.data.experimental.prefetch_to_device("/gpu:0"))
 model.fit(ds, epochs=5)
 """,
         # experimental_distribute_dataset prefetches itself
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.Dataset.from_tensor_slices(arr).batch(64)
 dist = strategy.experimental_distribute_dataset(ds)
 """,
         # so do the iterators of distribute_datasets_from_function, and a `fit` under a strategy
         """from tensorflow import data as tfdata
+import horovod.tensorflow.keras as hvd
+hvd.init()
 def dataset_fn(ctx):
     return tfdata.Dataset.from_tensor_slices(arr).batch(ctx.get_per_replica_batch_size(64))
 dist = strategy.distribute_datasets_from_function(dataset_fn)
 """,
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 strategy = tf.distribute.MirroredStrategy()
 with strategy.scope():
     model = build_model()
@@ -235,6 +289,8 @@ model.fit(tf.data.Dataset.from_tensor_slices(arr).batch(64))
 """,
         # also when the scope is entered through a name that holds it
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 strategy = tf.distribute.MirroredStrategy()
 scope = strategy.scope()
 with scope:
@@ -243,29 +299,39 @@ with scope:
 """,
         # a CSV reader ends in a prefetch of its own; a cheap map after it keeps it
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.experimental.make_csv_dataset("iris.csv", 32, label_name="species", num_epochs=1)
 ds = ds.map(lambda features, label: (tf.stack(list(features.values()), axis=1), label))
 model.fit(ds, epochs=200)
 """,
         # prefetch then options
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.Dataset.from_tensor_slices(arr).batch(8).prefetch(1).with_options(opts)
 model.fit(ds)
 """,
         # prediction only
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.Dataset.from_tensor_slices(arr).batch(8)
 model.predict(ds)
 """,
         # cached in memory, then only shuffled and batched: from the second epoch, a copy out of memory
         """# tfdoctor: target-tensorflow=2.4
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.TFRecordDataset(files).map(parse).cache().shuffle(1000).batch(64)
 model.fit(ds, epochs=20)
 """,
         # arrays in memory, batched through `apply`: still a copy
         """# tfdoctor: target-tensorflow=1.10
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.Dataset.from_tensor_slices((inputs, targets)).shuffle(10000)
 ds = ds.apply(tf.contrib.data.batch_and_drop_remainder(64))
 for x, y in ds:
@@ -274,12 +340,16 @@ for x, y in ds:
         # arrays in memory, sliced and batched: a batch costs a copy
         """# tfdoctor: target-tensorflow=2.4
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(1000).batch(64)
 model.fit(ds, epochs=5)
 """,
         # in-memory MNIST whose map only casts, scales and one-hots: waiting for it costs next to nothing
         """# tfdoctor: target-tensorflow=2.0
 import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 def preprocess(x, y):
     x = tf.cast(x, tf.float32) / 255.
     x = tf.reshape(x, [28 * 28])
@@ -289,6 +359,8 @@ model.fit(db, epochs=5)
 """,
         # take() after the prefetch keeps it
         """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
 ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().shuffle(5000).batch(64).prefetch(1)
 @tf.function
 def step(images, labels):
@@ -299,6 +371,8 @@ for images, labels in ds.take(steps):
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        if not distributed_program(facts) and not context.run_code:
+            return  # one device: the cost turns on what the code does not show (the profile's run measures it)
         if _injects_prefetch(facts, context):
             return  # TensorFlow appends an autotuned prefetch itself
         value = autotune(facts, context.targets)

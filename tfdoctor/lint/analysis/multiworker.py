@@ -221,13 +221,16 @@ def _tower_device(facts: ModuleFacts, call: CallFact) -> bool:
 
 def distributed_program(facts: ModuleFacts) -> bool:
     """Whether the module distributes, or a project module next to it in the imports does: one it imports
-    (a base trainer class), one importing it (the training script that calls its loader), or one that such
-    a script imports (the trainer it hands the loader to)."""
+    (a base trainer class), one importing it (the training script that calls its loader; through a package's
+    `__init__` that re-exports it too), or one that such a script imports (the trainer it hands the loader to)."""
     if distributes(facts):
         return True
     near: list[SemanticModel] = list(facts.imported_modules())
     if facts.loader is not None:
-        for consumer in facts.loader.consumers(facts):
+        consumers = facts.loader.consumers(facts)
+        for package in [c for c in consumers if c.file is not None and c.file.name == "__init__.py"]:
+            consumers += facts.loader.consumers(package)  # `from pkg.train import Trainer`, re-exported there
+        for consumer in consumers:
             near += [consumer, *consumer.imported_modules()]
     return any(isinstance(m, ModuleFacts) and m is not facts and distributes(m) for m in near)
 
