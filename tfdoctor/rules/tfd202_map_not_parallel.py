@@ -6,10 +6,10 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import (
-    distributed_program,
     PARALLELISES_STATELESS_MAPS,
     cheap_map,
     costly_map,
+    distributed_program,
     fed_elsewhere,
     python_under_one_lock,
     stateful_map,
@@ -106,8 +106,6 @@ class MapNotParallel(Rule):
         # before TF 2.7, every map without num_parallel_calls runs on one core
         """# tfdoctor: target-tensorflow=2.6
 import tensorflow as T
-import horovod.tensorflow.keras as hvd
-hvd.init()
 ds = T.data.TFRecordDataset(files)
 ds = ds.map(parse)  # TFD202
 ds = ds.batch(32).prefetch(2)

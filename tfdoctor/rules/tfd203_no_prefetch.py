@@ -266,22 +266,16 @@ model.fit(ds, epochs=5)
 """,
         # experimental_distribute_dataset prefetches itself
         """import tensorflow as tf
-import horovod.tensorflow.keras as hvd
-hvd.init()
 ds = tf.data.Dataset.from_tensor_slices(arr).batch(64)
 dist = strategy.experimental_distribute_dataset(ds)
 """,
         # so do the iterators of distribute_datasets_from_function, and a `fit` under a strategy
         """from tensorflow import data as tfdata
-import horovod.tensorflow.keras as hvd
-hvd.init()
 def dataset_fn(ctx):
     return tfdata.Dataset.from_tensor_slices(arr).batch(ctx.get_per_replica_batch_size(64))
 dist = strategy.distribute_datasets_from_function(dataset_fn)
 """,
         """import tensorflow as tf
-import horovod.tensorflow.keras as hvd
-hvd.init()
 strategy = tf.distribute.MirroredStrategy()
 with strategy.scope():
     model = build_model()
@@ -289,8 +283,6 @@ model.fit(tf.data.Dataset.from_tensor_slices(arr).batch(64))
 """,
         # also when the scope is entered through a name that holds it
         """import tensorflow as tf
-import horovod.tensorflow.keras as hvd
-hvd.init()
 strategy = tf.distribute.MirroredStrategy()
 scope = strategy.scope()
 with scope:
