@@ -210,6 +210,25 @@ def test_code_that_nothing_in_the_application_names_gives_no_finding(tmp_path: P
     assert [f.line for f in lint_paths(["data.py"]).findings] == [5, 7, 9]  # a library: its functions are its API
 
 
+def test_a_method_that_nothing_names_in_a_class_of_the_projects_own_bases_gives_no_finding(tmp_path: Path,
+                                                                                          monkeypatch):
+    """`UNet(BaseModel)`, `BaseModel(ABC)`: no framework calls their methods by name, so one that no file of the
+    application names never runs; a class derived from Keras' `Model` may have hooks Keras calls."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "base.py").write_text("from abc import ABC\n\n\nclass BaseModel(ABC):\n    def train(self):\n"
+                                      "        raise NotImplementedError\n")
+    method = ("    def distributed_train(self):\n        x = tf.constant([1.0, 2.0])\n"
+              "        strategy = tf.distribute.MultiWorkerMirroredStrategy()\n\n")
+    (tmp_path / "unet.py").write_text("import tensorflow as tf\nfrom base import BaseModel\n\n\nclass UNet(BaseModel):\n"
+                                      "    def train(self):\n        pass\n\n" + method)
+    (tmp_path / "main.py").write_text("from unet import UNet\nUNet().train()\n")
+    monkeypatch.chdir(tmp_path)
+    assert lint_paths(["unet.py"], Overrides(select=("TFD504",))).findings == []
+    (tmp_path / "unet.py").write_text("import tensorflow as tf\n\n\nclass UNet(tf.keras.Model):\n"
+                                      "    def train(self):\n        pass\n\n" + method)
+    assert [f.line for f in lint_paths(["unet.py"], Overrides(select=("TFD504",))).findings] == [10]
+
+
 def test_a_definition_that_a_later_one_of_the_same_name_replaces_gives_no_finding(tmp_path: Path, monkeypatch):
     """Three `def model_fn` in a row, in a folder that is no application: only the last can ever run."""
     first = ("def model_fn():\n    parallel = multi_gpu_model(build(), gpus=4)\n    parallel.fit(x, y)\n\n\n")

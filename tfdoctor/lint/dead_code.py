@@ -4,12 +4,13 @@ is not worth reading.
 A module-level function or class that a later definition of the same name replaces, with nothing between
 them naming it, is dead in any module.
 
-In an application, a module-level function or class, or a method of a class with no base class, is dead
-when no other line of its module and no other file of its project (modules and notebooks) names it. An
-application is a notebook, or a repository (`.git`) or pyproject.toml project whose root has no setup.py,
-setup.cfg or `[project]`/`[tool.poetry]` table: nobody imports it as a library. Decorated definitions
-(registered, or run by a framework), dunder methods, tests (`test_*`, `Test*`: pytest finds them by name)
-and methods of subclasses (hooks a framework calls: `build`, `on_epoch_end`) are never dead. A name in a
+In an application, a module-level function or class, or a method of a class whose bases are all the
+project's own classes (or none, or `ABC`), is dead when no other line of its module and no other file of its
+project (modules and notebooks) names it. An application is a notebook, or a repository (`.git`) or
+pyproject.toml project whose root has no setup.py, setup.cfg or `[project]`/`[tool.poetry]` table: nobody
+imports it as a library. Decorated definitions (registered, or run by a framework), dunder methods, tests
+(`test_*`, `Test*`: pytest finds them by name) and methods of classes derived from a framework's (hooks it
+calls: `build`, `on_epoch_end`) are never dead. A name in a
 string or a comment counts as naming it: when unsure, the finding stays.
 
 A branch no call takes is the body of `if flag:` on a parameter that defaults to False, None or 0 and that no
@@ -30,23 +31,26 @@ from libcst.metadata import CodeRange
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Violation
 from tfdoctor.lint.project import Project
+from tfdoctor.lint.semantic.model import SemanticModel
 
 _LIBRARY_TABLES = (b"[project]", b"[tool.poetry]")
 _WORD = re.compile(r"[A-Za-z_]\w*")
 _NEVER_DEAD = ("__", "test", "Test")  # dunders, and what pytest and unittest find by their names
+_ROOT_BASES = frozenset({"object", "ABC", "abc.ABC"})  # bases that call no method of a subclass by name
+_MAX_BASES = 8  # a deeper chain of the project's own classes is not followed
 _DEFINED = re.compile(r"\b(?:def|class)\s+([A-Za-z_]\w*)")
 
 
-def dead_spans(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange], text: str, project: Project | None,
+def dead_spans(facts: ModuleFacts, positions: Mapping[cst.CSTNode, CodeRange], text: str, project: Project | None,
                path: Path | None, notebook: bool) -> list[tuple[int, int]]:
     """The (first, last) lines of the dead definitions of a module (its `text`), outermost first."""
-    shadowed = _shadowed(module, positions, text.splitlines())
+    shadowed = _shadowed(facts.module, positions, text.splitlines())
     if not notebook and (project is None or path is None or not _application(project.root)):
         return shadowed
     words = Counter(_WORD.findall(text))
     words.subtract(_DEFINED.findall(text))
     spans = []
-    for definition in _candidates(module):
+    for definition in _candidates(facts):
         if not _named(definition.name.value, words, project, path) and definition in positions:
             where = positions[definition]
             spans.append((where.start.line, where.end.line))
@@ -78,22 +82,31 @@ def in_untaken_branch(facts: ModuleFacts, violation: Violation, project: Project
     return call is not None and facts.never_runs(call, project is not None and _application(project.root))
 
 
-def _candidates(module: cst.Module) -> Iterator[cst.FunctionDef | cst.ClassDef]:
-    """Module-level functions and classes, and the methods of module-level classes with no base."""
-    for statement in module.body:
+def _candidates(facts: ModuleFacts) -> Iterator[cst.FunctionDef | cst.ClassDef]:
+    """Module-level functions and classes, and the methods of module-level classes whose bases are all the
+    project's own (or none)."""
+    for statement in facts.module.body:
         if not isinstance(statement, (cst.FunctionDef, cst.ClassDef)) or statement.decorators:
             continue
         if not statement.name.value.startswith(_NEVER_DEAD):
             yield statement
-        if isinstance(statement, cst.ClassDef) and not any(_base(arg) for arg in statement.bases):
+        if isinstance(statement, cst.ClassDef) and _project_hierarchy(facts, statement.name.value):
             for member in statement.body.body:
                 if isinstance(member, cst.FunctionDef) and not member.decorators \
                         and not member.name.value.startswith(_NEVER_DEAD):
                     yield member
 
 
-def _base(arg: cst.Arg) -> bool:
-    return arg.keyword is None and not (isinstance(arg.value, cst.Name) and arg.value.value == "object")
+def _project_hierarchy(model: SemanticModel, name: str, depth: int = 0) -> bool:
+    """Whether a class and all its bases are the project's own (`class UNet(BaseModel)`, `class BaseModel(ABC)`):
+    no framework calls its methods by name (Keras calls a `Layer`'s `build`), so one that no file names is dead."""
+    found = model.class_and_module(name)
+    if found is None or depth > _MAX_BASES:
+        return False
+    fact, home = found
+    if len(fact.bases) != len(fact.node.bases):
+        return False  # a base that is not a name (`Generic[T]`, `namedtuple(...)`)
+    return all(base in _ROOT_BASES or _project_hierarchy(home, base, depth + 1) for base in fact.bases)
 
 
 def _named(name: str, words: Counter[str], project: Project | None, path: Path | None) -> bool:

@@ -196,7 +196,7 @@ def check_module(module: cst.Module, display_path: str, settings: Settings, path
         positions = node_positions(module)
         reported = list(_position(positions, lines, display_path, found, context))
         stage = "dead code"
-        dead = dead_spans(module, positions, "\n".join(lines), project, path, is_notebook(display_path)) \
+        dead = dead_spans(facts, positions, "\n".join(lines), project, path, is_notebook(display_path)) \
             if reported else []
         return [r for r in reported if not any(first <= r.finding.line <= last for first, last in dead)]
     except (RecursionError, Exception) as error:  # a bug of ours must not hide the other files' findings

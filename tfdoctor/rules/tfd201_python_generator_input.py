@@ -403,6 +403,18 @@ enqueuer.start(workers=num_workers)
 for x, y in enqueuer.get():
     model.train_on_batch(x, y)
 """,
+        # a `from_generator` over a generator that yields what a Keras `OrderedEnqueuer`'s workers made
+        """import tensorflow as tf
+def batches(sequence, use_multiprocessing=False):
+    enqueuer = tf.keras.utils.OrderedEnqueuer(sequence, use_multiprocessing=use_multiprocessing)
+    enqueuer.start(workers=4, max_queue_size=10)
+    for _ in range(len(sequence)):
+        yield next(enqueuer.get())
+strategy = tf.distribute.MirroredStrategy()
+ds = tf.data.Dataset.from_generator(lambda: batches(Tiles()), output_signature=SIG)
+for x, y in strategy.experimental_distribute_dataset(ds):
+    strategy.run(step, args=(x, y))
+""",
         # TF 1 `feed_dict` batches of a generator that yields what a `GeneratorEnqueuer`'s processes made
         """import horovod.tensorflow as hvd
 import tensorflow as tf
@@ -731,7 +743,7 @@ with tf.Session() as sess:
             call = facts.call_fact(feed.source_call) if feed.source_call is not None else None
             if (call is not None and _generators(feed.source, *feed.other_sources)
                     and id(call.node) not in seen and distributes(feed.use.scope.owner)  # type: ignore[arg-type]
-                    and not hands_out_slices(facts, call_arg(call.node, 0, "generator"), call.scope)):
+                    and not _slices_or_pooled(facts, call.node, call.scope)):
                 seen.add(id(call.node))
                 yield self.report(call.node, statement=call.statement, what="`Dataset.from_generator`",
                                   evidence=(feed.evidence,))
@@ -755,8 +767,7 @@ with tf.Session() as sess:
             if chain is not None:
                 pipelines = (chain, *chain.alternatives)
                 if _generators(*(c.source for c in pipelines)) and not all(
-                        hands_out_slices(facts, call_arg(c.source_call, 0, "generator"), c.source_scope or c.scope)
-                        for c in pipelines):  # slices of arrays in memory: a copy per batch, no Python work
+                        _slices_or_pooled(facts, c.source_call, c.source_scope or c.scope) for c in pipelines):
                     source = facts.call_fact(chain.source_call)
                     yield chain.source_call, source.statement if source else statement, "`Dataset.from_generator`", None
                 continue
@@ -791,6 +802,16 @@ with tf.Session() as sess:
                 arg.keyword is None or arg.keyword.value not in _NO_WORK for arg in receiver.args):  # type: ignore[union-attr]
             return None  # `ImageDataGenerator().flow(x, y)`: batches of arrays in memory, a copy each
         return expr.func.attr.value
+
+
+def _slices_or_pooled(facts: ModuleFacts, source: cst.Call | None, scope: Scope) -> bool:
+    """Whether a `from_generator` source hands out slices of arrays in memory (a copy per batch, no Python work),
+    or batches that a pool of workers made (a generator yielding a Keras `OrderedEnqueuer`'s `get()`): their
+    count decides whether they keep up, which the code sets."""
+    generator = call_arg(source, 0, "generator") if source is not None else None
+    fact = facts.call_fact(source) if source is not None else None
+    return hands_out_slices(facts, generator, scope) or made_by_workers(facts, generator, scope,
+                                                                        fact.order if fact is not None else 0)
 
 
 def _process_loaders(facts: ModuleFacts) -> bool:

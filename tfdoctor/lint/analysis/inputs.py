@@ -140,10 +140,13 @@ def made_by_workers(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: 
                     depth: int = 0) -> bool:
     """Whether iterating over `expr` (or `next(expr)`) hands out what a pool of workers made: a generator that
     `enqueued` tells so, or an instance of a project class whose methods start such a pool (`__next__`
-    submitting each part of the batch to a `ThreadPoolExecutor`)."""
+    submitting each part of the batch to a `ThreadPoolExecutor`). Also `from_generator`'s argument: such a
+    generator function itself, or a lambda that calls one."""
     if expr is None or depth > _MAX_DEPTH:
         return False
     facts = scope.owner  # type: ignore[assignment]
+    if isinstance(expr, cst.Lambda):
+        return made_by_workers(facts, expr.body, scope, before, depth + 1)
     if isinstance(expr, cst.Call):
         name = dotted(expr.func)
         if name in ("enumerate", "iter", "next", "tqdm", "tqdm.tqdm") or (facts.resolve(expr.func) or "").endswith(
@@ -156,6 +159,9 @@ def made_by_workers(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: 
         return bool(functions) and all(f.is_generator and enqueued(f) for f in functions)
     if dotted(expr) is None:
         return False
+    functions = facts.callables_of(expr, scope)
+    if functions and all(f.is_generator for f in functions):  # `from_generator(batches)`
+        return all(enqueued(f) for f in functions)
     origins = [o for o in facts.values_of(expr, scope, before) if o.expr is not expr]
     return bool(origins) and all(
         o.kind == "value" and not o.path
