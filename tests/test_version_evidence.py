@@ -54,6 +54,7 @@ from tfdoctor.lint.version_evidence import forget as forget_project_evidence
      [("ModelCheckpoint(period=...)", 1)]),
     ("import time\nstart = time.clock()\n", [("time.clock()", 2)]),  # Python <= 3.7: never Keras 3
     ("from keras.engine.training import Model\n", [("keras.engine", 1)]),  # standalone Keras 1 and 2 only
+    ("from keras.engine.topology import Layer\n", [("keras.engine.topology", 1), ("keras.engine", 1)]),  # < 2.4
     ("preds = self.predict_generator(gen)\nm.evaluate_generator(gen)\n", [("evaluate_generator", 2)]),
     ("import sys, time\nnow = time.clock() if sys.version_info < (3, 8) else time.perf_counter()\n", []),
 ])

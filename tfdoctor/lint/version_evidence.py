@@ -49,7 +49,7 @@ class Api:
 
 _KERAS2 = dict(package=KERAS, low=(2,), high=(2, 15), label="2")
 _KERAS1 = dict(package=KERAS, low=None, high=(2, 2), label="<= 2.2")
-_TF1 = dict(package=TENSORFLOW, low=(1,), high=(1, 15), label="1", skip_if=b"compat.v1")
+_TF1 = dict(package=TENSORFLOW, low=None, high=(1, 15), label="1", skip_if=b"compat.v1")  # TF 0.x had them too
 _KERAS3 = dict(package=KERAS, low=(3,), high=None, label="3")
 _IMPORT = rb"^[ \t]*(?:from|import)[ \t]+"
 _OPTIMIZERS = rb"(?:SGD|Adam|AdamW|RMSprop|Adagrad|Adadelta|Adamax|Nadam|Ftrl)"
@@ -71,6 +71,9 @@ APIS: tuple[Api, ...] = (
     Api("tf.app", literal=b"tf.app", pattern=rb"\btf\.app\.(?:flags|run)\b", **_TF1),
     Api("tf.logging", literal=b"tf.logging", pattern=rb"\btf\.logging\.\w+\s*\(", **_TF1),
     Api("tf.train optimizer", literal=b"Optimizer", pattern=rb"\btf\.train\.[A-Za-z]+Optimizer\s*\(", **_TF1),
+    # TF 1.0 renamed these (`tf.multiply`, `tf.subtract`, `tf.negative`, `tf.stack`, `tf.unstack`)
+    Api("tf.mul", TENSORFLOW, None, (0, 12), "<= 0.12", (b"tf.mul", b"tf.sub", b"tf.neg", b"tf.pack", b"tf.unpack"),
+        rb"\btf\.(?:mul|sub|neg|pack|unpack)\s*\("),
     Api("tf.data.AUTOTUNE", TENSORFLOW, (2, 4), None, ">= 2.4", b"data.AUTOTUNE", rb"\bdata\.AUTOTUNE\b"),
     Api("distribute_datasets_from_function", TENSORFLOW, (2, 4), None, ">= 2.4",
         b"distribute_datasets_from_function", rb"(?<!experimental_)\bdistribute_datasets_from_function\s*\("),
@@ -98,6 +101,9 @@ APIS: tuple[Api, ...] = (
         rb"\bkeras\.backend\.tensorflow_backend\b"),
     Api("tensorflow.python.keras", literal=b"tensorflow.python.keras",
         pattern=_IMPORT + rb"tensorflow\.python\.keras\b", **_KERAS2),
+    # standalone Keras kept `keras.engine.topology` (deprecated from 2.2) until 2.4 made it tf.keras
+    Api("keras.engine.topology", KERAS, None, (2, 3), "<= 2.3", b"engine.topology",
+        _IMPORT + rb"keras\.engine\.topology\b"),
     # standalone Keras 1 and 2 had `keras.engine`; Keras 3 has no such module
     Api("keras.engine", literal=b"keras.engine", pattern=_IMPORT + rb"keras\.engine\b", **_KERAS2),
     # not `self.predict_generator(`: a class of the project's own (ktrain's predictors) by that name

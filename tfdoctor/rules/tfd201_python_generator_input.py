@@ -38,6 +38,7 @@ _NO_WORK = frozenset({"validation_split", "data_format", "dtype", "rescale"})
 _PROCESS_LOADERS = re.compile(r"^(?:MultiProcess\w*|\w*ZMQ|PrefetchData)$")
 _PROCESS_MODULES = ("tensorpack", "multiprocessing")
 _PLAIN_ITERATORS = (ITERATOR_CLASS, GENERATOR_FUNCTION)  # feeds that Keras's worker processes would each replay
+_FEED_DICT = "`feed_dict` batches from Python"
 _FIT_GENERATOR = "`fit_generator`"  # what feeds a `fit_generator` call whose input the code does not show
 
 
@@ -81,7 +82,9 @@ class PythonGeneratorInput(Rule):
     worker processes instead, and a plain iterator class or generator function, whose every worker process
     would yield the same batches, is not reported, nor is a `fit_generator` input the code does not show to be
     a `Sequence`, nor a `fit` whose worker count is a setting of the code that processes follow (`workers=n,
-    use_multiprocessing=True if n > 1 else False`): its user already has the one advice there.
+    use_multiprocessing=True if n > 1 else False`), nor one whose `use_multiprocessing` is a value the code
+    does not show: its user already has the one advice there. Nor is a `feed_dict` feed in code for TensorFlow
+    before 1.4 (`tf.mul`, which 1.0 renamed `tf.multiply`), which has no `tf.data` to offer.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -402,6 +405,24 @@ enqueuer = OrderedEnqueuer(Tiles(), use_multiprocessing=num_workers > 1)
 enqueuer.start(workers=num_workers)
 for x, y in enqueuer.get():
     model.train_on_batch(x, y)
+""",
+        # standalone Keras before 2.4 (`keras.engine.topology`), processes as a setting says: no tf.data to offer
+        """# tfdoctor: target-keras=2.3
+from keras.engine.topology import Layer
+from keras.utils import multi_gpu_model
+parallel = multi_gpu_model(build_model(), gpus=4)
+parallel.fit_generator(batches(args), steps_per_epoch=100, use_multiprocessing=args.dense, workers=32)
+""",
+        # TensorFlow 0.x (`tf.mul`, renamed `tf.multiply` in 1.0) towers fed through feed_dict: no tf.data yet
+        """# tfdoctor: target-tensorflow=0.12
+import tensorflow as tf
+for i in range(num_gpus):
+    with tf.device("/gpu:%d" % i):
+        tower_loss = tf.mul(weight, loss_of(images[i]))
+train_op = opt.apply_gradients(average_gradients(tower_grads))
+with tf.Session() as sess:
+    for images, labels in batches(files):
+        sess.run(train_op, feed_dict={x: images, y: labels})
 """,
         # a `from_generator` over a generator that yields what a Keras `OrderedEnqueuer`'s workers made
         """import tensorflow as tf
@@ -724,11 +745,15 @@ with tf.Session() as sess:
                 return  # one device: whether the feed keeps up turns on costs the code does not show
             if fit is None and _process_loaders(facts):
                 return
+            if what == _FEED_DICT and not context.targets.tensorflow.guessed and context.targets.tensorflow.below(1, 4):
+                continue  # TensorFlow before 1.4 (`tf.mul`: 0.x) has no `tf.data` to offer
             template, workers = _workers(facts, fit) if fit is not None else ("default", "")
             if template == "processes":
                 if id(fit.node) in replayed and _several_processes(facts, fit):  # type: ignore[union-attr]
                     yield self.report(node, "replayed", statement=statement, what=what, workers=workers)
                 continue  # whether a `Sequence`'s worker processes keep up turns on their count and copies
+            if template == "threads-or-processes" and _multi_backend_keras(facts, context.targets.keras):
+                continue  # this Keras takes no tf.data: processes are the one advice, and the code sets them
             if template in ("default", "threads") and fit is not None \
                     and _multi_backend_keras(facts, context.targets.keras):
                 if id(fit.node) in replayed or what == _FIT_GENERATOR:
@@ -781,7 +806,7 @@ with tf.Session() as sess:
                     and not slices_in_memory(facts, expr, scope, order)):  # a copy per batch, no Python work
                 yield expr, statement, origin.reason, fit
         for feed in session_feeds(facts):
-            yield feed.source, feed.statement, "`feed_dict` batches from Python", None
+            yield feed.source, feed.statement, _FEED_DICT, None
 
     @staticmethod
     def _flow(facts: ModuleFacts, expr: cst.CSTNode, scope: Scope) -> str | None:

@@ -4,7 +4,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import cheap_map, costly_map, distributed_program, fed_elsewhere, slices_of_memory, training_chains
+from tfdoctor.lint.dataflow import (cheap_map, costly_map, distributed_program, fed_elsewhere, slices_of_memory,
+                                    training_chains)
 from tfdoctor.lint.facts import DATASET_METHODS, END_OF_SCOPE, DatasetChain, DatasetOp, ModuleFacts, Origin, Scope
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import call_arg, literal_int
