@@ -109,7 +109,7 @@ def test_an_opt_in_rule_reports_only_when_select_names_it(tmp_path):
 
 
 def test_vendored_and_archived_folders_are_skipped_unless_named(tmp_path):
-    for folder in ("third_party/lib", "third/official", "Vendor", " archived", "Archive/2019", "old", "Legacy", "Deprecated/v1", "obsolete"):
+    for folder in ("third_party/lib", "third/official", "Vendor", " archived", "Archive/2019", "old", "Legacy", "Deprecated/v1", "obsolete", "discard"):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "old_train.py").write_text(BAD)
     (tmp_path / "train.py").write_text(BAD)

@@ -28,7 +28,7 @@ DEFAULT_EXCLUDES = (
     ".ipynb_checkpoints",
     # someone else's code kept in the tree, and code kept only for the record: its owner is not the reader
     "third_party", "third-party", "third", "vendor", "vendored", "_vendor", "archive", "archived", "old", "legacy", "deprecated",
-    "obsolete",
+    "obsolete", "discard", "discarded", "unused",
     # backup copies of a module beside it (`dataset-bak.py`, `utils_bk.py`, `train copy.py`): nothing imports them
     "*[-_.]bak.py", "*[-_.]bk.py", "*[-_.]backup.py", "* copy.py",
     "*[-_.]bak.ipynb", "*[-_.]bk.ipynb", "*[-_.]backup.ipynb", "* copy.ipynb",

@@ -56,7 +56,7 @@ class PythonGeneratorInput(Rule):
     `__getitem__` hands out only `x[i:i + n]` or an element of what the object built before (`self.pool[i]`),
     tuples or dicts of them, or names bound only to such slices; a
     loop over `zip` of numpy arrays the script builds), whose feed costs a copy, nor batches such a generator or
-    `__getitem__` builds with nothing but cheap array work (Python's builtins, `random`, numpy's building,
+    `__getitem__` builds with nothing but cheap array work (Python's builtins, `random`, a clock, numpy's building,
     stacking, padding and reshaping of arrays but not its readers, `to_categorical`, `pad_sequences`, and the
     project's functions and methods that do only that, three calls deep: padding token lists in memory, one-hot
     labels); nor batches of a method that
@@ -423,6 +423,20 @@ train_op = opt.apply_gradients(average_gradients(tower_grads))
 with tf.Session() as sess:
     for images, labels in batches(files):
         sess.run(train_op, feed_dict={x: images, y: labels})
+""",
+        # a Sequence that slices arrays in memory and times itself: a copy per batch, and a clock read
+        """import time
+import numpy as np
+import tensorflow as tf
+class Batches(tf.keras.utils.Sequence):
+    def __getitem__(self, i):
+        start = time.time()
+        x, y = self.x[i * 64:(i + 1) * 64], self.y[i * 64:(i + 1) * 64]
+        print("input time (us)", (time.time() - start) * 1e6)
+        return np.array(x), np.array(y)
+with tf.distribute.MultiWorkerMirroredStrategy().scope():
+    model = build()
+model.fit(Batches(), epochs=3)
 """,
         # a `from_generator` over a generator that yields what a Keras `OrderedEnqueuer`'s workers made
         """import tensorflow as tf

@@ -35,6 +35,7 @@ _CHEAP_METHODS = frozenset({
     "items", "flatten", "squeeze", "transpose", "ravel", "fill", "index", "count"})
 _NUMPY_READERS = re.compile(r"load|from(?:file|string|buffer)|genfromtxt|memmap|read|save")
 _CHEAP_HELPERS = frozenset({"to_categorical", "pad_sequences"})
+_CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.process_time"})  # not `time.sleep`
 
 
 @dataclass(frozen=True)
@@ -142,13 +143,13 @@ def little_python_work(producer: Scope, depth: int = 0) -> bool:
 
 
 def _cheap_call(model: ModuleFacts, call: CallFact) -> bool:
-    """A call of Python's builtins, `random` or `math`, a cheap list, dict or array method, numpy (but its
-    readers), or a Keras label or padding helper."""
+    """A call of Python's builtins, `random` or `math`, a clock (`time.time()`: a `__getitem__` timing itself),
+    a cheap list, dict or array method, numpy (but its readers), or a Keras label or padding helper."""
     name = model.resolve(call.func) or ""
     last = (call.func or "").rpartition(".")[2]
     if name.startswith("numpy."):
         return not _NUMPY_READERS.search(name.rpartition(".")[2])
-    if name.startswith(("random.", "math.")):
+    if name.startswith(("random.", "math.")) or name in _CLOCKS:
         return True
     if call.func in _CHEAP_BUILTINS and not name:
         return model.callables_of(call.node.func, call.scope) == []
