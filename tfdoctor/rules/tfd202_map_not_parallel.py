@@ -9,11 +9,11 @@ from tfdoctor.lint.dataflow import (
     PARALLELISES_STATELESS_MAPS,
     cheap_map,
     costly_map,
-    distributed_program,
     fed_elsewhere,
     python_under_one_lock,
     stateful_map,
     training_chains,
+    when_distributed,
 )
 from tfdoctor.lint.facts import DatasetChain, DatasetOp, ModuleFacts, runs_once
 from tfdoctor.lint.findings import Fix, Severity, Violation
@@ -268,12 +268,7 @@ def train(model, features, labels):
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        found = self._findings(facts, context)
-        first = next(found, None)
-        if first is None or not (context.run_code or distributed_program(facts)):
-            return  # one device: the cost turns on what the code does not show (the profile's run measures it)
-        yield first  # asked only once there is a finding: the question may read the project's other modules
-        yield from found
+        return when_distributed(facts, self._findings(facts, context), context.run_code)
 
     def _findings(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         seen: set[int] = set()

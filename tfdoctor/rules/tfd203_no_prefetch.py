@@ -4,8 +4,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import (cheap_map, costly_map, distributed_program, fed_elsewhere, slices_of_memory,
-                                    training_chains)
+from tfdoctor.lint.dataflow import (cheap_map, costly_map, fed_elsewhere, slices_of_memory, training_chains,
+                                    when_distributed)
 from tfdoctor.lint.facts import DATASET_METHODS, END_OF_SCOPE, DatasetChain, DatasetOp, ModuleFacts, Origin, Scope
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import call_arg, literal_int
@@ -364,12 +364,7 @@ for images, labels in ds.take(steps):
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        found = self._findings(facts, context)
-        first = next(found, None)
-        if first is None or not (context.run_code or distributed_program(facts)):
-            return  # one device: the cost turns on what the code does not show (the profile's run measures it)
-        yield first  # asked only once there is a finding: the question may read the project's other modules
-        yield from found
+        return when_distributed(facts, self._findings(facts, context), context.run_code)
 
     def _findings(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         if _injects_prefetch(facts, context):

@@ -12,7 +12,7 @@ candidate.
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import libcst as cst
 
@@ -233,6 +233,20 @@ def distributed_program(facts: ModuleFacts) -> bool:
         for consumer in consumers:
             near += [consumer, *consumer.imported_modules()]
     return any(isinstance(m, ModuleFacts) and m is not facts and distributes(m) for m in near)
+
+
+Found = TypeVar("Found")
+
+
+def when_distributed(facts: ModuleFacts, findings: Iterator[Found], run_code: bool) -> Iterator[Found]:
+    """A rule's findings in a program that trains on several devices (`distributed_program`), or in the script
+    the profile runs, which measures what they cost; on one device that turns on what the code does not show.
+    The program is asked only once there is a finding: the question may read the project's other modules."""
+    first = next(findings, None)
+    if first is None or not (run_code or distributed_program(facts)):
+        return
+    yield first
+    yield from findings
 
 
 _GRAPH_MODE = frozenset({"tensorflow.compat.v1.disable_eager_execution", "tensorflow.compat.v1.disable_v2_behavior",
