@@ -9,7 +9,6 @@ from tfdoctor.lint.dataflow import (
     GENERATOR_FUNCTION,
     ITERATOR_CLASS,
     definitions,
-    distributed_program,
     distributes,
     expression_names,
     fed_elsewhere,
@@ -22,6 +21,7 @@ from tfdoctor.lint.dataflow import (
     session_feeds,
     slices_in_memory,
     training_inputs,
+    when_distributed,
 )
 from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
@@ -747,6 +747,9 @@ with tf.Session() as sess:
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        return when_distributed(facts, self._findings(facts, context), context.run_code)
+
+    def _findings(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         seen: set[int] = set()
         feeds = list(self._python_feeds(facts))
         replayed = {id(fit.node) for _, _, what, fit in feeds
@@ -755,8 +758,6 @@ with tf.Session() as sess:
             if id(node) in seen:
                 continue
             seen.add(id(node))
-            if not distributed_program(facts) and not context.run_code:
-                return  # one device: whether the feed keeps up turns on costs the code does not show
             if fit is None and _process_loaders(facts):
                 return
             if what == _FEED_DICT and not context.targets.tensorflow.guessed and context.targets.tensorflow.below(1, 4):
