@@ -529,3 +529,33 @@ def test_a_loaders_config_batch_that_the_training_module_treats_as_global_is_lef
     assert lint_paths(["."], Overrides(select=("TFD106", "TFD114"))).findings == []
     (tmp_path / "train.py").write_text(train.replace("cfg.TRAIN_SAMPLES // cfg.TRAIN.BATCH_SIZE", "1000"))
     assert [(f.path, f.line) for f in lint_paths(["."], Overrides(select=("TFD114",))).findings] == [("loader.py", 7)]
+
+
+def test_a_source_from_another_module_is_reported_at_the_call_here_that_brings_it_in(tmp_path: Path, monkeypatch):
+    """`train = pipeline(load(files))` in two statements: the unsharded source is `load`'s, so the finding is on
+    the `load(...)` line, where sharding belongs, not on the `pipeline(...)` call given its result."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "data.py").write_text("""import tensorflow as tf
+
+def load(files):
+    return tf.data.TFRecordDataset(files).map(parse)
+
+def pipeline(ds, batch_size):
+    return ds.map(augment).batch(batch_size)
+""")
+    (tmp_path / "train.py").write_text("""import horovod.tensorflow.keras as hvd
+from data import load, pipeline
+
+def run(files):
+    train = load(files)
+    train = pipeline(train, 32)
+    model.fit(train, epochs=10)
+
+hvd.init()
+run(["a.tfrecord"])
+""")
+    monkeypatch.chdir(tmp_path)
+    found = lint_paths(["train.py"], Overrides(select=("TFD511",))).findings
+    assert [(f.line, f.column, f.message) for f in found] == [
+        (5, 13, "every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by "
+                "`hvd.size()` (the pipeline's source in `load` at data.py:4)")]

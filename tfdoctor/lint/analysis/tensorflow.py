@@ -158,8 +158,9 @@ class DatasetChain:
     def place(self, node: cst.CSTNode, op: DatasetOp | None) -> tuple[cst.CSTNode, tuple[Evidence, ...]] | None:
         """Where to report something about `node` (of `op`, None: of the source): the node itself when it
         lies in the module the chain is used in, else the call that brings the chain in from another
-        module, with the node as evidence; None for a node of another module that no call brings in (a
-        pipeline imported as a module variable: that module's own lint reports it)."""
+        module (for the source, the last such call in this module: `load(files)`, not the `augment(ds)`
+        given its result), with the node as evidence; None for a node of another module that no call
+        brings in (a pipeline imported as a module variable: that module's own lint reports it)."""
         home = self.scope.owner
         where = op.scope if op is not None and op.scope is not None else self.source_scope
         if where is None or where.owner is home:
@@ -168,7 +169,10 @@ class DatasetChain:
             return None
         model = where.owner
         what = f"`{op.method}`" if op is not None else "the pipeline's source"
-        return self.via[0].call, (Evidence(f"{what} in `{self.via[-1].callee.name}`", model.path, model, node,
+        call = self.via[0].call if op is not None else next(  # the source: the call here that brings it in
+            (found for step in reversed(self.via) if (found := home.own_call(step.call, step.caller.owner))),
+            self.via[0].call)
+        return call, (Evidence(f"{what} in `{self.via[-1].callee.name}`", model.path, model, node,
                                            subject=True),)
 
 

@@ -730,6 +730,17 @@ class SemanticModel:
         where = self._positions[node]
         return where.start.line, where.start.column + 1, where.end.line, where.end.column + 1
 
+    def own_call(self, node: cst.CSTNode, owner: SemanticModel) -> cst.CSTNode | None:
+        """This module's node for a call `owner` holds: the node itself when `owner` is this model, the call at
+        the same place when `owner` is another analysis of this module's file (one the project read while
+        looking for a function's callers), else None."""
+        if owner is self:
+            return node
+        if self.file is None or owner.file is None or owner.file.resolve() != self.file.resolve():
+            return None
+        where = owner.position(node)
+        return next((call.node for call in self.calls if self.position(call.node) == where), None)
+
 
 _COMPARE = {cst.GreaterThan: operator.gt, cst.GreaterThanEqual: operator.ge, cst.LessThan: operator.lt,
             cst.LessThanEqual: operator.le, cst.Equal: operator.eq, cst.NotEqual: operator.ne}
