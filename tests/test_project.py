@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import FIXTURES, lint_text, run_cli
 from tfdoctor.config import Overrides
-from tfdoctor.lint.engine import lint_paths
+from tfdoctor.lint.engine import forget_files_read, lint_paths
 
 
 @pytest.fixture
@@ -559,3 +559,66 @@ run(["a.tfrecord"])
     assert [(f.line, f.column, f.message) for f in found] == [
         (5, 13, "every Horovod rank reads this whole dataset; shard it by `hvd.rank()` or divide the steps by "
                 "`hvd.size()` (the pipeline's source in `load` at data.py:4)")]
+
+
+SINGLE_DEVICE_FIT = """import tensorflow as tf
+from tensorflow.keras.preprocessing.image import ImageDataGenerator
+
+def train(model, x_train, y_train):
+    datagen = ImageDataGenerator(horizontal_flip=True, rotation_range=15)
+    model.fit(datagen.flow(x_train, y_train, batch_size=32), epochs=10)
+"""
+
+
+def test_a_module_named_like_a_library_one_is_not_distributed_by_that_import(tmp_path: Path, monkeypatch):
+    """cifar10.py trains on one device; cifar10_horovod.py imports Keras' `cifar10` dataset, not cifar10.py, so
+    it does not make cifar10.py part of a Horovod program. A script that does import cifar10.py does."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "cifar10.py").write_text(SINGLE_DEVICE_FIT)
+    (tmp_path / "cifar10_horovod.py").write_text("""import horovod.tensorflow.keras as hvd
+from tensorflow.keras.datasets import cifar10
+hvd.init()
+(x_train, y_train), _ = cifar10.load_data()
+""")
+    monkeypatch.chdir(tmp_path)
+    assert lint_paths(["cifar10.py"], Overrides(select=("TFD201",))).findings == []
+    (tmp_path / "cifar10_horovod.py").write_text("""import horovod.tensorflow.keras as hvd
+from cifar10 import train
+hvd.init()
+train(model, x_train, y_train)
+""")
+    found = lint_paths(["cifar10.py"], Overrides(select=("TFD201",))).findings
+    assert [(f.line, f.column, f.code) for f in found] == [(6, 15, "TFD201")]
+
+
+def test_a_trainer_is_not_distributed_by_another_trainer_the_same_script_may_pick(tmp_path: Path, monkeypatch):
+    """run.py imports a one-device trainer and a multi-GPU one, and runs one of them: the strategy of the second
+    is not the first's. A helper beside it that only makes the strategy (and trains nothing) is."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "single.py").write_text(SINGLE_DEVICE_FIT)
+    (tmp_path / "multi.py").write_text("""import tensorflow as tf
+
+def train(build, dataset):
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        model = build()
+    model.fit(dataset, epochs=10)
+""")
+    (tmp_path / "run.py").write_text("""import single
+import multi
+
+if args.gpus > 1:
+    multi.train(build, dataset)
+else:
+    single.train(build(), x_train, y_train)
+""")
+    monkeypatch.chdir(tmp_path)
+    assert lint_paths(["single.py"], Overrides(select=("TFD201",))).findings == []
+    (tmp_path / "multi.py").write_text("""import tensorflow as tf
+
+def train(build, dataset):
+    return tf.distribute.MirroredStrategy()
+""")
+    forget_files_read()  # as the language server does when files change on disk
+    found = lint_paths(["single.py"], Overrides(select=("TFD201",))).findings
+    assert [(f.line, f.column, f.code) for f in found] == [(6, 15, "TFD201")]

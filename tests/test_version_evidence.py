@@ -332,6 +332,24 @@ def test_a_notebook_that_installs_its_tensorflow_is_judged_by_that_version(tmp_p
         "range.ipynb:cell 2:1:1"]
 
 
+def test_a_notebook_last_run_under_python_before_3_9_is_not_keras_3(tmp_path):
+    """A Kaggle notebook saved from a Python 3.6.4 kernel ran TF <= 2.6 and Keras 2 (Keras 3 needs Python 3.9),
+    where `fit_generator` runs: TFD401 is not told. Python 3.10 allows Keras 3, so that one still is."""
+    fit = ("from tensorflow import keras\nmodel.fit_generator(batches, steps_per_epoch=100, epochs=30)", [])
+    (tmp_path / "pyproject.toml").write_text("")
+    for name, version in (("kaggle.ipynb", "3.6.4"), ("recent.ipynb", "3.10.12")):
+        book = json.loads(_notebook([fit]))
+        book["metadata"] = {"language_info": {"name": "python", "version": version}}
+        (tmp_path / name).write_text(json.dumps(book))
+    targets = load_settings(tmp_path).for_file(tmp_path / "kaggle.ipynb").targets
+    assert (targets.tensorflow.kind, targets.tensorflow.label, targets.tensorflow.source) == (
+        "code", "<= 2.6", f"`the notebook's Python 3.6.4 kernel` at {tmp_path / 'kaggle.ipynb'}:cell 1:1")
+    assert (targets.keras.kind, targets.keras.label) == ("code", "2")
+    result = run_cli("lint", "--no-cache", "--format", "concise", "--select", "TFD401", ".", cwd=tmp_path)
+    assert [line.split(": TFD401")[0] for line in result.stdout.splitlines() if "TFD401" in line] == [
+        "recent.ipynb:cell 1:2:1"]
+
+
 def test_a_script_above_counts_only_when_it_imports_the_branch(tmp_path):
     session = "import tensorflow as tf\nsess = tf.InteractiveSession()\nprint(sess)\n"
     project = _project(tmp_path, {"examples/onnx_demo.py": session,  # a script above, importing nothing below

@@ -58,8 +58,12 @@ class Project:
         return _project_at(_root_of(path.resolve().parent))
 
     def forget_files(self) -> None:
-        """Read the files' texts afresh when next needed."""
+        """Read the files' texts afresh when next needed, and drop every analysed module once one of their files
+        changed: a module remembers the modules its imports name (`imported`), so an unchanged one would go on
+        answering from a changed one's old analysis."""
         self._texts.clear()
+        if any(_digest(path) != digest for (path, _), (digest, _) in self._models.items()):
+            self._models.clear()
 
     # -- what one linted file used --------------------------------------------------------------------
     def begin(self) -> None:
@@ -107,19 +111,22 @@ class Project:
         return found
 
     def consumers(self, model: SemanticModel) -> list[SemanticModel]:
-        """The project's other modules that import this one (an `import` line names its module), analysed;
-        none when more than MAX_CONSUMERS do (a `utils` every file imports: reading them all per question
-        costs more than it finds)."""
+        """The project's other modules that import this one (an `import` line names its module, and resolves to
+        this file: not `from keras.datasets import cifar10` for cifar10.py, nor `from model import X` of
+        another folder's model.py), analysed; none when more than MAX_CONSUMERS name it (a `utils` every file
+        imports: reading them all per question costs more than it finds)."""
         if model.file is None:
             return []
-        name = re.escape(_module_name(model.file.resolve()).encode())
+        home = model.file.resolve()
+        name = re.escape(_module_name(home).encode())
         statement = re.compile(rb"^[ \t]*(?:from[ \t]+[\w.]*\b" + name + rb"\b[\w.]*[ \t]+import\b"  # from .data import
                                rb"|from[ \t]+[\w.]+[ \t]+import[ \t][^\n#]*\b" + name + rb"\b"  # from . import data
                                rb"|import[ \t][^\n#]*\b" + name + rb"\b)", re.MULTILINE)  # import pkg.data
         paths = self._naming(model, lambda text: statement.search(text) is not None)
         if len(paths) > MAX_CONSUMERS:
             return []
-        return [other for other in (self._model(path, model.path) for path in paths) if other is not None]
+        return [other for other in (self._model(path, model.path) for path in paths)
+                if other is not None and _imports_file(other, home)]
 
     def named_elsewhere(self, home: Path, pattern: re.Pattern[bytes]) -> bool | None:
         """Whether a file of the project other than `home`, a module or a notebook, has text that `pattern`
@@ -207,9 +214,24 @@ def _read(path: Path) -> bytes:
         return b""
 
 
+def _digest(path: Path) -> str | None:
+    """sha256 of a file's bytes (None: unreadable)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 def _module_name(home: Path) -> str:
     """The name other modules import a file by (its last part): `data` for data.py, `pkg` for pkg/__init__.py."""
     return home.parent.name if home.name == "__init__.py" else home.stem
+
+
+def _imports_file(model: SemanticModel, home: Path) -> bool:
+    """Whether one of the module's imports (a star import too) resolves to the file `home`."""
+    star = (model.loader.load(model, module, level) for module, level in model.star_imports) if model.loader else ()
+    return any(other is not None and other.file is not None and other.file.resolve() == home
+               for other in (*model.imported_modules(), *star))
 
 
 def _same(target: Scope, function: Scope, home: Path) -> bool:

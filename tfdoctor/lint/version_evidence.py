@@ -6,7 +6,8 @@ a file's bytes: a text scan (each API is first looked for as a literal, and its 
 holding it) that costs about 1% of parsing the same files. Uses in comments and docstrings are skipped, and
 so are files that check the version they run under. A notebook whose saved output shows the version it ran
 under (a cell ending in `keras.__version__` that printed '2.0.8') gives that version, and so does one that
-installs it (`!pip install tensorflow-gpu==2.0.0-alpha0`; Colab's `%tensorflow_version 1.x` gives TF 1).
+installs it (`!pip install tensorflow-gpu==2.0.0-alpha0`; Colab's `%tensorflow_version 1.x` gives TF 1), and the
+Python kernel its metadata records bounds both (3.6: TF <= 2.6, and no Keras 3 before Python 3.9).
 `decide` turns the sightings into one range per package, citing the sighting it rests on; sightings that
 contradict each other decide nothing.
 """
@@ -482,7 +483,32 @@ def _notebook_scan(source: bytes, here: str) -> tuple[Sighting, ...]:
     except NotebookError:
         return ()
     code = tuple(replace(s, cell=notebook.place(s.line)) for s in scan(notebook.python.encode(), here))
-    return code + tuple(_recorded_versions(notebook, here)) + tuple(_installed_versions(notebook, here))
+    return (code + tuple(_recorded_versions(notebook, here)) + tuple(_installed_versions(notebook, here))
+            + tuple(_kernel_versions(notebook, here)))
+
+
+# The newest TensorFlow with wheels for a Python (release notes: 2.7 dropped 3.6, 2.12 dropped 3.7, 2.14 dropped
+# 3.8); Keras 3 and TensorFlow 2.16 need Python 3.9
+_LAST_TENSORFLOW_FOR_PYTHON = (((3, 7), (2, 6)), ((3, 8), (2, 11)), ((3, 9), (2, 13)))
+
+
+def _kernel_versions(notebook: Notebook, here: str) -> Iterator[Sighting]:
+    """What the Python a notebook last ran under (its metadata's `language_info.version`) allows: before 3.9, no
+    Keras 3, and the newest TensorFlow that still had wheels for it. Cited at the notebook's first line."""
+    info = notebook.data.get("metadata", {}).get("language_info") if isinstance(notebook.data, dict) else None
+    version = info.get("version") if isinstance(info, dict) else None
+    found = re.match(r"(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    if found is None or not notebook.places:
+        return
+    python = (int(found.group(1)), int(found.group(2)))
+    tensorflow = next((last for before, last in _LAST_TENSORFLOW_FOR_PYTHON if python < before), None)
+    if tensorflow is None:
+        return
+    name = f"the notebook's Python {version} kernel"
+    at = notebook.places[0]
+    yield Sighting(Api(name, KERAS, None, (2, 15), "2", b"", b""), here, 1, at)
+    yield Sighting(Api(name, TENSORFLOW, None, tensorflow, "<= " + ".".join(map(str, tensorflow)), b"", b""),
+                   here, 1, at)
 
 
 # A cell whose last line shows a package's version (`keras.__version__`, `print(tf.__version__)`), and the

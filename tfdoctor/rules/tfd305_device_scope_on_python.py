@@ -15,9 +15,10 @@ _BUILTINS = frozenset({
     "StopIteration", "ValueError",
 })  # not `iter` or `next`: `iter(dataset)` places a tf.data iterator on the block's device
 _PLAIN_METHODS = frozenset({
-    "append", "extend", "split", "strip", "readlines", "read", "format", "copy", "astype", "reshape", "transpose",
+    "append", "extend", "split", "strip", "readlines", "format", "copy", "astype", "reshape", "transpose",
     "items", "keys", "values", "join", "replace", "startswith", "endswith",
-})  # not `get` or `pop`: a `StagingArea`'s (or `MapStagingArea`'s) builds the op that unstages a batch
+})  # not `get` or `pop`: a `StagingArea`'s (or `MapStagingArea`'s) builds the op that unstages a batch; not `read`:
+# a project's dataset reader's (`self.dataset.read(batch_size=...)`) builds the input pipeline's ops
 # Calls that only print or format: a block of nothing else does no work a reader could think placed
 _OUTPUT = frozenset({"print", "str", "repr", "format", "join", "strip", "replace", "len", "isinstance"})
 
@@ -103,6 +104,14 @@ with tf.device("/cpu:0"):
         """import tensorflow as tf
 with tf.device("/cpu:0"):
     host_inputs = staging_area.get()
+""",
+        # a dataset reader's `read` builds the input ops on the worker's device
+        """import tensorflow as tf
+class Trainer:
+    def build(self, device_fn, batch_size):
+        with tf.device(device_fn):
+            batch = self.dataset.read(batch_size=batch_size, shuffle=True)
+        return batch
 """,
     )
 

@@ -222,7 +222,9 @@ def _tower_device(facts: ModuleFacts, call: CallFact) -> bool:
 def distributed_program(facts: ModuleFacts) -> bool:
     """Whether the module distributes, or a project module next to it in the imports does: one it imports
     (a base trainer class), one importing it (the training script that calls its loader; through a package's
-    `__init__` that re-exports it too), or one that such a script imports (the trainer it hands the loader to)."""
+    `__init__` that re-exports it too), or one that such a script imports (the trainer it hands the loader to).
+    A module with a training loop of its own is not distributed by another such module beside it: the script
+    that imports both picks one of the two (`model.py` and `model_multi_gpu.py`, each training)."""
     if distributes(facts):
         return True
     near: list[SemanticModel] = list(facts.imported_modules())
@@ -230,9 +232,18 @@ def distributed_program(facts: ModuleFacts) -> bool:
         consumers = facts.loader.consumers(facts)
         for package in [c for c in consumers if c.file is not None and c.file.name == "__init__.py"]:
             consumers += facts.loader.consumers(package)  # `from pkg.train import Trainer`, re-exported there
+        alone = _trains_alone(facts)
         for consumer in consumers:
-            near += [consumer, *consumer.imported_modules()]
+            near += [consumer, *(m for m in consumer.imported_modules()
+                                 if not (alone and isinstance(m, ModuleFacts) and _trains_alone(m)))]
     return any(isinstance(m, ModuleFacts) and m is not facts and distributes(m) for m in near)
+
+
+def _trains_alone(facts: ModuleFacts) -> bool:
+    """Whether the module runs a training loop of its own (fits, or applies gradients), not only compiles a model
+    that another module trains."""
+    return calls_any(facts, "fit", "fit_generator", "apply_gradients", "minimize", "train_on_batch",
+                     "MonitoredTrainingSession")
 
 
 Found = TypeVar("Found")
