@@ -31,8 +31,8 @@ _EQUALITIES = (cst.Equal, cst.NotEqual)
 class HostSyncInLoop(Rule):
     """
     ## What it does
-    Finds `.numpy()`, `float()`, `int()` or `print()` of a training step's outputs (or of a value the loop
-    computes from them, such as a running total) on every iteration of the training loop, an `if` that
+    Finds `.numpy()`, `float()`, `int()` or `print()` of a training step's outputs (of the step's call itself,
+    `print(train_step(x))`, or of a value the loop computes from them, such as a running total) on every iteration of the training loop, an `if` that
     compares one (`if loss < best:`, `if step == num_steps:`; not against `None` or a string), and
     `optimizer.iterations.numpy()`; likewise a step counter that lives on the device (an optimizer's
     `iterations`, a `tf.Variable` or the global step named for steps, `ckpt.step` of a `tf.train.Checkpoint`)
@@ -216,6 +216,14 @@ def train_step(x):
 for x in dist:
     train_step(x)
     log_now = True if (optimizer.iterations + 1) % 100 == 0 else False  # TFD301
+""",
+        # the step's result printed where it is made
+        """import tensorflow as tf
+@tf.function
+def train_step(x):
+    return strategy.run(replica, args=(x,))
+for x in dist:
+    print(train_step(x))  # TFD301
 """,
     )
     VALID = (
@@ -410,24 +418,27 @@ for x, y in batches:
                 continue  # its reads wait once per many steps, or while the Python generator makes the next batch
             if facts.runs_in_graph(loop.scope):
                 continue  # a loop that builds a graph (a tf.function's, a TF 1 graph's) reads symbols, not values
-            outputs = self._step_outputs(facts, loop)
+            steps = self._step_calls(facts, loop)
+            outputs = self._step_outputs(facts, loop, steps)
             if _next_input_needs_a_read(facts, loop, outputs):
                 continue  # each step's input is built from the last step's value: the read cannot be deferred
-            found = list(self._reads(facts, loop, outputs, flagged))
+            found = list(self._reads(facts, loop, outputs, steps, flagged))
             if found and not distributed_program(facts):
                 return  # one device: the wait costs a dispatch gap the code does not show the size of
             if found:
                 yield self.one_for_all(facts, found, "another read")
 
-    def _reads(self, facts: ModuleFacts, loop: LoopFact, outputs: set[str], flagged: set[int]) -> Iterator[Violation]:
-        """Every read of the device in one training loop's body (`outputs`: the step's outputs), each a finding."""
+    def _reads(self, facts: ModuleFacts, loop: LoopFact, outputs: set[str], steps: set[int],
+               flagged: set[int]) -> Iterator[Violation]:
+        """Every read of the device in one training loop's body (`outputs`: the step's outputs; `steps`: the step
+        calls, read where they are made: `print(train_step(x))`), each a finding."""
         read = False  # the first read of a step output waits for the step; the ones after it do not
         for call in loop.calls:
             if not call.loops or call.loops[-1] is not loop or gated_periodically(call):
                 continue
             if id(call.statement) in flagged:
                 continue
-            if outputs and not read and self._syncs(call, outputs) and not _feeds_the_next_batch(facts, loop, call):
+            if not read and self._syncs(call, outputs, steps) and not _feeds_the_next_batch(facts, loop, call):
                 read = True
                 flagged.add(id(call.statement))
                 yield self.report(call, func=call.func or call.attr)
@@ -509,16 +520,21 @@ for x, y in batches:
         return False
 
     @staticmethod
-    def _step_outputs(facts: ModuleFacts, loop: LoopFact) -> set[str]:
-        """Names assigned from a training step call in the loop body (not from one whose results are
-        already on the host, such as `train_on_batch`), and the losses a step written inline in the loop
-        differentiates (`tape.gradient(loss_value, ...)`). Outside a module that distributes training, only
-        steps that run a graph count (a single-device eager step pays far more in dispatch than in the wait)."""
+    def _step_calls(facts: ModuleFacts, loop: LoopFact) -> set[int]:
+        """The training step calls in the loop body (ids of their nodes), but for those whose results are already on
+        the host, such as `train_on_batch`. Outside a module that distributes training, only steps that run a graph
+        count (a single-device eager step pays far more in dispatch than in the wait)."""
+        distributed = _distributed(facts)
+        return {id(c.node) for c in loop.calls
+                if calls_training_step(facts, c) and not returns_host_values(facts, c)
+                and (distributed or _in_graph(facts, c))}
+
+    @staticmethod
+    def _step_outputs(facts: ModuleFacts, loop: LoopFact, step_calls: set[int]) -> set[str]:
+        """Names assigned from a training step call in the loop body, and the losses a step written inline in the
+        loop differentiates (`tape.gradient(loss_value, ...)`)."""
         outputs: set[str] = set()
         distributed = _distributed(facts)
-        step_calls = {id(c.node) for c in loop.calls
-                      if calls_training_step(facts, c) and not returns_host_values(facts, c)
-                      and (distributed or _in_graph(facts, c))}
         for assign in facts.assigns:
             if assign.loops and assign.loops[-1] is loop and isinstance(assign.value, cst.Call) and id(assign.value) in step_calls:
                 outputs.update(assign.targets)
@@ -540,12 +556,13 @@ for x, y in batches:
         return outputs
 
     @staticmethod
-    def _syncs(call: CallFact, outputs: set[str]) -> bool:
+    def _syncs(call: CallFact, outputs: set[str], steps: set[int]) -> bool:
         if call.attr == "numpy":
             receiver = dotted(call.receiver)
-            return receiver is not None and any(reads({receiver}, out) for out in outputs)
+            return id(call.receiver) in steps or (receiver is not None and any(reads({receiver}, out) for out in outputs))
         if call.func in _CONVERTERS:
-            return any(reads(names, out) for names in call.arg_names for out in outputs)
+            return (any(id(arg.value) in steps for arg in call.node.args)
+                    or any(reads(names, out) for names in call.arg_names for out in outputs))
         return False
 
 
