@@ -26,7 +26,8 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_CORPUS = Path("/work/corpus/files")
 EITHER = "either"
 # Rules split off a labelled rule after the labels were written: their findings answer that rule's labels (the
-# problem labelled is the same construct; the split only decides which part runs by default).
+# problem labelled is the same construct; the split only decides which part runs by default). A label written
+# with the split-off code (a later corpus) is counted under the older code too, so that the two meet.
 SPLIT_FROM = {"TFD113": "TFD101", "TFD114": "TFD106"}
 
 
@@ -153,8 +154,8 @@ def read_manifests(manifests: list[Path]) -> list[LabelledFile]:
     for manifest in manifests:
         data = json.loads(manifest.read_text())
         for entry in data["files"]:
-            labels = tuple(Label(lab["code"], int(lab["line"]), lab.get("note", ""), lab.get("verdict", "yes"))
-                           for lab in entry["labels"])
+            labels = tuple(Label(SPLIT_FROM.get(lab["code"], lab["code"]), int(lab["line"]), lab.get("note", ""),
+                                 lab.get("verdict", "yes")) for lab in entry["labels"])
             files.append(LabelledFile(entry["repo"], entry["path"], entry.get("era", ""), labels))
     return files
 

@@ -114,3 +114,14 @@ def test_a_repository_pinned_to_two_commits_is_an_error(tmp_path: Path):
     two.write_text(json.dumps({"repos": [{"repo": "o/r", "commit": "2" * 40}]}))
     with pytest.raises(rebuild.RebuildError, match="o/r is pinned"):
         rebuild.read_pins([one, two])
+
+
+def test_a_label_of_a_split_off_rule_meets_that_rules_findings(tmp_path: Path):
+    """A newer corpus labels TFD114 (split off TFD106); findings of either code are counted as TFD106, and so is
+    the label: the opt-in rule's finding is its hit."""
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps({"version": 1, "repos": [], "files": [
+        {"repo": "o/r", "path": "a.py", "labels": [{"code": "TFD114", "line": 7, "note": "batch(64)"}]}]}))
+    [labelled] = real_corpus.read_manifests([manifest])
+    result = real_corpus.match("o/r", "a.py", list(labelled.labels), [Finding("TFD106", 7, 7, "batch")])
+    assert [lab.code for lab, _ in result.hits] == ["TFD106"] and result.misses == []
