@@ -5,8 +5,8 @@ tutorial fills its sample.
 Two repositories are copies when the Jaccard similarity of their sets of code lines (the `.py` files and the
 code cells of the notebooks; whitespace removed, comments and lines of 8 characters or fewer left out) is at
 least THRESHOLD. A repository joins the family of the first repository, in the manifest's order, that it
-copies (a copy of a copy is one of the family). Decided on the code alone, before anything is linted. Prints each family of more than one, and writes
-the repositories past the first KEEP of each as JSON. Usage:
+copies (a copy of a copy is one of the family). Decided on the code alone, before anything is linted. Prints
+each family of more than one, and writes the repositories past the first KEEP of each as JSON. Usage:
 
     python benchmarks/copy_families.py MANIFEST.json TREE [--keep 2] [--threshold 0.5] [--out drop.json]
 """

@@ -32,8 +32,8 @@ class HostSyncInLoop(Rule):
     """
     ## What it does
     Finds `.numpy()`, `float()`, `int()` or `print()` of a training step's outputs (of the step's call itself,
-    `print(train_step(x))`, or of a value the loop computes from them, such as a running total) on every iteration of the training loop, an `if` that
-    compares one (`if loss < best:`, `if step == num_steps:`; not against `None` or a string), and
+    `print(train_step(x))`, or of a value the loop computes from them, such as a running total) on every
+    iteration of the training loop, an `if` that compares one (`if loss < best:`, `if step == num_steps:`; not against `None` or a string), and
     `optimizer.iterations.numpy()`; likewise a step counter that lives on the device (an optimizer's
     `iterations`, a `tf.Variable` or the global step named for steps, `ckpt.step` of a `tf.train.Checkpoint`)
     read back (`ckpt.step.numpy()`) or tested (`if global_step >= total:`, `if tf.equal(global_step % n, 0):`,
@@ -559,7 +559,8 @@ for x, y in batches:
     def _syncs(call: CallFact, outputs: set[str], steps: set[int]) -> bool:
         if call.attr == "numpy":
             receiver = dotted(call.receiver)
-            return id(call.receiver) in steps or (receiver is not None and any(reads({receiver}, out) for out in outputs))
+            return id(call.receiver) in steps or (
+                receiver is not None and any(reads({receiver}, out) for out in outputs))
         if call.func in _CONVERTERS:
             return (any(id(arg.value) in steps for arg in call.node.args)
                     or any(reads(names, out) for names in call.arg_names for out in outputs))
