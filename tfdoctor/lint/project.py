@@ -228,10 +228,15 @@ def _module_name(home: Path) -> str:
 
 
 def _imports_file(model: SemanticModel, home: Path) -> bool:
-    """Whether one of the module's imports (a star import too) resolves to the file `home`."""
-    star = (model.loader.load(model, module, level) for module, level in model.star_imports) if model.loader else ()
+    """Whether one of the module's imports that name `home`'s module (a star import too) resolves to that file;
+    only those are resolved, so the module's other imports are not read."""
+    name = _module_name(home)
+    named = (hit[0] for fact in model.imports if name in (*fact.module.split("."), fact.symbol)
+             if (hit := model.imported(fact.local)) is not None)
+    star = (model.loader.load(model, module, level) for module, level in model.star_imports
+            if name in module.split(".")) if model.loader else ()
     return any(other is not None and other.file is not None and other.file.resolve() == home
-               for other in (*model.imported_modules(), *star))
+               for other in (*named, *star))
 
 
 def _same(target: Scope, function: Scope, home: Path) -> bool:

@@ -239,11 +239,14 @@ def distributed_program(facts: ModuleFacts) -> bool:
     return any(isinstance(m, ModuleFacts) and m is not facts and distributes(m) for m in near)
 
 
+_TRAINING_LOOP_CALLS = ("fit", "fit_generator", "apply_gradients", "minimize", "train_on_batch",
+                        "MonitoredTrainingSession")
+
+
 def _trains_alone(facts: ModuleFacts) -> bool:
     """Whether the module runs a training loop of its own (fits, or applies gradients), not only compiles a model
     that another module trains."""
-    return calls_any(facts, "fit", "fit_generator", "apply_gradients", "minimize", "train_on_batch",
-                     "MonitoredTrainingSession")
+    return calls_any(facts, *_TRAINING_LOOP_CALLS)
 
 
 Found = TypeVar("Found")
@@ -274,8 +277,7 @@ def graph_mode(facts: ModuleFacts) -> bool:
 def trains(facts: ModuleFacts) -> bool:
     """Whether the module runs training itself (`fit`, `apply_gradients`, `minimize`, ...), rather than being a
     library or a helper of a training script."""
-    return calls_any(facts, "fit", "fit_generator", "apply_gradients", "minimize", "train_on_batch", "compile",
-                     "MonitoredTrainingSession")
+    return calls_any(facts, *_TRAINING_LOOP_CALLS, "compile")
 
 
 def calls_any(facts: ModuleFacts, *attrs: str) -> bool:
