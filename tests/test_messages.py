@@ -38,6 +38,7 @@ EXPECTED = [
     ('TFD106', 1, 6, 15, '`batch(BATCH_PER_GPU)` feeds a strategy but does not scale with `num_replicas_in_sync`'),
     ('TFD106', 2, 4, 52, '`batch(batch_size)` feeds a strategy but does not scale with `num_replicas_in_sync`'),
     ('TFD106', 3, 9, 27, '`batch(self.config.batch_size)` feeds a strategy but does not scale with `num_replicas_in_sync`'),
+    ('TFD106', 4, 4, 28, '`image_dataset_from_directory(batch_size)` feeds a strategy but does not scale with `num_replicas_in_sync`'),
     ('TFD107', 0, 7, 13, '`self.strategy.run` is called eagerly from `fit`, which is not a `tf.function` (nor only called from one)'),
     ('TFD107', 1, 4, 5, '`strategy.run` is called eagerly from module-level code, outside any `tf.function`'),
     ('TFD107', 2, 4, 12, '`strategy.experimental_run_v2` is called eagerly from `dist_step`, which is not a `tf.function` (nor only called from one)'),
@@ -59,6 +60,7 @@ EXPECTED = [
     ('TFD112', 0, 7, 24, 'every GPU tower is given the same batch `images_batch`, so each computes the same gradients'),
     ('TFD112', 1, 7, 22, 'every GPU tower is given the same batch `x`, so each computes the same gradients'),
     ('TFD112', 2, 6, 22, 'every GPU tower is given the same batch `x`, so each computes the same gradients'),
+    ('TFD112', 3, 9, 33, 'every GPU tower is given the same batch `self.images`, so each computes the same gradients'),
     ('TFD113', 0, 3, 5, ('the template of this `multi_gpu_model` is not placed on the CPU, so GPU 0 holds its weights; '
                  'build it under `tf.device("/cpu:0")`')),
     ('TFD113', 1, 3, 12, ('the template of this `multi_gpu_model` is not placed on the CPU, so GPU 0 holds its weights; '
@@ -84,6 +86,7 @@ EXPECTED = [
     ('TFD201', 10, 10, 24, "training is fed by the Python `Sequence` class `Tiles`, 4 Python threads under the GIL; this Keras's `fit` takes no `tf.data`, so try `use_multiprocessing=True`"),
     ('TFD201', 11, 10, 11, 'training is fed by the Python `Sequence` class `Tiles`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 12, 14, 6, 'training is fed by `Dataset.from_generator`, one Python thread under the GIL; use a `tf.data` pipeline'),
+    ('TFD201', 13, 9, 15, 'training is fed by `ImageDataGenerator.flow_from_directory`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD202', 0, 4, 9, '`map` in a training pipeline runs on one core; add `num_parallel_calls=T.data.AUTOTUNE`'),
     ('TFD202', 1, 6, 18, '`interleave` in a training pipeline runs on one core; add `num_parallel_calls=data.AUTOTUNE`'),
     ('TFD202', 2, 9, 48, '`map` in a training pipeline runs on one core; add `num_parallel_calls=tf.data.AUTOTUNE`'),
@@ -217,6 +220,7 @@ EXPECTED = [
     ('TFD516', 0, 7, 6, 'the hooks of this `MonitoredTrainingSession` hold no `hvd.BroadcastGlobalVariablesHook(0)`, so the ranks start from different weights'),
     ('TFD516', 1, 10, 1, 'the hooks of this `train` hold no `hvd.BroadcastGlobalVariablesHook(0)`, so the ranks start from different weights'),
     ('TFD516', 2, 9, 9, 'no `hvd.broadcast_global_variables(0)` is run before this training loop, so the ranks start from different weights'),
+    ('TFD516', 3, 12, 5, 'the hooks of this `train` hold no `hvd.BroadcastGlobalVariablesHook(0)`, so the ranks start from different weights'),
     ('TFD517', 0, 4, 14, 'this broadcast callback never runs, because the model trains with `train_on_batch`, not `fit`'),
     ('TFD517', 1, 4, 18, 'this broadcast callback never runs, because the model trains with `train_on_batch`, not `fit`'),
     ('TFD518', 0, 7, 1, '`model.fit` fails under Keras 3 for a model built in the `MultiWorkerMirroredStrategy` scope at line 4 (Keras 3 assumed: test)'),

@@ -229,6 +229,78 @@ def test_a_method_that_nothing_names_in_a_class_of_the_projects_own_bases_gives_
     assert [f.line for f in lint_paths(["unet.py"], Overrides(select=("TFD504",))).findings] == [10]
 
 
+TOWERS = """import tensorflow.compat.v1 as tf
+
+
+class Towers(object):
+    def __init__(self, num_gpus):
+        assert num_gpus > 1, "Towers objects need several GPUs"
+        super(Towers, self).__init__()
+        for i in range(num_gpus):
+            with tf.device("/gpu:%d" % i):
+                self.losses.append(tower_loss(i))
+
+
+class MarginTowers(object):
+    def __init__(self, num_gpus):
+        assert num_gpus > 1, "MarginTowers objects, like Towers objects, need several GPUs"
+        for i in range(num_gpus):
+            with tf.device("/gpu:%d" % i):
+                self.losses.append(margin_loss(i))
+"""
+
+
+def test_places_of_one_problem_are_reported_at_the_first_one_that_runs(tmp_path: Path, monkeypatch):
+    """TFD109 reports a module's towers once. `Towers` is named only in its own body and in messages, so it is
+    dead: the one finding stands at the towers of `MarginTowers`, which train.py uses."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "parallel.py").write_text(TOWERS)
+    (tmp_path / "train.py").write_text("from parallel import MarginTowers\nMarginTowers(4)\n")
+    monkeypatch.chdir(tmp_path)
+    [finding] = lint_paths(["parallel.py"], Overrides(select=("TFD109",))).findings
+    assert (finding.line, finding.related) == (17, ())
+    (tmp_path / "train.py").write_text("from parallel import MarginTowers, Towers\nMarginTowers(4)\nTowers(4)\n")
+    forget_files_read()
+    [finding] = lint_paths(["parallel.py"], Overrides(select=("TFD109",))).findings
+    assert (finding.line, [r.line for r in finding.related]) == (9, [17])
+
+
+def test_a_horovod_optimizer_two_imports_away_makes_a_tf1_horovod_program(tmp_path: Path, monkeypatch):
+    """main.py trains an Estimator whose model function (model.py) takes its optimizer from optimization.py,
+    which wraps it in `hvd.DistributedOptimizer`: the `train` without the broadcast hook is TFD516."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "optimization.py").write_text(
+        "import tensorflow as tf\nimport horovod.tensorflow as hvd\n\n\ndef create_optimizer(loss):\n"
+        "    return hvd.DistributedOptimizer(tf.train.AdamOptimizer(1e-4)).minimize(loss)\n")
+    (tmp_path / "model.py").write_text(
+        "import tensorflow as tf\nimport optimization\n\n\ndef model_fn(features, labels, mode):\n"
+        "    loss = tf.reduce_mean(features)\n"
+        "    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=optimization.create_optimizer(loss))\n")
+    (tmp_path / "main.py").write_text(
+        "import tensorflow as tf\nimport horovod.tensorflow as hvd\nimport model\n\nhvd.init()\n"
+        "estimator = tf.estimator.Estimator(model_fn=model.model_fn)\n"
+        "estimator.train(input_fn=train_input_fn, max_steps=1000)\n")
+    monkeypatch.chdir(tmp_path)
+    assert [f.line for f in lint_paths(["main.py"], Overrides(select=("TFD516",))).findings] == [7]
+    (tmp_path / "optimization.py").write_text(
+        "import tensorflow as tf\n\n\ndef create_optimizer(loss):\n"
+        "    return tf.train.AdamOptimizer(1e-4).minimize(loss)\n")
+    forget_files_read()
+    assert lint_paths(["main.py"], Overrides(select=("TFD516",))).findings == []  # no gradients averaged: not Horovod
+
+
+def test_tf_app_run_runs_the_main_it_does_not_name(tmp_path: Path, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    main = ("import tensorflow as tf\n\n\ndef main(argv=None):\n    for i in range(FLAGS.num_gpus):\n"
+            "        with tf.device('/gpu:%d' % i):\n            grads.append(tower_loss(i))\n\n\n")
+    (tmp_path / "train.py").write_text(main + "if __name__ == '__main__':\n    tf.app.run()\n")
+    monkeypatch.chdir(tmp_path)
+    assert [f.line for f in lint_paths(["train.py"], Overrides(select=("TFD109",))).findings] == [6]
+    (tmp_path / "train.py").write_text(main + "if __name__ == '__main__':\n    tf.app.run(other)\n")
+    forget_files_read()
+    assert lint_paths(["train.py"], Overrides(select=("TFD109",))).findings == []
+
+
 def test_a_definition_that_a_later_one_of_the_same_name_replaces_gives_no_finding(tmp_path: Path, monkeypatch):
     """Three `def model_fn` in a row, in a folder that is no application: only the last can ever run."""
     first = ("def model_fn():\n    parallel = multi_gpu_model(build(), gpus=4)\n    parallel.fit(x, y)\n\n\n")

@@ -49,6 +49,7 @@ from tfdoctor.lint.analysis.losses import (
 from tfdoctor.lint.analysis.multiworker import (
     GUARD_WORDS,
     apart_from_multi_worker,
+    broadcast_calls,
     broadcasts_otherwise,
     call_list,
     callback_is,
@@ -153,7 +154,7 @@ __all__ = [
     "GENERATOR_FUNCTION", "ITERATOR_CLASS",
     "DATASET_ONLY_METHODS", "FedElsewhere", "GUARD_WORDS", "Loss", "LossKind", "OneOfList", "Optimizer",
     "PARALLELISES_STATELESS_MAPS", "PLAIN_TENSOR", "PY_FUNCTIONS", "Provenance", "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "apart_from_multi_worker", "applied_optimizer",
-    "applies_gradients", "broadcasts_otherwise", "cached_later", "call_list", "callback_is", "calls_any", "calls_training_step", "cheap_map", "costly_map",
+    "applies_gradients", "broadcast_calls", "broadcasts_otherwise", "cached_later", "call_list", "callback_is", "calls_any", "calls_training_step", "cheap_map", "costly_map",
     "counters_read", "definitions", "derived_names", "device_blocks", "differentiated_losses", "environment_sets", "escapes", "evaluation_name", "evaluation_step", "expression_names",
     "fed_elsewhere", "fit_callbacks", "gated_if", "gated_periodically", "graph_mode", "guard_test",
     "hands_out_slices", "horovod_calls",

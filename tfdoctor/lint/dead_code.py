@@ -11,7 +11,9 @@ pyproject.toml project whose root has no setup.py, setup.cfg or `[project]`/`[to
 imports it as a library. Decorated definitions (registered, or run by a framework), dunder methods, tests
 (`test_*`, `Test*`: pytest finds them by name) and methods of classes derived from a framework's (hooks it
 calls: `build`, `on_epoch_end`) are never dead. A name in a
-string or a comment counts as naming it: when unsure, the finding stays.
+string or a comment counts as naming it (when unsure, the finding stays), but not one in the definition's
+own body (`super(Name, self)`) or in a message (an assertion's, an exception's, a printed or logged one).
+`tf.app.run()` with no function names `main`: it calls the `main` of the module run.
 
 A branch no call takes is the body of `if flag:` on a parameter that defaults to False, None or 0 and that no
 call of its function sets, where every call is in sight (`SemanticModel.never_runs`): in a notebook, in a
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.metadata import CodeRange
 
 from tfdoctor.lint.facts import ModuleFacts
@@ -38,6 +41,8 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 _NEVER_DEAD = ("__", "test", "Test")  # dunders, and what pytest and unittest find by their names
 _ROOT_BASES = frozenset({"object", "ABC", "abc.ABC"})  # bases that call no method of a subclass by name
 _MAX_BASES = 8  # a deeper chain of the project's own classes is not followed
+_MESSAGE_CALLS = frozenset({"print", "debug", "info", "warning", "warn", "error", "exception", "critical"})
+_APP_RUNS = frozenset({"tensorflow.app.run", "tensorflow.compat.v1.app.run"})  # they call `__main__.main` by default
 _DEFINED = re.compile(r"\b(?:def|class)\s+([A-Za-z_]\w*)")
 
 
@@ -49,12 +54,38 @@ def dead_spans(facts: ModuleFacts, positions: Mapping[cst.CSTNode, CodeRange], t
         return shadowed
     words = Counter(_WORD.findall(text))
     words.subtract(_DEFINED.findall(text))
+    if _runs_main_by_default(facts):
+        words["main"] += 1
+    lines = text.splitlines()
     spans = []
     for definition in _candidates(facts):
-        if not _named(definition.name.value, words, project, path) and definition in positions:
-            where = positions[definition]
+        if definition not in positions:
+            continue
+        name, where = definition.name.value, positions[definition]
+        own = "\n".join(lines[where.start.line - 1:where.end.line])
+        elsewhere = words[name] - (_WORD.findall(own).count(name) - 1)  # its own body (`super(Name, self)`) is not use
+        if elsewhere > 0:
+            prose = facts.memo("message strings", lambda: _message_strings(facts, positions))
+            elsewhere -= sum(_WORD.findall(string).count(name) for line, string in prose
+                             if not where.start.line <= line <= where.end.line)
+        if not _named(name, elsewhere, project, path):
             spans.append((where.start.line, where.end.line))
     return spans + shadowed
+
+
+def _message_strings(facts: ModuleFacts, positions: Mapping[cst.CSTNode, CodeRange]) -> list[tuple[int, str]]:
+    """The strings of messages (an assertion's, an exception's, a printed or logged one), with their lines:
+    prose that names a definition (`'DataParallel objects need 2 GPUs'`) does not run it."""
+    messages: list[cst.CSTNode] = [node.msg for node in m.findall(facts.module, m.Assert()) if node.msg is not None]
+    messages += [node.exc for node in m.findall(facts.module, m.Raise()) if node.exc is not None]
+    messages += [arg.value for call in facts.calls if (call.attr or call.func) in _MESSAGE_CALLS for arg in call.node.args]
+    return [(positions[string].start.line, string.value) for message in messages
+            for string in m.findall(message, m.SimpleString() | m.FormattedStringText()) if string in positions]
+
+
+def _runs_main_by_default(facts: ModuleFacts) -> bool:
+    """`tf.app.run()` with no function: TensorFlow runs the `main` of the `__main__` module, naming no `main`."""
+    return any(facts.resolve(call.func) in _APP_RUNS and not call.node.args for call in facts.calls)
 
 
 def _shadowed(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange],
@@ -109,11 +140,11 @@ def _project_hierarchy(model: SemanticModel, name: str, depth: int = 0) -> bool:
     return all(base in _ROOT_BASES or _project_hierarchy(home, base, depth + 1) for base in fact.bases)
 
 
-def _named(name: str, words: Counter[str], project: Project | None, path: Path | None) -> bool:
-    """Whether `name` appears other than where it is defined (`words`: the module's words less its
-    definitions' names): in the module, or in another project file."""
-    if words[name] > 0 or project is None or path is None:
-        return words[name] > 0
+def _named(name: str, in_module: int, project: Project | None, path: Path | None) -> bool:
+    """Whether `name` appears other than where it is defined: in the module (`in_module` times), or in another
+    project file."""
+    if in_module > 0 or project is None or path is None:
+        return in_module > 0
     word = re.escape(name)
     pattern = re.compile(rf"\b{word}\b(?<!def {word})(?<!class {word})".encode())
     return project.named_elsewhere(path.resolve(), pattern) is not False  # too large to search: it may be

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from functools import lru_cache
 from typing import Iterable, Iterator, Mapping
@@ -30,7 +30,7 @@ from tfdoctor.lint.cache import Cache
 from tfdoctor.lint.dead_code import dead_spans, in_untaken_branch
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.deep_stack import deep_stack
-from tfdoctor.lint.findings import Finding, Severity, Violation, with_evidence
+from tfdoctor.lint.findings import Evidence, Finding, Group, Severity, Violation, with_evidence
 from tfdoctor.lint.gc_threshold import sparse_collection
 from tfdoctor.lint.guard import screen
 from tfdoctor.lint.notebooks import NotebookError, read_notebook
@@ -194,13 +194,33 @@ def check_module(module: cst.Module, display_path: str, settings: Settings, path
             return []
         stage = "positions"
         positions = node_positions(module)
-        reported = list(_position(positions, lines, display_path, found, context))
         stage = "dead code"
-        dead = dead_spans(facts, positions, "\n".join(lines), project, path, is_notebook(display_path)) \
-            if reported else []
-        return [r for r in reported if not any(first <= r.finding.line <= last for first, last in dead)]
+        dead = dead_spans(facts, positions, "\n".join(lines), project, path, is_notebook(display_path))
+        found = [(rule, violation) for rule, violation in found if not _within(positions, violation.node, dead)]
+        stage = "positions"
+        return list(_position(positions, lines, display_path, one_per_group(facts, found), context))
     except (RecursionError, Exception) as error:  # a bug of ours must not hide the other files' findings
         raise InternalError(f"internal error in {stage}: {type(error).__name__}: {error} (please report)") from error
+
+
+def _within(positions: Positions, node: cst.CSTNode, spans: list[tuple[int, int]]) -> bool:
+    """Whether a node starts on a line of one of the (first, last) spans."""
+    return node in positions and any(first <= positions[node].start.line <= last for first, last in spans)
+
+
+def one_per_group(facts: ModuleFacts, found: list[tuple[Rule, Violation]]) -> list[tuple[Rule, Violation]]:
+    """The violations with the places of each group (see `Group`) made one: the first, with the others as its
+    related locations."""
+    single = [(rule, violation) for rule, violation in found if violation.group is None]
+    groups: dict[tuple[str, Group], list[tuple[Rule, Violation]]] = {}
+    for rule, violation in found:
+        if violation.group is not None:
+            groups.setdefault((rule.code, violation.group), []).append((rule, violation))
+    for (_, group), members in groups.items():
+        (rule, first), *others = sorted(members, key=lambda member: facts.position(member[1].node)[:2])
+        evidence = tuple(Evidence(group.what, facts.path, facts, other.node) for _, other in others)
+        single.append((rule, replace(first, evidence=first.evidence + evidence)))
+    return single
 
 
 def forget_files_read() -> None:

@@ -58,6 +58,16 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class Group:
+    """Places of one problem (the towers of one module, the reads of one loop), reported as one finding: at
+    the first place that runs, the others related to it as `what`. `key` tells apart problems of one rule
+    and module."""
+
+    what: str
+    key: int
+
+
+@dataclass(frozen=True)
 class Violation:
     """A rule's report: the node to point at, the message, and optionally a fix and the evidence it used
     from other files."""
@@ -69,6 +79,7 @@ class Violation:
     evidence: tuple[Evidence, ...] = ()
     construct: cst.CSTNode | None = None  # what the finding is about, when wider than `node` (see precedence.py)
     severity: Severity | None = None  # when the consequence this finding states is not the rule's default one
+    group: Group | None = None  # one of several places of one problem (see Group)
 
 
 @dataclass(frozen=True)

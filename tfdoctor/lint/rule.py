@@ -13,7 +13,7 @@ from typing import ClassVar, Iterator, Mapping
 import libcst as cst
 
 from tfdoctor.lint.facts import CallFact, ModuleFacts
-from tfdoctor.lint.findings import Evidence, Fix, Severity, Violation
+from tfdoctor.lint.findings import Evidence, Fix, Group, Severity, Violation
 from tfdoctor.lint.versions import Targets
 
 DOC_SECTIONS = ("What it does", "Why it is bad", "Example", "Use instead")
@@ -88,14 +88,11 @@ class Rule:
                          severity=severity)
 
     @staticmethod
-    def one_for_all(facts: ModuleFacts, found: list[Violation], what: str) -> Violation:
-        """One finding for several places of one problem (the reads of one loop, the towers of one module):
-        the first in the file, with the others as its related locations, each described by `what`."""
-        if len(found) == 1:
-            return found[0]
-        first, *others = sorted(found, key=lambda violation: facts.position(violation.node)[:2])
-        evidence = tuple(Evidence(what, facts.path, facts, other.node) for other in others)
-        return replace(first, evidence=first.evidence + evidence)
+    def one_for_all(found: list[Violation], what: str) -> list[Violation]:
+        """Several places of one problem (the reads of one loop, the towers of one module), reported as one
+        finding: at the first of them that is not dead code, the others related to it as `what`."""
+        group = Group(what, id(found[0].node))
+        return [replace(violation, group=group) for violation in found]
 
     @staticmethod
     def assumed(context: Context, package: str, facts: ModuleFacts, node: cst.CSTNode) -> str | None:

@@ -25,9 +25,10 @@ class UnscaledGlobalBatch(Rule):
     `num_examples // cfg["batch_size"]`, also in a function it is given to: `run_training(batch_size=FLAGS.batch_size)`
     with `loss * (1. / batch_size)`),
     or computes a learning rate from it (`lr = 0.1 * batch_size / 256`),
-    which shows a deliberate fixed global batch, and when every strategy the file makes is a multi-worker one (`MultiWorkerMirroredStrategy`,
-    `ParameterServerStrategy`): there the batch given to `fit` is conventionally the global batch of the
-    whole cluster, and how many replicas the cluster has is not in the code. Nor when every strategy the file
+    which shows a deliberate fixed global batch. When every strategy the file makes is a multi-worker one
+    (`MultiWorkerMirroredStrategy`, `ParameterServerStrategy`), the batch given to `fit` is conventionally the
+    global batch of the whole cluster, and how many replicas the cluster has is not in the code: there only
+    a product with the replica count shows `B` is meant per replica. Nor when every strategy the file
     makes is a `OneDeviceStrategy`, which always has one replica.
 
     ## Why it is bad
@@ -108,6 +109,20 @@ class Trainer:
         dataset = dataset.shuffle(1000)
         dataset = dataset.batch(self.config.batch_size)  # TFD106
         self.train_ds = self.strategy.experimental_distribute_dataset(dataset)
+""",
+        # multi-worker, where the global batch is computed and never used; the helper's source batches
+        """import tensorflow as tf
+BATCH_SIZE = 32
+def create_datasets(data_dir, batch_size):
+    train = tf.keras.utils.image_dataset_from_directory(data_dir, batch_size=batch_size)  # TFD106
+    return train.cache().prefetch(tf.data.AUTOTUNE), None
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+GLOBAL_BATCH_SIZE = BATCH_SIZE * strategy.num_replicas_in_sync
+train_dataset, validation_dataset = create_datasets("/data/flowers", BATCH_SIZE)
+with strategy.scope():
+    model = build()
+    model.compile(loss="sparse_categorical_crossentropy")
+model.fit(train_dataset, epochs=10)
 """,
     )
     VALID = (

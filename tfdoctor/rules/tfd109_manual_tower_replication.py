@@ -322,7 +322,7 @@ for gpu in tf.config.list_physical_devices("GPU"):
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         found = list(self._towers(facts))
         if found:  # the towers of one module are one migration: one finding, the other loops related to it
-            yield self.one_for_all(facts, found, "another per-GPU loop")
+            yield from self.one_for_all(found, "another per-GPU loop")
 
     def _towers(self, facts: ModuleFacts) -> Iterator[Violation]:
         """Every per-GPU block of the module that builds something (none when the module shows one GPU)."""

@@ -6,7 +6,7 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import device_blocks, one_turn, one_visible_gpu
-from tfdoctor.lint.facts import CallFact, LoopFact, ModuleFacts, reads
+from tfdoctor.lint.facts import CallFact, LoopFact, ModuleFacts, Scope, reads
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
@@ -22,6 +22,7 @@ _NAMING = frozenset({"format", "print", "str", "info", "debug", "warning"})  # t
 _BATCH_CALLS = frozenset({"get_next", "dequeue", "dequeue_many", "dequeue_up_to", "placeholder"})
 # a helper that makes the batch (`get_input`, `read_batch`), not a batch norm
 _BATCH_NAME = re.compile(r"input|batch(?!_?norm)", re.IGNORECASE)
+_BATCH_PARAMETER = re.compile(r"(\w*_)?(images|labels)$|\w+_batch$|batch_\w+$", re.IGNORECASE)  # not `inputs`: an object
 _SYNTHETIC = re.compile(r"^tensorflow\.(random|zeros|ones|fill|constant|truncated_normal|random_uniform|random_normal)")
 
 
@@ -30,7 +31,9 @@ class TowersShareOneBatch(Rule):
     ## What it does
     Finds TF1 towers (a loop over GPU indices that opens `tf.device('/gpu:%d' % i)` and computes gradients in
     it) where the model is called on a batch made once, outside the loop (by an iterator's `get_next()`, a
-    queue's `dequeue()`, a placeholder, or a helper named for inputs or batches such as `get_input`), and
+    queue's `dequeue()`, a placeholder, or a helper named for inputs or batches such as `get_input`), or given
+    to the function by its caller, as a parameter named for a batch of tensors (`images`, `labels`, `x_batch`,
+    also kept as `self.images`; not `inputs`, which may be an object each tower takes its own batch from), and
     nothing under the device reads the loop's index: every tower gets the same batch. It stays silent when the
     loop makes a batch of its own per tower (`dequeue()`, `get_next()`, a placeholder, a helper such as
     `inputs()`), when the index picks a slice or a split (`images[i]`, `splits[i]`), when the index is given
@@ -100,8 +103,27 @@ def train(iterator, num_gpus):
             logits = model(x)  # TFD112
             grads = tf.gradients(loss_fn(logits, y), params)
 """,
+        # the batch the caller gave the constructor, kept on the object (the splits were commented out)
+        """import tensorflow.compat.v1 as tf
+class Net:
+    def __init__(self, images, labels, num_gpu):
+        self.images = images
+        for i in range(num_gpu):
+            with tf.device("/gpu:%d" % i):
+                with tf.name_scope("tower_%d" % i) as scope:
+                    # loss = tower_loss(x_splits[i], labels[i], scope)
+                    self.loss = tower_loss(self.images, labels, scope)  # TFD112
+                    tower_grads.append(self.optimizer.compute_gradients(self.loss))
+""",
     )
     VALID = (
+        # a parameter named `inputs` may be an object each tower takes its own batch from
+        """import tensorflow.compat.v1 as tf
+def build(inputs, num_gpu):
+    for i in range(num_gpu):
+        with tf.device("/gpu:%d" % i):
+            tower_grads.append(opt.compute_gradients(tower_loss(inputs)))
+""",
         # the index picks each tower's split
         """import tensorflow.compat.v1 as tf
 images, labels = get_input("train", FLAGS.batch_size)
@@ -248,17 +270,27 @@ def _shared_batches(facts: ModuleFacts, call: CallFact, loop: LoopFact) -> Itera
     if (facts.resolve(call.func) or "").startswith("tensorflow.") or call.attr in ("append", "extend"):
         return
     for argument in call.node.args:
-        value = argument.value
-        if not isinstance(value, cst.Name) or value.value in loop.targets:
+        name = dotted(argument.value)
+        if name is None or name in loop.targets:
             continue
-        assigns = call.scope.assignments_of(value.value)
-        if assigns and all(loop not in assign.loops and _makes_batch(facts, assign.value) for assign in assigns):
-            yield value.value
+        assigns = call.scope.assignments_of(name)
+        if assigns and all(loop not in assign.loops and _makes_batch(facts, assign.value, call.scope)
+                           for assign in assigns) or not assigns and _batch_parameter(argument.value, call.scope):
+            yield name
 
 
-def _makes_batch(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
+def _batch_parameter(value: cst.BaseExpression, scope: Scope) -> bool:
+    """A parameter of the function named for a batch of tensors (`images`, `labels`, `x_batch`): its caller
+    made it once."""
+    return isinstance(value, cst.Name) and value.value in scope.params and bool(_BATCH_PARAMETER.match(value.value))
+
+
+def _makes_batch(facts: ModuleFacts, value: cst.BaseExpression, scope: Scope) -> bool:
     """Whether a value is a batch of examples: what an iterator's `get_next()`, a queue's `dequeue()`, a
-    placeholder, `tf.train.batch` or a helper named for inputs or batches (`get_input`, `read_batch`) returns."""
+    placeholder, `tf.train.batch` or a helper named for inputs or batches (`get_input`, `read_batch`) returns,
+    or a parameter named for one (`self.images = images`)."""
+    if _batch_parameter(value, scope):
+        return True
     if not isinstance(value, cst.Call):
         return False
     resolved = facts.resolve(value.func) or ""

@@ -63,7 +63,8 @@ class PythonGeneratorInput(Rule):
     the project's class of the object does not define (a base from elsewhere, or nothing, hands them out), nor
     batches that a pool of workers made (the `get()` of a Keras `OrderedEnqueuer` or `GeneratorEnqueuer`, or of
     a project's copy; a generator that starts one, a `ThreadPoolExecutor` or a `multiprocessing.Pool` and yields
-    what they made; an iterator class whose methods start one: the code sets their threads or processes, as
+    what they made; an iterator class whose methods start one; a call of code out of sight given a count of
+    workers, `get_batch(num_workers=8)`: the code sets their threads or processes, as
     with `fit(workers=...)`). Likewise
     `ImageDataGenerator().flow(x, y)` with no augmentation (only `rescale`, `validation_split`, `data_format`,
     `dtype`): it slices arrays in memory. Only in a program that distributes training: the module, or a
@@ -312,8 +313,33 @@ with strategy.scope():
     model = build_model()
 model.fit(ds, epochs=3)
 """,
+        # the generators a helper returns as a pair, unpacked in the function that trains
+        """import tensorflow as tf
+from tensorflow.keras.preprocessing.image import ImageDataGenerator
+def get_generators(batch_size):
+    augment = ImageDataGenerator(rescale=1. / 255, shear_range=0.2, horizontal_flip=True)
+    train = augment.flow_from_directory("data/train", target_size=(224, 224), batch_size=batch_size)
+    return train, ImageDataGenerator(rescale=1. / 255).flow_from_directory("data/test", batch_size=batch_size)
+def train_model(model, generators):
+    train_generator, validation_generator = generators
+    model.fit(train_generator, validation_data=validation_generator, epochs=10)  # TFD201
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = build_model()
+train_model(model, get_generators(512))
+""",
     )
     VALID = (
+        # batches from a loader out of sight that is given its worker count (EAST's `icdar.get_batch`)
+        """import tensorflow.compat.v1 as tf
+import icdar
+strategy = tf.distribute.MirroredStrategy()
+data_generator = icdar.get_batch(num_workers=FLAGS.num_readers, batch_size=32)
+with tf.Session() as sess:
+    for step in range(FLAGS.max_steps):
+        data = next(data_generator)
+        sess.run(train_op, feed_dict={images: data[0], labels: data[1]})
+""",
         # batches padded and stacked from token lists in memory, and a Sequence that one-hot encodes slices:
         # cheap array work, a copy's cost
         """import numpy as np
@@ -811,8 +837,9 @@ with tf.Session() as sess:
                     source = facts.call_fact(chain.source_call)
                     yield chain.source_call, source.statement if source else statement, "`Dataset.from_generator`", None
                 continue
-            origins = [o.expr for o in facts.values_of(expr, scope, order)] if dotted(expr) else [expr]
-            flows = {self._flow(facts, origin, scope) for origin in origins}
+            origins = [(o.model, o.expr, o.scope) for o in facts.values_of(expr, scope, order)] if dotted(expr) \
+                else [(facts, expr, scope)]
+            flows = {self._flow(model, origin, home) for model, origin, home in origins}  # type: ignore[arg-type]
             if origins and None not in flows and len(flows) == 1:
                 yield expr, statement, f"`ImageDataGenerator.{flows.pop()}`", fit
                 continue

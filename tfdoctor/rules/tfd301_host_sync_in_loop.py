@@ -426,7 +426,7 @@ for x, y in batches:
             if found and not distributed_program(facts):
                 return  # one device: the wait costs a dispatch gap the code does not show the size of
             if found:
-                yield self.one_for_all(facts, found, "another read")
+                yield from self.one_for_all(found, "another read")
 
     def _reads(self, facts: ModuleFacts, loop: LoopFact, outputs: set[str], steps: set[int],
                flagged: set[int]) -> Iterator[Violation]:

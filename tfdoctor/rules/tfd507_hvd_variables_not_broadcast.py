@@ -238,7 +238,7 @@ model.fit(ds, callbacks=make_callbacks(), epochs=3)
             elif not broadcasts and self._lacks_callback(facts, call):
                 yield self.report(call, "fit")
         if steps:  # one missing broadcast, however many optimizers apply gradients
-            yield self.one_for_all(facts, steps, "another step")
+            yield from self.one_for_all(steps, "another step")
 
     @staticmethod
     def _lacks_callback(facts: ModuleFacts, fit: CallFact) -> bool:

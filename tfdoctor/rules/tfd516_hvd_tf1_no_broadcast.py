@@ -5,7 +5,8 @@ from typing import Iterator
 import libcst as cst
 
 from tfdoctor.lint.dataflow import (
-    broadcasts_otherwise, call_list, calls_any, horovod_calls, horovod_init, horovod_scope,
+    broadcast_calls, broadcasts_otherwise, call_list, calls_any, horovod_calls, horovod_init, horovod_member,
+    horovod_scope,
     runs_training_op, same_start_everywhere,
 )
 from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
@@ -16,6 +17,7 @@ from tfdoctor.lint.rule import Context, Rule
 # Training that runs hooks or callbacks the module may not show (Keras, sessions made elsewhere, Estimators).
 _HOOKED = ("fit", "fit_generator", "train_on_batch", "MonitoredTrainingSession", "MonitoredSession", "train",
            "train_and_evaluate", "SingularMonitoredSession")
+IMPORT_DEPTH = 2
 _SESSIONS = frozenset({"tensorflow.Session", "tensorflow.InteractiveSession"})
 _ESTIMATORS = ("tensorflow.estimator.", "tensorflow.contrib.learn.", "tensorflow.contrib.tpu.", "tensorflow_estimator.")
 
@@ -23,13 +25,16 @@ _ESTIMATORS = ("tensorflow.estimator.", "tensorflow.contrib.learn.", "tensorflow
 class HvdTf1NoBroadcast(Rule):
     """
     ## What it does
-    In a TF 1 Horovod program (one that calls `hvd.init()` and wraps an optimizer in `hvd.DistributedOptimizer`),
+    In a TF 1 Horovod program (one that calls `hvd.init()` and wraps an optimizer in `hvd.DistributedOptimizer`,
+    itself or in a project module it imports, up to two imports away),
     finds a `tf.train.MonitoredTrainingSession`, an `Estimator.train` or a `tf.estimator.train_and_evaluate`
     (through its `TrainSpec`) whose hooks hold no `hvd.BroadcastGlobalVariablesHook(0)`, or, in a module that
     trains only through plain sessions (no Keras training, no monitored session, no Estimator), the first
     `session.run` of a training op in a loop, when the `tf.Session` is made in the module and given to no function
     but TensorFlow's; both when the module broadcasts no other way (no `hvd.broadcast_global_variables`,
-    `hvd.broadcast_variables`, `hvd.broadcast` or Keras broadcast callback).
+    `hvd.broadcast_variables`, `hvd.broadcast` or Keras broadcast callback). A `BroadcastGlobalVariablesHook`
+    made only in a branch that never runs with a `train` (`if do_train and do_eval:`, then `elif do_train:`)
+    does not reach that `train`.
     Hooks that come from an unknown function, a parameter, another module or a library other than TensorFlow
     (its hook may broadcast) leave it open and the rule stays silent, as it does when every rank may start
     from the same weights anyway (a global seed that does not depend on the rank, or a checkpoint restored
@@ -108,8 +113,36 @@ with tf.Session() as sess:
     for step in range(1000):
         sess.run(train_op, feed_dict={x: batches[step][0], y: batches[step][1]})  # TFD516
 """,
+        # the broadcast hook is made only on the train-and-evaluate path; training alone runs without it
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+def model_fn(features, labels, mode):
+    opt = hvd.DistributedOptimizer(tf.train.AdamOptimizer(1e-4))
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=opt.minimize(loss))
+hvd.init()
+estimator = tf.estimator.Estimator(model_fn=model_fn)
+if FLAGS.do_train and FLAGS.do_eval:
+    hooks = [hvd.BroadcastGlobalVariablesHook(0)]
+    estimator.train(input_fn=train_input_fn, steps=1000, hooks=hooks)
+elif FLAGS.do_train:
+    estimator.train(input_fn=train_input_fn, max_steps=FLAGS.num_train_steps)  # TFD516
+""",
     )
     VALID = (
+        # one broadcast hook, made before the branches and given to every `train`
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+def model_fn(features, labels, mode):
+    opt = hvd.DistributedOptimizer(tf.train.AdamOptimizer(1e-4))
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=opt.minimize(loss))
+hvd.init()
+estimator = tf.estimator.Estimator(model_fn=model_fn)
+hooks = [hvd.BroadcastGlobalVariablesHook(0)]
+if FLAGS.do_eval:
+    estimator.train(input_fn=train_input_fn, steps=1000, hooks=hooks)
+else:
+    estimator.train(input_fn=train_input_fn, max_steps=FLAGS.num_train_steps, hooks=hooks)
+""",
         # the broadcast hook, as Horovod's examples give it
         """import tensorflow as tf
 import horovod.tensorflow as hvd
@@ -173,12 +206,16 @@ with tf.train.MonitoredTrainingSession(hooks=[tf.train.StopAtStepHook(last_step=
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        if not horovod_init(facts) or not horovod_calls(facts, "DistributedOptimizer"):
+        if not horovod_init(facts) or not _wraps_optimizer(facts):
             return
-        if broadcasts_otherwise(facts) or horovod_calls(facts, "BroadcastGlobalVariablesCallback"):
+        if horovod_calls(facts, "BroadcastGlobalVariablesCallback"):
             return
         found = [(call, hooks) for call in facts.calls if (hooks := _hooks(facts, call)) is not None]
-        loop = None if found or calls_any(facts, *_HOOKED) else _session_loop(facts)
+        if broadcasts_otherwise(facts):  # only a call that no broadcast can reach is still open
+            found = [(call, hooks) for call, hooks in found if _out_of_reach(facts, call)]
+            if not found:
+                return
+        loop = None if found or calls_any(facts, *_HOOKED) or broadcasts_otherwise(facts) else _session_loop(facts)
         if not (found or loop) or same_start_everywhere(facts):
             return
         for call, hooks in found:
@@ -186,6 +223,20 @@ with tf.train.MonitoredTrainingSession(hooks=[tf.train.StopAtStepHook(last_step=
                 yield self.report(call, call=_name(facts, call))
         if loop is not None:
             yield self.report(loop, "session")
+
+
+def _out_of_reach(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether every broadcast of the module is a `BroadcastGlobalVariablesHook` made in a branch that never
+    runs with the training call (`if do_train and do_eval:` makes the hook, `elif do_train:` trains without it)."""
+    return all(horovod_member(facts, broadcast.func) == "BroadcastGlobalVariablesHook"
+               and facts.exclusive_branches(broadcast.node, call.node) for broadcast in broadcast_calls(facts))
+
+
+def _wraps_optimizer(facts: ModuleFacts, depth: int = 0) -> bool:
+    """Whether `hvd.DistributedOptimizer` wraps an optimizer here or in a project module this one imports (up
+    to IMPORT_DEPTH imports away: `main.py` imports the model function, which imports its optimizer's)."""
+    return bool(horovod_calls(facts, "DistributedOptimizer")) or depth < IMPORT_DEPTH and any(
+        isinstance(module, ModuleFacts) and _wraps_optimizer(module, depth + 1) for module in facts.imported_modules())
 
 
 def _session_loop(facts: ModuleFacts) -> CallFact | None:

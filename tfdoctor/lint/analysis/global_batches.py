@@ -42,8 +42,9 @@ def unscaled_batches(facts: ModuleFacts) -> list[UnscaledBatch]:
 
 
 def _unscaled_batches(facts: ModuleFacts) -> Iterator[UnscaledBatch]:
-    if only_multi_worker(facts) or only_one_device(facts):
-        return  # multi-worker is TFD514's; one device has one replica, so there is nothing to scale by
+    if only_one_device(facts):
+        return  # one device has one replica, so there is nothing to scale by
+    multi_worker = only_multi_worker(facts)
     seen: set[int] = set()
     for use in _strategy_feeds(facts):  # a strategy splits datasets only: any source has `batch`
         chain = facts.dataset_chain(use.expr, use.scope, use.order, any_source=True)
@@ -55,7 +56,8 @@ def _unscaled_batches(facts: ModuleFacts) -> Iterator[UnscaledBatch]:
         batch_call, size, op, scope = site
         seen.add(id(batch_call))
         if (size is not None and _unscaled(facts, size, scope)
-                and all(_batches_unscaled(alternative) for alternative in chain.alternatives)):
+                and all(_batches_unscaled(alternative) for alternative in chain.alternatives)
+                and not (multi_worker and not _multiplied(size, scope.owner, facts))):  # type: ignore[arg-type]
             target = batch_call.func.attr if isinstance(batch_call.func, cst.Attribute) else batch_call.func
             placed = chain.place(target, op)
             if placed is None:
@@ -71,11 +73,13 @@ def _unscaled_batches(facts: ModuleFacts) -> Iterator[UnscaledBatch]:
         batch = feed.final_batch
         consumer: ModuleFacts = feed.use.scope.owner  # type: ignore[assignment]
         if (batch is None or batch.scope is None or id(batch.call) in seen or not feed.use.distributed
-                or feed.use.via not in ("distribute", "fit") or only_multi_worker(consumer)):
+                or feed.use.via not in ("distribute", "fit")):
+            continue
+        size = call_arg(batch.batching_call, 0, "batch_size")  # type: ignore[arg-type]
+        if only_multi_worker(consumer) and not (size is not None and _multiplied(size, facts, consumer)):
             continue
         seen.add(id(batch.call))
         batching: cst.Call = batch.batching_call  # type: ignore[assignment]
-        size = call_arg(batching, 0, "batch_size")
         name = dotted(size)
         if (size is not None and _unscaled(facts, size, batch.scope)
                 and not (name is not None and "." in name and _treated_as_global(consumer, name))):
@@ -98,7 +102,15 @@ def meant_per_replica(size: cst.BaseExpression, *modules: ModuleFacts) -> bool:
         return False
     if isinstance(key, str) and _PER_REPLICA_WORD.search(key):
         return True
-    return any(key in _replica_factors(facts) for facts in modules)
+    return _multiplied(size, *modules)
+
+
+def _multiplied(size: cst.BaseExpression, *modules: ModuleFacts) -> bool:
+    """Whether one of the modules multiplies the batch size (the same name, last part, or number) by the
+    replica count. Under a multi-worker strategy, where the batch given to `fit` is by convention the global
+    batch of the cluster, only this shows that a batch size is meant per replica."""
+    key = _factor_key(size)
+    return key is not None and any(key in _replica_factors(facts) for facts in modules)
 
 
 def _replica_factors(facts: ModuleFacts) -> frozenset[str | int]:
@@ -263,7 +275,8 @@ def _batch_site(chain: DatasetChain) -> tuple[cst.Call, cst.BaseExpression | Non
     if batching is None:
         return None
     op = next((o for o in reversed(chain.ops) if o.batching_call is batching[0]), None)
-    return (*batching, op, op.scope if op is not None and op.scope is not None else chain.scope)
+    where = op.scope if op is not None else chain.source_scope  # the source batches (`image_dataset_from_directory`)
+    return (*batching, op, where if where is not None else chain.scope)
 
 
 def _batches_unscaled(chain: DatasetChain) -> bool:

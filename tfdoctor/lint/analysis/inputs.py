@@ -136,12 +136,16 @@ def _starts_a_pool(scope: Scope) -> bool:
     return any(_WORKER_POOLS.search(call.func or "") for call in scope.calls)
 
 
+_WORKER_COUNT = re.compile(r"(num_|n_)?(workers|readers|threads|processes|procs|jobs)$")
+
+
 def made_by_workers(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope, before: int,
                     depth: int = 0) -> bool:
     """Whether iterating over `expr` (or `next(expr)`) hands out what a pool of workers made: a generator that
     `enqueued` tells so, or an instance of a project class whose methods start such a pool (`__next__`
     submitting each part of the batch to a `ThreadPoolExecutor`). Also `from_generator`'s argument: such a
-    generator function itself, or a lambda that calls one."""
+    generator function itself, or a lambda that calls one. A call of code out of sight that is given a count of
+    workers (`get_batch(num_workers=8)`) makes its batches in them."""
     if expr is None or depth > _MAX_DEPTH:
         return False
     facts = scope.owner  # type: ignore[assignment]
@@ -156,7 +160,9 @@ def made_by_workers(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: 
         if found is not None:
             return any(_starts_a_pool(method) for method in found[0].methods.values())
         functions = facts.callables_of(expr.func, scope)
-        return bool(functions) and all(f.is_generator and enqueued(f) for f in functions)
+        if not functions:  # code out of sight (`icdar.get_batch(num_workers=FLAGS.num_readers)`): asked for workers
+            return any(arg.keyword is not None and _WORKER_COUNT.match(arg.keyword.value) for arg in expr.args)
+        return all(f.is_generator and enqueued(f) for f in functions)
     if dotted(expr) is None:
         return False
     functions = facts.callables_of(expr, scope)
@@ -397,8 +403,8 @@ def _reads_name(expr: cst.BaseExpression, name: str) -> bool:
 
 def under_strategy(facts: ModuleFacts, call: CallFact) -> bool:
     """A Keras `fit` (or `evaluate`, `predict`) that runs inside `strategy.scope()`, or whose model was built
-    there (here, or by the module that builds it or gives it to this one inside the scope): Keras distributes
-    its input itself."""
+    there (here, by a helper that returns it, or by the module that builds it or gives it to this one inside
+    the scope): Keras distributes its input itself."""
     if facts.in_strategy_scope(call.scope, call.withs):
         return True
     receiver = dotted(call.receiver)
@@ -406,10 +412,10 @@ def under_strategy(facts: ModuleFacts, call: CallFact) -> bool:
         return False
     if any(facts.in_strategy_scope(a.scope, a.withs) for a in facts.definitions(receiver, call.scope, call.order)):
         return True
-    for origin in facts.values_of(call.receiver, call.scope, call.order):  # a model another module built or passed
+    for origin in facts.values_of(call.receiver, call.scope, call.order):  # a model a helper or module built or passed
         for node, scope in [(origin.expr, origin.scope), *((step.call, step.caller) for step in origin.via)]:
             owner = scope.owner
-            made = owner.call_fact(node) if isinstance(owner, ModuleFacts) and owner is not facts else None
+            made = owner.call_fact(node) if isinstance(owner, ModuleFacts) else None
             if made is not None and owner.in_strategy_scope(made.scope, made.withs):
                 return True
     return False

@@ -1078,10 +1078,18 @@ def optimizer_learning_rate(facts: ModuleFacts, call: CallFact) -> cst.BaseExpre
 
 def broadcasts_otherwise(facts: ModuleFacts) -> bool:
     """Whether the module gives every rank rank 0's variables by a means other than the Keras broadcast
-    callback: `hvd.broadcast_variables`, TF 1's `broadcast_global_variables` or its hook, `hvd.broadcast`,
-    elastic state, or a callback's hooks run by hand."""
-    return bool(horovod_calls(facts, *_BROADCASTS)) or calls_any(facts, *_BROADCASTS, *_CALLBACK_HOOKS) or any(
-        (horovod_member(facts, c.func) or "").startswith("elastic.") for c in facts.calls)
+    callback (see `broadcast_calls`)."""
+    return bool(broadcast_calls(facts))
+
+
+def broadcast_calls(facts: ModuleFacts) -> list[CallFact]:
+    """The calls that give every rank rank 0's variables, other than the Keras broadcast callback:
+    `hvd.broadcast_variables`, TF 1's `broadcast_global_variables` or its hook, `hvd.broadcast`, elastic
+    state, or a callback's hooks run by hand."""
+    wanted = frozenset((*_BROADCASTS, *_CALLBACK_HOOKS))
+    return [c for c in facts.calls if (c.attr or (c.func or "").split(".")[-1]) in wanted
+            or (horovod_member(facts, c.func) or "").split(".")[-1] in _BROADCASTS
+            or (horovod_member(facts, c.func) or "").startswith("elastic.")]
 
 
 def same_start_everywhere(facts: ModuleFacts) -> bool:

@@ -201,11 +201,13 @@ class SemanticModel:
 
     def exclusive_branches(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
         """Whether two calls of one scope lie in `if` bodies that never both run on one pass (`if train and
-        not cache:` and `if train and cache:`), assuming the value the tests read is not rebound between them."""
+        not cache:` and `if train and cache:`, assuming the value the tests read is not rebound between them;
+        an `if` body and its `else` or `elif`)."""
         a, b = self.call_fact(first), self.call_fact(second)
         if a is None or b is None or a.scope is not b.scope:
             return False
-        return any(exclusive(x, y) for x in a.ifs for y in b.ifs if x is not y)
+        return any(exclusive(x, y) for x in a.ifs for y in b.ifs if x is not y) or _exclusive(
+            (a.order, a.blocks), (b.order, b.blocks))
 
     def separate_branches(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
         """Whether each of two calls lies under an `if` the other is not under, and the second's tests do not
