@@ -279,6 +279,29 @@ def elsewhere(ds, cache):
     assert not model.exclusive_branches(call["repeat"], call["take"])  # another function's `cache`
 
 
+def test_an_if_body_and_its_else_or_elif_never_both_run_unless_a_loop_repeats_them():
+    source = """def main(flags):
+    if flags.do_train and flags.do_eval:
+        flags.repeat()
+    elif flags.do_train:
+        flags.cache()
+    else:
+        flags.batch(8)
+    flags.shuffle(8)
+    for step in flags.steps:
+        if step:
+            flags.take(1)
+        else:
+            flags.skip(1)
+"""
+    model = ModuleFacts(cst.parse_module(source), "m.py", source.splitlines())
+    call = {c.attr: c.node for c in model.calls}
+    assert model.exclusive_branches(call["repeat"], call["cache"])
+    assert model.exclusive_branches(call["batch"], call["repeat"])
+    assert not model.exclusive_branches(call["repeat"], call["shuffle"])  # after the `if`: runs either way
+    assert not model.exclusive_branches(call["take"], call["skip"])  # a loop takes both, on two turns
+
+
 def test_calls_in_if_bodies_that_pin_one_expression_to_two_literals_never_both_run():
     source = """def main(flags):
     if flags.strategy is None:
