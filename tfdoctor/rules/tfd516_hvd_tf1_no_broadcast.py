@@ -34,7 +34,9 @@ class HvdTf1NoBroadcast(Rule):
     but TensorFlow's; both when the module broadcasts no other way (no `hvd.broadcast_global_variables`,
     `hvd.broadcast_variables`, `hvd.broadcast` or Keras broadcast callback). A `BroadcastGlobalVariablesHook`
     made only in a branch that never runs with a `train` (`if do_train and do_eval:`, then `elif do_train:`)
-    does not reach that `train`.
+    does not reach that `train`. A monitored session given a cluster's server (`master=server.target`) is
+    parameter-server training, whose variables the workers share on the parameter servers: it needs no
+    broadcast.
     Hooks that come from an unknown function, a parameter, another module or a library other than TensorFlow
     (its hook may broadcast) leave it open and the rule stays silent, as it does when every rank may start
     from the same weights anyway (a global seed that does not depend on the rank, or a checkpoint restored
@@ -129,6 +131,19 @@ elif FLAGS.do_train:
 """,
     )
     VALID = (
+        # Horovod on one path, a parameter-server cluster on the other: its variables live on the ps tasks
+        """import tensorflow as tf
+import horovod.tensorflow as hvd
+hvd.init()
+train_op = hvd.DistributedOptimizer(tf.train.MomentumOptimizer(0.1, 0.9)).minimize(loss)
+if FLAGS.job_name is None:
+    with tf.train.MonitoredTrainingSession(hooks=[hvd.BroadcastGlobalVariablesHook(0)]) as sess:
+        sess.run(train_op)
+else:
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=FLAGS.task_index == 0,
+                                           hooks=[tf.train.StopAtStepHook(last_step=1000)]) as sess:
+        sess.run(train_op)
+""",
         # one broadcast hook, made before the branches and given to every `train`
         """import tensorflow as tf
 import horovod.tensorflow as hvd
@@ -290,6 +305,8 @@ def _hooks(facts: ModuleFacts, call: CallFact) -> list[cst.BaseExpression] | Non
     worker, when the module shows them all; None for other calls and unknown hooks."""
     resolved = facts.resolve(call.func)
     if resolved == "tensorflow.train.MonitoredTrainingSession":
+        if call_arg(call.node, 0, "master") is not None:
+            return None  # a session on a cluster's server: parameter-server training, its variables shared there
         return call_list(facts, call, "hooks", 4, 4)
     if resolved == "tensorflow.estimator.train_and_evaluate":
         spec = _only_value(facts, call_arg(call.node, 1, "train_spec"), call)
