@@ -45,6 +45,7 @@ EXPECTED = [
     ('TFD108', 0, 11, 16, '`ReduceOp.SUM` over per-replica mean losses reports a loss N times too large'),
     ('TFD108', 1, 8, 12, '`ReduceOp.MEAN` over losses already scaled by the global batch reports a loss N times too small'),
     ('TFD108', 2, 10, 15, '`ReduceOp.SUM` over per-replica mean losses reports a loss N times too large'),
+    ('TFD108', 3, 14, 12, '`ReduceOp.SUM` over per-replica mean losses reports a loss N times too large'),
     ('TFD109', 0, 4, 10, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy`'),
     ('TFD109', 1, 5, 14, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy`'),
     ('TFD109', 2, 3, 10, 'a loop builds one model copy per GPU under `tf.device` (TF1 towers); use `MirroredStrategy`'),

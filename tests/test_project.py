@@ -289,6 +289,23 @@ def test_a_horovod_optimizer_two_imports_away_makes_a_tf1_horovod_program(tmp_pa
     assert lint_paths(["main.py"], Overrides(select=("TFD516",))).findings == []  # no gradients averaged: not Horovod
 
 
+def test_a_tf_function_that_nothing_calls_gives_no_finding(tmp_path: Path, monkeypatch):
+    """`@tf.function` only wraps a function: a step nothing names never runs, unlike one a framework registers."""
+    (tmp_path / ".git").mkdir()
+    steps = ("import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n\n\n"
+             "def replica(x):\n    return tf.reduce_mean(model(x))\n\n\n"
+             "@tf.function\ndef train_step(x):\n    losses = strategy.run(replica, args=(x,))\n"
+             "    return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)\n\n\n"
+             "@tf.function(jit_compile=True)\ndef val_step(x):\n    losses = strategy.run(replica, args=(x,))\n"
+             "    return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)\n")
+    (tmp_path / "steps.py").write_text(steps + "\n\nfor batch in dataset:\n    train_step(batch)\n")
+    monkeypatch.chdir(tmp_path)
+    assert [f.line for f in lint_paths(["steps.py"], Overrides(select=("TFD108",))).findings] == [12]
+    (tmp_path / "steps.py").write_text(steps.replace("@tf.function(jit_compile=True)", "@register_step"))
+    forget_files_read()
+    assert [f.line for f in lint_paths(["steps.py"], Overrides(select=("TFD108",))).findings] == [18]
+
+
 def test_tf_app_run_runs_the_main_it_does_not_name(tmp_path: Path, monkeypatch):
     (tmp_path / ".git").mkdir()
     main = ("import tensorflow as tf\n\n\ndef main(argv=None):\n    for i in range(FLAGS.num_gpus):\n"

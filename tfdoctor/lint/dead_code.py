@@ -8,7 +8,8 @@ In an application, a module-level function or class, or a method of a class whos
 project's own classes (or none, or `ABC`), is dead when no other line of its module and no other file of its
 project (modules and notebooks) names it. An application is a notebook, or a repository (`.git`) or
 pyproject.toml project whose root has no setup.py, setup.cfg or `[project]`/`[tool.poetry]` table: nobody
-imports it as a library. Decorated definitions (registered, or run by a framework), dunder methods, tests
+imports it as a library. Decorated definitions (registered, or run by a framework; not those whose
+decorators only wrap them, `@tf.function`), dunder methods, tests
 (`test_*`, `Test*`: pytest finds them by name) and methods of classes derived from a framework's (hooks it
 calls: `build`, `on_epoch_end`) are never dead. A name in a
 string or a comment counts as naming it (when unsure, the finding stays), but not one in the definition's
@@ -43,6 +44,8 @@ _ROOT_BASES = frozenset({"object", "ABC", "abc.ABC"})  # bases that call no meth
 _MAX_BASES = 8  # a deeper chain of the project's own classes is not followed
 _MESSAGE_CALLS = frozenset({"print", "debug", "info", "warning", "warn", "error", "exception", "critical"})
 _APP_RUNS = frozenset({"tensorflow.app.run", "tensorflow.compat.v1.app.run"})  # they call `__main__.main` by default
+_WRAPPERS = frozenset({"tensorflow.function", "tensorflow.compat.v1.function", "tensorflow.compat.v2.function",
+                       "functools.lru_cache", "functools.cache", "functools.wraps"})  # decorators that call nothing
 _DEFINED = re.compile(r"\b(?:def|class)\s+([A-Za-z_]\w*)")
 
 
@@ -117,15 +120,22 @@ def _candidates(facts: ModuleFacts) -> Iterator[cst.FunctionDef | cst.ClassDef]:
     """Module-level functions and classes, and the methods of module-level classes whose bases are all the
     project's own (or none)."""
     for statement in facts.module.body:
-        if not isinstance(statement, (cst.FunctionDef, cst.ClassDef)) or statement.decorators:
+        if not isinstance(statement, (cst.FunctionDef, cst.ClassDef)) or not _only_wrapped(facts, statement):
             continue
         if not statement.name.value.startswith(_NEVER_DEAD):
             yield statement
         if isinstance(statement, cst.ClassDef) and _project_hierarchy(facts, statement.name.value):
             for member in statement.body.body:
-                if isinstance(member, cst.FunctionDef) and not member.decorators \
+                if isinstance(member, cst.FunctionDef) and _only_wrapped(facts, member) \
                         and not member.name.value.startswith(_NEVER_DEAD):
                     yield member
+
+
+def _only_wrapped(facts: ModuleFacts, definition: cst.FunctionDef | cst.ClassDef) -> bool:
+    """Whether every decorator of a definition only wraps it (`@tf.function`, `@functools.lru_cache`): none
+    registers it for a framework to call."""
+    return all(facts.resolve(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) in _WRAPPERS
+               for d in definition.decorators)
 
 
 def _project_hierarchy(model: SemanticModel, name: str, depth: int = 0) -> bool:

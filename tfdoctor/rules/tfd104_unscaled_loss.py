@@ -22,7 +22,8 @@ class UnscaledLoss(Rule):
     """
     ## What it does
     Finds a replica function whose differentiated loss (the first argument of `tape.gradient` or
-    `optimizer.minimize`) is a per-replica mean (`tf.reduce_mean`), a sum not divided by the global batch
+    `optimizer.minimize`) is a per-replica mean (`tf.reduce_mean`, or a sum divided by a count of its own batch such as
+    `tf.reduce_sum(mask)`), a sum not divided by the global batch
     (also per-example losses of a `reduction=NONE` loss differentiated whole), or, when the target is Keras 2
     or Keras 3 before 3.8, a Keras loss object with its default `sum_over_batch_size` reduction. The loss is
     followed through helpers (of this or another project module), `self.loss_fn`, lists summed with

@@ -16,7 +16,8 @@ class LossReduceMismatch(Rule):
     ## What it does
     Finds `strategy.reduce(MEAN, ...)` over per-replica losses that are already scaled by the global batch
     (`tf.nn.compute_average_loss`, or divided by the global batch size), and `strategy.reduce(SUM, ...)`
-    over per-replica means.
+    over per-replica means (`tf.reduce_mean`, or a sum divided by a count the replica makes from its own
+    batch: `tf.reduce_sum(loss * mask) / tf.reduce_sum(mask)`).
 
     ## Why it is bad
     A loss scaled by the global batch is one replica's share of the global mean: the shares must be
@@ -99,8 +100,34 @@ def step(x):
     total_g = strategy.reduce(tf.distribute.ReduceOp.SUM, g_loss, axis=None)  # TFD108
     return strategy.reduce(tf.distribute.ReduceOp.MEAN, d_loss, axis=None), total_g
 """,
+        # SUM over a masked mean: each replica divides its summed loss by its own count of tokens
+        """import tensorflow as tf
+strategy = tf.distribute.TPUStrategy(resolver)
+def loss_function(target, predictions):
+    mask = tf.cast(tf.not_equal(target, 0), tf.float32)
+    return tf.reduce_sum(loss_object(target, predictions) * mask) / tf.reduce_sum(mask)
+def train_step(target, inputs):
+    with tf.GradientTape() as tape:
+        loss = loss_function(target, model(inputs, training=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+@tf.function
+def distributed_train_step(batch):
+    per_replica_losses = strategy.run(train_step, args=batch)
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, axis=None)  # TFD108
+""",
     )
     VALID = (
+        # SUM over losses divided by the global batch, through a helper that sums the masked losses first
+        """import tensorflow as tf
+def replica(target, predictions):
+    mask = tf.cast(tf.not_equal(target, 0), tf.float32)
+    return tf.reduce_sum(loss_object(target, predictions) * mask) / GLOBAL_BATCH_SIZE
+@tf.function
+def step(batch):
+    out = strategy.run(replica, args=batch)
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, out, axis=None)
+""",
         # a unit test that checks what a reduce returns: it trains nothing
         """import tensorflow as tf
 class ReduceTest(tf.test.TestCase):

@@ -84,6 +84,9 @@ def loss_kind(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope,
             inner = loss_kind(facts, loss_side, scope, before, depth + 1)
             if is_global_batch(facts, divisor, scope):
                 return Loss(_scaled(inner), expr, None)
+            if isinstance(expr.operator, cst.Divide) and inner is not None and inner.kind == "sum" \
+                    and _local_count(facts, expr.right):
+                return Loss("mean", expr, None)  # `reduce_sum(loss * mask) / reduce_sum(mask)`: this replica's mean
             if inner is not None and (inner.kind == "scaled" or weighted or _weight(facts, expr.right, scope)):
                 return inner  # a constant weight keeps the reduction (`10.0 * tf.reduce_mean(...)`)
             return None
@@ -116,6 +119,19 @@ def loss_kind(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope,
         else:
             state, zero = None, False
     return state
+
+
+_COUNTS = frozenset({"tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "tensorflow.math.count_nonzero",
+                     "tensorflow.count_nonzero", "tensorflow.size"})
+
+
+def _local_count(facts: ModuleFacts, expr: cst.BaseExpression) -> bool:
+    """A count the step makes from its own batch (`tf.reduce_sum(mask)`, `tf.size(labels)`, also cast to a float):
+    dividing a sum by it gives this replica's mean."""
+    while isinstance(expr, cst.Call) and facts.resolve(expr.func) in ("tensorflow.cast", "tensorflow.dtypes.cast") \
+            and expr.args:
+        expr = expr.args[0].value
+    return isinstance(expr, cst.Call) and facts.resolve(expr.func) in _COUNTS
 
 
 def _weight(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope) -> bool:
