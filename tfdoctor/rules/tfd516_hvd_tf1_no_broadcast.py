@@ -226,11 +226,12 @@ with tf.train.MonitoredTrainingSession(hooks=[tf.train.StopAtStepHook(last_step=
         if horovod_calls(facts, "BroadcastGlobalVariablesCallback"):
             return
         found = [(call, hooks) for call in facts.calls if (hooks := _hooks(facts, call)) is not None]
-        if broadcasts_otherwise(facts):  # only a call that no broadcast can reach is still open
+        broadcasting = broadcasts_otherwise(facts)
+        if broadcasting:  # only a call that no broadcast can reach is still open
             found = [(call, hooks) for call, hooks in found if _out_of_reach(facts, call)]
             if not found:
                 return
-        loop = None if found or calls_any(facts, *_HOOKED) or broadcasts_otherwise(facts) else _session_loop(facts)
+        loop = None if found or broadcasting or calls_any(facts, *_HOOKED) else _session_loop(facts)
         if not (found or loop) or same_start_everywhere(facts):
             return
         for call, hooks in found:
