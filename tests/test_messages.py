@@ -34,7 +34,6 @@ EXPECTED = [
     ('TFD105', 1, 6, 22, '`self.model` (a Keras model) is created outside `strategy.scope()` but is used in the replica function `train_step`'),
     ('TFD105', 2, 5, 7, '`acc` (a Keras metric) is created outside `strategy.scope()` but is used in the replica function `replica` (Keras 3.0 assumed: test)'),
     ('TFD105', 3, 4, 13, '`optimizer` (a Keras optimizer) is created outside `strategy.scope()` but is given to `compile` inside `strategy.scope()` (Keras 3.0 assumed: test)'),
-    ('TFD105', 4, 10, 9, '`model` (a subclassed Keras model) is created outside `strategy.scope()` but is used in the replica function `train_step` (Keras 3.0 assumed: test)'),
     ('TFD106', 0, 6, 9, '`batch(64)` feeds a strategy but does not scale with `num_replicas_in_sync`'),
     ('TFD106', 1, 6, 15, '`batch(BATCH_PER_GPU)` feeds a strategy but does not scale with `num_replicas_in_sync`'),
     ('TFD106', 2, 4, 52, '`batch(batch_size)` feeds a strategy but does not scale with `num_replicas_in_sync`'),

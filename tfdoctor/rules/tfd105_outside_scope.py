@@ -16,39 +16,31 @@ _OPTIMIZER = re.compile(r"^(keras|tensorflow_addons)\.optimizers\.(legacy\.)?[A-
 _METRIC = re.compile(r"^keras\.metrics\.[A-Z]\w*$")
 _OPTIMIZER_KIND = "a Keras optimizer"
 _METRIC_KIND = "a Keras metric"
-_SUBCLASSED_KIND = "a subclassed Keras model"
-# made outside the scope, Keras 2 trains and counts right (a subclassed model: it builds its variables where first
-# called, under `strategy.run` mirrored ones; Keras 3 builds plain ones there)
-_KERAS2_FINE = (_OPTIMIZER_KIND, _METRIC_KIND, _SUBCLASSED_KIND)
+_KERAS2_FINE = (_OPTIMIZER_KIND, _METRIC_KIND)  # made outside the scope, Keras 2 trains and counts right
 
 
 class OutsideScope(Rule):
     """
     ## What it does
-    Finds a Keras model, optimizer or metric created outside `strategy.scope()` (by its constructor, a
-    project class derived from Keras' `Model`, picked from a dict of constructors, or by a helper of this or
-    another project module that returns one) that is
+    Finds a Keras model, optimizer or metric created outside `strategy.scope()` (by its constructor, picked
+    from a dict of constructors, or by a helper of this or another project module that returns one) that is
     then used with the strategy, through that same variable:
     compiled inside the scope (also with it as `compile`'s argument, or by a function it is passed to), or
     used in a replica function. Code in a function that is called from inside the scope counts as inside,
     also a function or class that only the project's other modules call, each time inside the scope. A
     factory that returns what it creates and that the module never calls, and a class that asks for the
     current strategy (`tf.distribute.get_strategy()`), are left to their callers elsewhere. Under Keras 2 an
-    optimizer, a metric or a subclassed model made outside the scope is left alone too: Keras 2 creates an
-    optimizer's slots where it is first used, under the strategy (tf_keras 2.21 trains so, compiled in the
-    scope or applied in `strategy.run`, with mirrored slots), a metric updated in `strategy.run` counts every
-    replica's examples, and a subclassed model first called there gets mirrored variables. Keras 3 stops with
-    "Mixing different tf.distribute.Strategy objects" (or gives the model plain variables), so there the
-    message says which Keras it assumed. That Keras 3 must come from the project's pins, its code or `--target-keras`: the
+    optimizer or a metric made outside the scope is left alone too: Keras 2 creates an optimizer's slots where
+    it is first used, under the strategy (tf_keras 2.21 trains so, compiled in the scope or applied in
+    `strategy.run`, with mirrored slots), and a metric updated in `strategy.run` counts every replica's
+    examples; Keras 3 stops with "Mixing different tf.distribute.Strategy objects", so there the message says
+    which Keras it assumed. That Keras 3 must come from the project's pins, its code or `--target-keras`: the
     installed or newest release is not enough (except in a profile's run, which meets the installed one).
 
     ## Why it is bad
     Variables created outside the scope are ordinary single-device variables, not mirrored ones. Depending
     on the version you get "Mixing different tf.distribute.Strategy objects", "... was not created in the
-    distribution strategy scope", or a run that silently trains one copy on one device. A subclassed model
-    builds its variables where it is first called: in `strategy.run`, Keras 2 makes mirrored ones there, but
-    Keras 3 makes plain ones (measured with TensorFlow 2.21 and two logical CPUs: Keras 3.15 gives `Variable`,
-    tf_keras 2 `MirroredVariable`).
+    distribution strategy scope", or a run that silently trains one copy on one device.
 
     ## Example
     ```python
@@ -128,50 +120,8 @@ with strategy.scope():
     model = build_model()
     model.compile(optimizer=optimizer, loss="mse")
 """,
-        # a subclassed model made outside the scope, first called in the replica function (Keras 3)
-        """# tfdoctor: target-keras=3.0
-import tensorflow as tf
-class MyModel(tf.keras.Model):
-    def __init__(self):
-        super().__init__()
-        self.dense = tf.keras.layers.Dense(10)
-    def call(self, x):
-        return self.dense(x)
-strategy = tf.distribute.MirroredStrategy()
-model = MyModel()  # TFD105
-with strategy.scope():
-    optimizer = tf.keras.optimizers.SGD(0.1)
-def train_step(x, y):
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_mean(tf.square(model(x) - y))
-    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-@tf.function
-def distributed_step(x, y):
-    strategy.run(train_step, args=(x, y))
-""",
     )
     VALID = (
-        # the same under Keras 2, which builds the model's variables where it is first called: mirrored ones
-        """# tfdoctor: target-keras=2.15
-import tensorflow as tf
-class MyModel(tf.keras.Model):
-    def __init__(self):
-        super().__init__()
-        self.dense = tf.keras.layers.Dense(10)
-    def call(self, x):
-        return self.dense(x)
-strategy = tf.distribute.MirroredStrategy()
-model = MyModel()
-with strategy.scope():
-    optimizer = tf.keras.optimizers.SGD(0.1)
-def train_step(x, y):
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_mean(tf.square(model(x) - y))
-    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-@tf.function
-def distributed_step(x, y):
-    strategy.run(train_step, args=(x, y))
-""",
         # Keras 2: an optimizer made outside the scope gets its slots where it is first used, under the strategy
         """# tfdoctor: target-keras=2.15
 import tensorflow as tf
@@ -398,9 +348,6 @@ def _kind(facts: ModuleFacts, value: cst.CSTNode) -> str | None:
     name = facts.resolve(value.func) or ""
     if _MODEL.search(name):
         return "a Keras model"
-    found = facts.class_and_module(dotted(value.func))
-    if found is not None and any(_MODEL.search(found[1].resolve(base) or "") for base in found[0].bases):
-        return _SUBCLASSED_KIND
     if _OPTIMIZER.search(name):
         return _OPTIMIZER_KIND
     if _METRIC.search(name):
