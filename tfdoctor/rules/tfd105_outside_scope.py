@@ -122,6 +122,24 @@ with strategy.scope():
 """,
     )
     VALID = (
+        # a subclassed model first called in the replica function builds its variables there, under the
+        # strategy: mirrored (measured with TF 2.21 on two logical CPUs, Keras 3.15 and tf_keras alike)
+        """# tfdoctor: target-keras=3.0
+import tensorflow as tf
+class MyModel(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.dense = tf.keras.layers.Dense(10)
+    def call(self, x):
+        return self.dense(x)
+strategy = tf.distribute.MirroredStrategy()
+model = MyModel()
+def train_step(x):
+    return tf.reduce_mean(model(x))
+@tf.function
+def distributed_step(x):
+    return strategy.run(train_step, args=(x,))
+""",
         # Keras 2: an optimizer made outside the scope gets its slots where it is first used, under the strategy
         """# tfdoctor: target-keras=2.15
 import tensorflow as tf
