@@ -328,8 +328,33 @@ with strategy.scope():
     model = build_model()
 train_model(model, get_generators(512))
 """,
+        # the generator of either branch of an augmentation flag reads and decodes images from disk
+        """import tensorflow as tf
+strategy = tf.distribute.TPUStrategy(resolver)
+valid_datagen = tf.keras.preprocessing.image.ImageDataGenerator(rescale=1. / 255, validation_split=.2)
+if do_data_augmentation:
+    train_datagen = tf.keras.preprocessing.image.ImageDataGenerator(rotation_range=40, horizontal_flip=True)
+else:
+    train_datagen = valid_datagen
+train_generator = train_datagen.flow_from_directory(data_dir, subset="training", batch_size=64)
+with strategy.scope():
+    model = build_model()
+model.fit(train_generator, epochs=3)  # TFD201
+""",
     )
     VALID = (
+        # `flow` over arrays in memory, with augmentation only in one branch of a flag: the other slices them
+        """import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+plain = tf.keras.preprocessing.image.ImageDataGenerator(rescale=1. / 255)
+if augment:
+    datagen = tf.keras.preprocessing.image.ImageDataGenerator(rotation_range=40, horizontal_flip=True)
+else:
+    datagen = plain
+with strategy.scope():
+    model = build_model()
+model.fit(datagen.flow(x_train, y_train, batch_size=64), epochs=3)
+""",
         # batches from a loader out of sight that is given its worker count (EAST's `icdar.get_batch`)
         """import tensorflow.compat.v1 as tf
 import icdar
@@ -857,18 +882,23 @@ with tf.Session() as sess:
         if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
                 and _FLOW.match(expr.func.attr.value)):
             return None
-        receiver = expr.func.value
-        name = dotted(receiver)
-        if name is not None:
-            found = definitions(facts, name, scope)
-            receiver = found[-1].value if found else receiver
-        qualified = facts.resolve(receiver.func) if isinstance(receiver, cst.Call) else None
-        if not (qualified and qualified.endswith("ImageDataGenerator")):
+        makers = _values(facts, expr.func.value, scope)
+        if not all(isinstance(made, cst.Call) and (facts.resolve(made.func) or "").endswith("ImageDataGenerator")
+                   for made in makers):
             return None
-        if expr.func.attr.value == "flow" and not any(
-                arg.keyword is None or arg.keyword.value not in _NO_WORK for arg in receiver.args):  # type: ignore[union-attr]
+        if expr.func.attr.value == "flow" and not all(
+                any(arg.keyword is None or arg.keyword.value not in _NO_WORK for arg in made.args)  # type: ignore[attr-defined]
+                for made in makers):
             return None  # `ImageDataGenerator().flow(x, y)`: batches of arrays in memory, a copy each
         return expr.func.attr.value
+
+
+def _values(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[cst.BaseExpression]:
+    """What a name can hold, through every assignment of it and names assigned from names (`train_datagen =
+    valid_datagen` in the `else` of an augmentation flag); the expression itself when it is no name."""
+    name = dotted(expr)
+    found = definitions(facts, name, scope) if name is not None and depth < 3 else []
+    return [value for assign in found for value in _values(facts, assign.value, scope, depth + 1)] or [expr]
 
 
 def _slices_or_pooled(facts: ModuleFacts, source: cst.Call | None, scope: Scope) -> bool:
