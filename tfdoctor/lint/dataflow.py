@@ -98,6 +98,7 @@ from tfdoctor.lint.analysis.multiworker import (
     unknown_value,
     when_distributed,
     worker_guard,
+    wraps_horovod_optimizer,
     write_kind,
 )
 from tfdoctor.lint.analysis.optimizers import Optimizer, applied_optimizer
@@ -168,5 +169,5 @@ __all__ = [
     "same_start_everywhere", "saved_under_strategy", "standalone_keras", "template_from_caller", "template_on_cpu",
     "trained_multi_gpu_models", "saves_beside", "second_pulls", "session_feeds", "slices_in_memory", "step_counter",
     "sync_on_read_state", "tf_config_sets", "training_chains", "training_inputs", "training_loops",
-    "training_step_scopes", "trains", "unknown_value", "UnscaledBatch", "unscaled_batches", "value_provenance", "when_distributed", "worker_guard", "wrapped_python_calls", "write_kind",
+    "training_step_scopes", "trains", "unknown_value", "UnscaledBatch", "unscaled_batches", "value_provenance", "when_distributed", "wraps_horovod_optimizer", "worker_guard", "wrapped_python_calls", "write_kind",
 ]

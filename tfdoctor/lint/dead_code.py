@@ -79,8 +79,9 @@ def dead_spans(facts: ModuleFacts, positions: Mapping[cst.CSTNode, CodeRange], t
 def _message_strings(facts: ModuleFacts, positions: Mapping[cst.CSTNode, CodeRange]) -> list[tuple[int, str]]:
     """The strings of messages (an assertion's, an exception's, a printed or logged one), with their lines:
     prose that names a definition (`'DataParallel objects need 2 GPUs'`) does not run it."""
-    messages: list[cst.CSTNode] = [node.msg for node in m.findall(facts.module, m.Assert()) if node.msg is not None]
-    messages += [node.exc for node in m.findall(facts.module, m.Raise()) if node.exc is not None]
+    statements = m.findall(facts.module, m.Assert() | m.Raise())  # one walk for both
+    messages: list[cst.CSTNode] = [message for node in statements
+                                   if (message := node.msg if isinstance(node, cst.Assert) else node.exc) is not None]
     messages += [arg.value for call in facts.calls if (call.attr or call.func) in _MESSAGE_CALLS for arg in call.node.args]
     return [(positions[string].start.line, string.value) for message in messages
             for string in m.findall(message, m.SimpleString() | m.FormattedStringText()) if string in positions]

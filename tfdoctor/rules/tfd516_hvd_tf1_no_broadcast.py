@@ -6,8 +6,7 @@ import libcst as cst
 
 from tfdoctor.lint.dataflow import (
     broadcast_calls, broadcasts_otherwise, call_list, calls_any, horovod_calls, horovod_init, horovod_member,
-    horovod_scope,
-    runs_training_op, same_start_everywhere,
+    horovod_scope, runs_training_op, same_start_everywhere, wraps_horovod_optimizer,
 )
 from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
@@ -17,7 +16,6 @@ from tfdoctor.lint.rule import Context, Rule
 # Training that runs hooks or callbacks the module may not show (Keras, sessions made elsewhere, Estimators).
 _HOOKED = ("fit", "fit_generator", "train_on_batch", "MonitoredTrainingSession", "MonitoredSession", "train",
            "train_and_evaluate", "SingularMonitoredSession")
-IMPORT_DEPTH = 2
 _SESSIONS = frozenset({"tensorflow.Session", "tensorflow.InteractiveSession"})
 _ESTIMATORS = ("tensorflow.estimator.", "tensorflow.contrib.learn.", "tensorflow.contrib.tpu.", "tensorflow_estimator.")
 
@@ -221,7 +219,7 @@ with tf.train.MonitoredTrainingSession(hooks=[tf.train.StopAtStepHook(last_step=
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        if not horovod_init(facts) or not _wraps_optimizer(facts):
+        if not horovod_init(facts) or not wraps_horovod_optimizer(facts):
             return
         if horovod_calls(facts, "BroadcastGlobalVariablesCallback"):
             return
@@ -246,13 +244,6 @@ def _out_of_reach(facts: ModuleFacts, call: CallFact) -> bool:
     runs with the training call (`if do_train and do_eval:` makes the hook, `elif do_train:` trains without it)."""
     return all(horovod_member(facts, broadcast.func) == "BroadcastGlobalVariablesHook"
                and facts.exclusive_branches(broadcast.node, call.node) for broadcast in broadcast_calls(facts))
-
-
-def _wraps_optimizer(facts: ModuleFacts, depth: int = 0) -> bool:
-    """Whether `hvd.DistributedOptimizer` wraps an optimizer here or in a project module this one imports (up
-    to IMPORT_DEPTH imports away: `main.py` imports the model function, which imports its optimizer's)."""
-    return bool(horovod_calls(facts, "DistributedOptimizer")) or depth < IMPORT_DEPTH and any(
-        isinstance(module, ModuleFacts) and _wraps_optimizer(module, depth + 1) for module in facts.imported_modules())
 
 
 def _session_loop(facts: ModuleFacts) -> CallFact | None:

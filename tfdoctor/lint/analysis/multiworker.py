@@ -77,6 +77,17 @@ def horovod_calls(facts: ModuleFacts, *members: str) -> list[CallFact]:
     return [c for c in facts.calls if (m := horovod_member(facts, c.func)) is not None and m.split(".")[-1] in wanted]
 
 
+HOROVOD_OPTIMIZER_DEPTH = 2  # `main.py` imports the model function, which imports its optimizer's module
+
+
+def wraps_horovod_optimizer(facts: ModuleFacts) -> bool:
+    """Whether `hvd.DistributedOptimizer` wraps an optimizer in the module or in a project module it imports,
+    up to HOROVOD_OPTIMIZER_DEPTH imports away."""
+    return bool(horovod_calls(facts, "DistributedOptimizer")) or any(
+        isinstance(module, ModuleFacts) and horovod_calls(module, "DistributedOptimizer")
+        for module in facts.imported_within(HOROVOD_OPTIMIZER_DEPTH))
+
+
 def horovod_module(facts: ModuleFacts) -> bool:
     """Whether the module is Horovod training code: it calls `hvd.init()` and trains, or builds Horovod's
     optimizer, tape or callbacks (a helper module that makes `get_callbacks()` for the training script)."""
@@ -1088,8 +1099,8 @@ def broadcast_calls(facts: ModuleFacts) -> list[CallFact]:
     state, or a callback's hooks run by hand."""
     wanted = frozenset((*_BROADCASTS, *_CALLBACK_HOOKS))
     return [c for c in facts.calls if (c.attr or (c.func or "").split(".")[-1]) in wanted
-            or (horovod_member(facts, c.func) or "").split(".")[-1] in _BROADCASTS
-            or (horovod_member(facts, c.func) or "").startswith("elastic.")]
+            or (member := horovod_member(facts, c.func) or "").split(".")[-1] in _BROADCASTS
+            or member.startswith("elastic.")]
 
 
 def same_start_everywhere(facts: ModuleFacts) -> bool:

@@ -265,6 +265,15 @@ class SemanticModel:
                 found.setdefault(id(hit[0]), hit[0])
         return list(found.values())
 
+    def imported_within(self, depth: int) -> list[SemanticModel]:
+        """The project modules this one imports, and those they import, up to `depth` imports away, each once."""
+        found: dict[int, SemanticModel] = {}
+        layer: list[SemanticModel] = [self]
+        for _ in range(depth):
+            layer = [m for module in layer for m in module.imported_modules() if m is not self and id(m) not in found]
+            found.update((id(m), m) for m in layer)
+        return list(found.values())
+
     def foreign(self, name: str) -> tuple[SemanticModel, str] | None:
         """`f` imported from a project module, or `module.f` through an imported project module."""
         head, _, rest = name.partition(".")
