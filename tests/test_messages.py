@@ -17,6 +17,8 @@ EXPECTED = [
     ('TFD101', 1, 2, 5, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
     ('TFD101', 2, 2, 5, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
     ('TFD101', 3, 2, 12, '`multi_gpu_model` copies the model onto each GPU by hand; use `tf.distribute.MirroredStrategy`'),
+    ('TFD101', 4, 4, 16, ("standalone Keras's `multi_gpu_model` on a `tf.keras` model fails from TensorFlow 2.1 on; "
+                         "use `tf.distribute.MirroredStrategy`")),
     ('TFD102', 0, 7, 17, '`tf.split` splits the input of replica function `train_step` again'),
     ('TFD102', 1, 4, 14, '`tf.unstack` splits the input of replica function `fwd` again'),
     ('TFD102', 2, 8, 27, 'slicing by a per-GPU size splits the input of replica function `replica_fn` again'),

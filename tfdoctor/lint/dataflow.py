@@ -7,6 +7,7 @@ from __future__ import annotations
 from tfdoctor.lint.analysis.devices import device_blocks, one_turn, one_visible_gpu
 from tfdoctor.lint.analysis.global_batches import UnscaledBatch, unscaled_batches
 from tfdoctor.lint.analysis.multi_gpu_models import (
+    keras_mixed,
     standalone_keras,
     template_from_caller,
     template_on_cpu,

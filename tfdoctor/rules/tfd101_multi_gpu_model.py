@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from tfdoctor.lint.dataflow import standalone_keras, trained_multi_gpu_models
+from tfdoctor.lint.dataflow import keras_mixed, standalone_keras, trained_multi_gpu_models
 from tfdoctor.lint.facts import ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.rule import Context, Rule
@@ -21,7 +21,10 @@ class MultiGpuModel(Rule):
     The `multi_gpu_model` of the standalone `keras` package (`from keras.utils import multi_gpu_model`) is not
     reported: it is that of multi-backend Keras up to 2.3, the last to have it, whose models no `tf.distribute`
     strategy drives, and there it is the supported way. Where its template is left on GPU 0, the opt-in TFD113
-    says so.
+    says so. It is reported where the module takes the rest of its Keras from TensorFlow (`from tensorflow import
+    keras`), so that it wraps a `tf.keras` model: from TensorFlow 2.1 on, that call fails. Standalone Keras 2.4 and
+    later have no `multi_gpu_model` (an `ImportError`), and Keras 2.3 and earlier look the GPUs up through
+    `tf.config.experimental_list_devices`, which TensorFlow 2.1 removed (an `AttributeError`).
 
     ## Why it is bad
     `multi_gpu_model` was removed in TensorFlow 2.4. It keeps the template model's weights on one device
@@ -50,7 +53,9 @@ class MultiGpuModel(Rule):
     severity = Severity.ERROR
     summary = "`keras.utils.multi_gpu_model` (removed in TF 2.4; GPU 0 holds the weights and runs out of memory)."
     MESSAGES = {"default": ("`multi_gpu_model` copies the model onto each GPU by hand; use "
-                            "`tf.distribute.MirroredStrategy`")}
+                            "`tf.distribute.MirroredStrategy`"),
+                "mixed": ("standalone Keras's `multi_gpu_model` on a `tf.keras` model fails from TensorFlow 2.1 on; "
+                          "use `tf.distribute.MirroredStrategy`")}
     triggers = ("multi_gpu_model",)
     INVALID = (
         "import tensorflow as tf\nparallel = tf.keras.utils.multi_gpu_model(model, gpus=4)  # TFD101\nparallel.fit(x, y)\n",
@@ -60,6 +65,10 @@ class MultiGpuModel(Rule):
         # weights loaded, then trained on
         "import tensorflow as tf\nparallel = tf.keras.utils.multi_gpu_model(model, gpus=2)  # TFD101\n"
         "parallel.load_weights(path)\nparallel.fit(x, y)\n",
+        # standalone Keras's function on the model of a module whose Keras is TensorFlow's
+        "from tensorflow import keras\ndef create(model, gpus):\n    from keras.utils import multi_gpu_model\n"
+        "    parallel = multi_gpu_model(model, gpus=gpus)  # TFD101\n    parallel.compile(loss='mse')\n"
+        "    return parallel\n",
     )
     VALID = (
         "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\nwith strategy.scope():\n"
@@ -76,9 +85,14 @@ class MultiGpuModel(Rule):
         "parallel.load_weights(sys.argv[1])\nmodel.save_weights(sys.argv[2])\n",
         # standalone multi-backend Keras, where it is the supported way (TFD113 says where its template is)
         "import keras\nmodel = build()\nparallel = keras.utils.multi_gpu_model(model, gpus=2)\nparallel.fit(x, y)\n",
+        # standalone Keras both for the model and for the function, TensorFlow imported beside it
+        "import tensorflow as tf\nfrom keras.layers import Dense\nfrom keras.utils import multi_gpu_model\n"
+        "parallel = multi_gpu_model(model, gpus=2)\nparallel.fit(x, y)\n",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         for call in trained_multi_gpu_models(facts):
-            if not standalone_keras(facts, call):
+            if keras_mixed(facts, call):
+                yield self.report(call, "mixed")
+            elif not standalone_keras(facts, call):
                 yield self.report(call)

@@ -1,5 +1,6 @@
 """Keras `multi_gpu_model` calls that training runs on, which Keras makes them, and where their template lives:
-TFD101 reports those of `tf.keras` (removed in TF 2.4), TFD113 those of standalone Keras with the template on GPU 0."""
+TFD101 reports those of `tf.keras` (removed in TF 2.4) and standalone Keras's wrapping a `tf.keras` model, TFD113
+those of standalone Keras with the template on GPU 0."""
 
 from __future__ import annotations
 
@@ -25,7 +26,22 @@ def trained_multi_gpu_models(facts: ModuleFacts) -> Iterator[CallFact]:
 
 def standalone_keras(facts: ModuleFacts, call: CallFact) -> bool:
     """Whether the call names the standalone `keras` package's function (`from keras.utils import ...`), not
-    `tf.keras`'s."""
+    `tf.keras`'s, in a module whose Keras is that package (see `keras_mixed`)."""
+    return _names_standalone(facts, call) and not keras_mixed(facts, call)
+
+
+def keras_mixed(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether the call names standalone Keras's function in a module that takes all its other Keras from
+    TensorFlow (`from tensorflow import keras`): its model is a `tf.keras` one."""
+    if not _names_standalone(facts, call):
+        return False
+    targets = set(facts.aliases.values())
+    standalone = {t for t in targets if t.split(".")[0] == "keras" and not t.endswith("multi_gpu_model")}
+    return not standalone and any(t.startswith(("tensorflow.keras", "tensorflow.python.keras")) for t in targets)
+
+
+def _names_standalone(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether the call's name is imported from the standalone `keras` package."""
     head = (call.func or "").split(".")[0]
     return facts.aliases.get(head, "").split(".")[0] == "keras"
 
