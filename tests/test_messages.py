@@ -44,6 +44,7 @@ EXPECTED = [
     ('TFD107', 0, 7, 13, '`self.strategy.run` is called eagerly from `fit`, which is not a `tf.function` (nor only called from one)'),
     ('TFD107', 1, 4, 5, '`strategy.run` is called eagerly from module-level code, outside any `tf.function`'),
     ('TFD107', 2, 4, 12, '`strategy.experimental_run_v2` is called eagerly from `dist_step`, which is not a `tf.function` (nor only called from one)'),
+    ('TFD107', 3, 11, 12, '`strategy.run` is called eagerly from `dist_step`, which is not a `tf.function` (nor only called from one)'),
     ('TFD108', 0, 11, 16, '`ReduceOp.SUM` over per-replica mean losses reports a loss N times too large'),
     ('TFD108', 1, 8, 12, '`ReduceOp.MEAN` over losses already scaled by the global batch reports a loss N times too small'),
     ('TFD108', 2, 10, 15, '`ReduceOp.SUM` over per-replica mean losses reports a loss N times too large'),

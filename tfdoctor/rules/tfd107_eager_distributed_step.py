@@ -37,7 +37,10 @@ class EagerDistributedStep(Rule):
     replica function given as a parameter of a function the module never calls (a benchmark harness's
     `run_test(target_call, ...)`) may be a `tf.function`: the rule cannot tell, and stays silent; so may a
     `train_step` the module never calls, of a class derived from one the project does not define (Keras'
-    `Model`, Orbit's `StandardTrainer`, which call it inside a `tf.function` by default). A program
+    `Model`, Orbit's `StandardTrainer`, which call it inside a `tf.function` by default); so may a function
+    whose decorator comes from a project module out of sight (`from pkg.train_util import mode_decor`, where
+    `pkg` is not in the project), while one bound to `tf.function` in any branch of a module in sight
+    (`mode_decor = tf.function if graph else do_nothing`) is taken for one. A program
     that turns eager execution off (`tf.compat.v1.disable_eager_execution()`, here or in a project module it
     imports), or a module that opens a TF 1 session (`tf.compat.v1.Session()`, which runs only graphs), builds
     graphs only; and a `run()` with no function to run is another kind of strategy's.
@@ -113,6 +116,21 @@ def dist_step(b):
 @function
 def warmup(b):
     return dist_step(b)
+for b in dist_ds:
+    dist_step(b)
+""",
+        # a decorator of the module's own, which is not a tf.function
+        """import functools
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def timed(fn):
+    @functools.wraps(fn)
+    def inner(*args):
+        return fn(*args)
+    return inner
+@timed
+def dist_step(b):
+    return strategy.run(step_fn, args=(b,))  # TFD107
 for b in dist_ds:
     dist_step(b)
 """,
@@ -309,6 +327,29 @@ class Trainer:
         for b in ds:
             self.step(b)
 """,
+        # a decorator bound to tf.function in one branch of the configuration
+        """import tensorflow as tf
+import config
+mode_decor = tf.function if config.MODE == "graph" else (lambda fn: fn)
+strategy = tf.distribute.MirroredStrategy()
+@mode_decor
+def dist_step(b):
+    return strategy.run(step_fn, args=(b,))
+for b in dist_ds:
+    dist_step(b)
+""",
+        # a decorator from a project module out of sight: it may make a tf.function
+        """import tensorflow as tf
+from mypkg.train_util import mode_decor
+strategy = tf.distribute.MirroredStrategy()
+class Trainer:
+    @mode_decor
+    def run_batch(self, b):
+        return strategy.run(self.step, args=(b,))
+    def fit(self, ds):
+        for b in ds:
+            self.run_batch(b)
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
@@ -330,8 +371,8 @@ class Trainer:
             if _saved_signature(facts, run):
                 continue  # a SavedModel's signature is a concrete function: a graph
             if scope.is_function:
-                if facts.runs_in_graph(scope):
-                    continue
+                if facts.runs_in_graph(scope) or facts.decorated_out_of_sight(scope):
+                    continue  # a tf.function, or maybe one: its decorator comes from a module out of sight
                 callers = facts.callers_of(scope)
                 eager_callers = [c for c in callers if not facts.runs_in_graph(c.scope)]
                 if not eager_callers and not run.loops:

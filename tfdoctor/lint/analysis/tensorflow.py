@@ -12,6 +12,7 @@ by the model's one lookup, `values_of`; nothing here walks a tree.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -186,20 +187,32 @@ class ModuleFacts(SemanticModel):
     # -- tf.function ----------------------------------------------------------------------------------
     def _is_tf_function_ref(self, node: cst.BaseExpression) -> bool:
         target = node.func if isinstance(node, cst.Call) else node
+        if isinstance(target, cst.Name) and self._bound_to_tf_function(target.value):
+            return True
         name = self.resolve(target)
         return name == "tensorflow.function" or (name is not None and self.memo(
             ("returns tf.function", name), lambda: self._wraps_tf_function(name)))
 
     def _wraps_tf_function(self, qualified: str) -> bool:
-        """A project's own decorator that returns `tf.function(...)` (TF-Agents' `common.function`): the
-        module-level function `qualified` names, in a project module, returns a call of `tf.function`."""
+        """A project's own decorator that is or returns `tf.function(...)`: the module-level function `qualified`
+        names, in a project module, returns a call of `tf.function` (TF-Agents' `common.function`), or the name is
+        bound to `tf.function` there, in any branch (`mode_decor = tf.function if graph_mode else do_nothing`)."""
         module, _, function = qualified.rpartition(".")
         other = self.loader.load(self, module, 0) if module and self.loader is not None else None
         if other is None or not isinstance(other, ModuleFacts):
             return False
+        if other._bound_to_tf_function(function):
+            return True
         found = other.function_named(function, other.module_scope)
         return found is not None and any(isinstance(r.value, cst.Call) and other.resolve(r.value.func) ==
                                          "tensorflow.function" for r in found.returns)
+
+    def _bound_to_tf_function(self, name: str) -> bool:
+        """Whether a module-level assignment binds `name` to `tf.function` itself, in any branch: a decorator that
+        may make a graph function, whichever the configuration picks."""
+        return any(name in a.targets and a.operator == "=" and any(
+            self.resolve(value) == "tensorflow.function" for value in _alternatives(a.value))
+            for a in self.module_scope.assigns)
 
     @cached_property
     def _arithmetic(self) -> list[cst.BinaryOperation]:
@@ -235,6 +248,17 @@ class ModuleFacts(SemanticModel):
                 for wrapped in self.callables_of(call_arg(call.node, 0, "func"), call.scope, before=call.order):
                     found[id(wrapped)] = wrapped
         return list(found.values())
+
+    def decorated_out_of_sight(self, scope: Scope) -> bool:
+        """Whether a decorator of the function comes from a project module the linter cannot read (`from
+        pkg.train_util import mode_decor`, with no `pkg/` in the project): it may make a `tf.function`."""
+        for decorator in scope.decorators:
+            expr = decorator.decorator
+            head = (dotted(expr.func if isinstance(expr, cst.Call) else expr) or "").partition(".")[0]
+            top = self.aliases.get(head, "").partition(".")[0]
+            if top and top not in _KNOWN_PACKAGES and top not in sys.stdlib_module_names and self.imported(head) is None:
+                return True
+        return False
 
     def tf_function_made_by(self, call: CallFact) -> list[cst.Call | None] | None:
         """For a call that surely runs a `tf.function`: the `tf.function(...)` calls that make it, whose arguments
@@ -634,6 +658,7 @@ def _alternatives(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
         yield expr
 
 
+_KNOWN_PACKAGES = frozenset({"tensorflow", "keras", "tf_keras", "numpy", "horovod", "absl", "gin", "tqdm", "wandb"})
 _GRAPH_MAKERS = frozenset({"Graph", "FuncGraph", "get_default_graph", "get_graph"})  # what `as_default()` of builds into
 
 
