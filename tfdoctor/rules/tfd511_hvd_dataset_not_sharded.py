@@ -19,7 +19,8 @@ class HvdDatasetNotSharded(Rule):
     """
     ## What it does
     In a Horovod program (one that calls `hvd.init()`), finds a `tf.data` pipeline that feeds training
-    without being sharded by rank (`shard(hvd.size(), hvd.rank())`, or a source built from a per-rank list),
+    without being sharded by rank (`shard(hvd.size(), hvd.rank())`, a source built from a per-rank list, or
+    one another module builds from arrays the caller sliced by rank: `x = x[hvd.rank() * n:]`, then `build(x)`),
     while the number of steps is not divided by `hvd.size()`: `fit` without `steps_per_epoch`, or with one
     not computed from the number of processes; a loop over the dataset with no `take(N // hvd.size())`.
     Likewise numpy arrays loaded from files or `keras.datasets` and given whole to a Keras `fit` (one given
@@ -202,7 +203,7 @@ model.fit(ds, epochs=3)
         source = frozenset().union(*(expression_names(a.value, strings=False) for a in chain.source_call.args))
         home = chain.source_scope.owner if chain.source_scope is not None else facts
         made_from = derived_names(home, source, chain.source_scope or chain.scope, strings=False)
-        if any(GUARD_WORDS.search(n) for n in made_from):
+        if any(GUARD_WORDS.search(n) for n in made_from) or _sliced_by_caller(chain):
             return False
         if any((home.resolve(n) or "").startswith("tensorflow.random.") for n in made_from):
             return False  # synthetic data (a benchmark): nothing to split
@@ -240,6 +241,19 @@ def _whole_arrays(facts: ModuleFacts, fit: CallFact, x: cst.BaseExpression) -> b
         return False
     return not any(mentions_worker_count(facts, call_arg(fit.node, None, keyword), fit.scope)
                    for keyword in ("epochs", "steps_per_epoch"))
+
+
+def _sliced_by_caller(chain: DatasetChain) -> bool:
+    """Whether a call that brought the pipeline in from another module gave it values made from the rank
+    (`X = X[hvd.rank() * n:(hvd.rank() + 1) * n]`, then `build_dataset(X, y)`)."""
+    for step in chain.via:
+        model = step.caller.owner
+        if not isinstance(step.call, cst.Call):
+            continue
+        given = frozenset().union(*(expression_names(a.value, strings=False) for a in step.call.args))
+        if any(GUARD_WORDS.search(n) for n in derived_names(model, given, step.caller, strings=False)):
+            return True
+    return False
 
 
 def _shared_source(facts: ModuleFacts, chain: DatasetChain) -> cst.Call:
