@@ -200,6 +200,7 @@ EXPECTED = [
     ('TFD509', 1, 3, 1, 'no GPU is pinned to `hvd.local_rank()` after `hvd.init()`, so every process on a host uses GPU 0'),
     ('TFD509', 2, 2, 1, 'no GPU is pinned to `hvd.local_rank()` after `hvd.init()`, so every process on a host uses GPU 0'),
     ('TFD509', 3, 3, 1, 'no GPU is pinned to `hvd.local_rank()` after `hvd.init()`, so every process on a host uses GPU 0'),
+    ('TFD509', 4, 4, 1, 'no GPU is pinned to `hvd.local_rank()` after `hvd.init()`, so every process on a host uses GPU 0'),
     ('TFD510', 0, 7, 1, 'every Horovod rank writes this checkpoint to the same path; save it under `if hvd.rank() == 0`'),
     ('TFD510', 0, 8, 10, 'every Horovod rank writes summaries to the same logs; create the writer under `if hvd.rank() == 0`'),
     ('TFD510', 1, 6, 5, 'every Horovod rank saves this model to the same path; save it under `if hvd.rank() == 0`'),

@@ -27,7 +27,7 @@ class HvdGpuNotPinned(Rule):
     list on a config that never reaches a session, does not pin anything. A module that calls a helper of its own named for
     GPUs or devices (`setup_gpus()`), or a function of another project module that pins devices
     (`setup.set_flags(...)` in `utils/setup.py`), is left alone, and so is a module that does not train (no `fit`,
-    `compile`, `apply_gradients` or `minimize`): a library or a helper of the training script. A process
+    `compile`, `apply_gradients`, `minimize` or Estimator training): a library or a helper of the training script. A process
     that a scheduler places, one per container or worker (the module sets `HOROVOD_RANK` and
     `HOROVOD_LOCAL_RANK` itself, or is a task given its own `TF_CONFIG`, as tf-yarn's are), is left alone
     too: how many processes share a host's GPUs is then up to the scheduler, not in the code. So is a module
@@ -99,6 +99,14 @@ config.gpu_options.visible_device_list = str(hvd.local_rank())
 train_op = hvd.DistributedOptimizer(tf.train.AdamOptimizer(0.001)).minimize(loss)
 with tf.Session() as sess:
     sess.run(train_op)
+""",
+        # an Estimator trained on every rank, with no session config
+        """import horovod.tensorflow as hvd
+import tensorflow as tf
+from model import model_fn
+hvd.init()  # TFD509
+estimator = tf.estimator.Estimator(model_fn=model_fn, model_dir="checkpoints")
+estimator.train(input_fn=train_fn, hooks=[hvd.BroadcastGlobalVariablesHook(0)])
 """,
     )
     VALID = (
@@ -174,6 +182,15 @@ model.fit(x, y)
         """import horovod.torch as hvd
 import tensorflow as tf
 hvd.init()
+""",
+        # an Estimator whose RunConfig carries a session config pinned per rank
+        """import horovod.tensorflow as hvd
+import tensorflow as tf
+hvd.init()
+config = tf.compat.v1.ConfigProto()
+config.gpu_options.visible_device_list = str(hvd.local_rank())
+estimator = tf.estimator.Estimator(model_fn=model_fn, config=tf.estimator.RunConfig(session_config=config))
+estimator.train(input_fn=train_fn, hooks=[hvd.BroadcastGlobalVariablesHook(0)])
 """,
     )
 

@@ -251,13 +251,14 @@ def distributed_program(facts: ModuleFacts) -> bool:
 
 
 _TRAINING_LOOP_CALLS = ("fit", "fit_generator", "apply_gradients", "minimize", "train_on_batch",
-                        "MonitoredTrainingSession")
+                        "MonitoredTrainingSession", "train_and_evaluate")
 
 
 def _trains_alone(facts: ModuleFacts) -> bool:
-    """Whether the module runs a training loop of its own (fits, or applies gradients), not only compiles a model
-    that another module trains."""
-    return calls_any(facts, *_TRAINING_LOOP_CALLS)
+    """Whether the module runs a training loop of its own (fits, applies gradients, or trains an Estimator:
+    `estimator.train(input_fn=...)`), not only compiles a model that another module trains."""
+    return calls_any(facts, *_TRAINING_LOOP_CALLS) or any(
+        c.attr == "train" and call_arg(c.node, None, "input_fn") is not None for c in facts.calls)
 
 
 Found = TypeVar("Found")
@@ -288,7 +289,7 @@ def graph_mode(facts: ModuleFacts) -> bool:
 def trains(facts: ModuleFacts) -> bool:
     """Whether the module runs training itself (`fit`, `apply_gradients`, `minimize`, ...), rather than being a
     library or a helper of a training script."""
-    return calls_any(facts, *_TRAINING_LOOP_CALLS, "compile")
+    return calls_any(facts, "compile") or _trains_alone(facts)
 
 
 def calls_any(facts: ModuleFacts, *attrs: str) -> bool:
