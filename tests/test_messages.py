@@ -141,6 +141,7 @@ EXPECTED = [
                         '(another read at line 7)'),
     ('TFD301', 9, 7, 23, 'this conditional expression reads the step counter `optimizer.iterations` on every iteration of the training loop'),
     ('TFD301', 10, 6, 5, '`print()` reads a step output on every iteration of the training loop'),
+    ('TFD301', 11, 7, 15, '`numpy()` reads a step output on every iteration of the training loop'),
     ('TFD302', 0, 3, 1, '`mixed_float16` with a custom training loop and no `LossScaleOptimizer`'),
     ('TFD302', 1, 3, 1, '`mixed_float16` with a custom training loop and no `LossScaleOptimizer`'),
     ('TFD303', 0, 9, 5, '`apply_gradients` in `micro_step` runs on every micro-batch of an accumulated step'),

@@ -3,11 +3,13 @@ from __future__ import annotations
 from typing import Iterator
 
 import libcst as cst
+import libcst.matchers as m
 
 from tfdoctor.lint.dataflow import (
     calls_training_step,
     counters_read,
     distributed_program,
+    expression_names,
     gated_if,
     gated_periodically,
     horovod_module,
@@ -224,6 +226,16 @@ def train_step(x):
     return strategy.run(replica, args=(x,))
 for x in dist:
     print(train_step(x))  # TFD301
+""",
+        # an op over each of the step's outputs, brought back for a progress bar
+        """import tensorflow as tf
+@tf.function
+def train_step(x):
+    return strategy.run(replica, args=(x,))
+for x in dist:
+    outs = train_step(x)
+    values = [tf.reduce_mean(o).numpy() for o in outs]  # TFD301
+    progbar.add(1, values)
 """,
     )
     VALID = (
@@ -558,13 +570,27 @@ for x, y in batches:
     @staticmethod
     def _syncs(call: CallFact, outputs: set[str], steps: set[int]) -> bool:
         if call.attr == "numpy":
-            receiver = dotted(call.receiver)
-            return id(call.receiver) in steps or (
-                receiver is not None and any(reads({receiver}, out) for out in outputs))
+            if id(call.receiver) in steps:
+                return True
+            # of an output, or of an op over one (`tf.reduce_mean(o).numpy() for o in outs`)
+            read = expression_names(call.receiver, strings=False)
+            seen = outputs | _comprehension_targets(call.statement, outputs)
+            return any(reads(read, out) for out in seen)
         if call.func in _CONVERTERS:
             return (any(id(arg.value) in steps for arg in call.node.args)
                     or any(reads(names, out) for names in call.arg_names for out in outputs))
         return False
+
+
+def _comprehension_targets(statement: cst.CSTNode, outputs: set[str]) -> set[str]:
+    """The names a comprehension in the statement binds to the elements of a step output (`o` of `[... for o
+    in outs]`)."""
+    found: set[str] = set()
+    for comp in m.findall(statement, m.CompFor()):
+        assert isinstance(comp, cst.CompFor)
+        if any(reads(expression_names(comp.iter, strings=False), out) for out in outputs):
+            found |= expression_names(comp.target, strings=False)
+    return found
 
 
 def _feeds_the_next_batch(facts: ModuleFacts, loop: LoopFact, read: CallFact) -> bool:
