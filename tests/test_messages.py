@@ -146,6 +146,7 @@ EXPECTED = [
     ('TFD302', 1, 3, 1, '`mixed_float16` with a custom training loop and no `LossScaleOptimizer`'),
     ('TFD303', 0, 9, 5, '`apply_gradients` in `micro_step` runs on every micro-batch of an accumulated step'),
     ('TFD303', 1, 8, 9, '`apply_gradients` in `train` runs on every micro-batch of an accumulated step'),
+    ('TFD303', 2, 6, 9, '`apply_gradients` in `step` runs on every micro-batch of an accumulated step'),
     ('TFD304', 0, 9, 9, '`self.opt` is first built inside the distributed step `replica`; build it in `strategy.scope()` (Keras 3.15 assumed: test)'),
     ('TFD304', 1, 5, 53, '`opt` is first built inside the distributed step `<lambda>`; build it in `strategy.scope()` (Keras 3.0 assumed: test)'),
     ('TFD304', 2, 6, 5, '`opt` is first built inside one of the distributed steps `step_fn`, `reg_step_fn`; build it in `strategy.scope()` (Keras 3.15 assumed: test)'),

@@ -57,6 +57,11 @@ from tfdoctor.lint.version_evidence import forget as forget_project_evidence
     ("from keras.engine.topology import Layer\n", [("keras.engine.topology", 1), ("keras.engine", 1)]),  # < 2.4
     ("preds = self.predict_generator(gen)\nm.evaluate_generator(gen)\n", [("evaluate_generator", 2)]),
     ("import sys, time\nnow = time.clock() if sys.version_info < (3, 8) else time.perf_counter()\n", []),
+    ("model.compile(opt, loss, experimental_run_tf_function=False)\n",
+     [("compile(experimental_run_tf_function=...)", 1)]),
+    ("class NovoGrad(OptimizerV2):\n    def __init__(self):\n        self._set_hyper('beta_1', 0.9)\n",
+     [("OptimizerV2 internals", 3)]),
+    ("from keras_applications import resnet\n", [("keras_applications", 1)]),
 ])
 def test_scan_finds_the_first_use_of_each_api_outside_comments_and_docstrings(source, expected):
     assert [(s.api.name, s.line) for s in scan(source.encode(), "t.py")] == expected
@@ -291,6 +296,24 @@ def test_a_notebook_that_shows_the_keras_it_ran_under_is_judged_by_it(tmp_path):
     # standalone Keras 2.0.8, where fit_generator is the way to train on a generator: only the unrun one is told
     assert [line.split(": TFD401")[0] for line in result.stdout.splitlines() if "TFD401" in line] == [
         "unrun.ipynb:cell 2:1:1"]
+
+
+def test_a_notebook_whose_output_shows_multi_backend_keras_is_judged_by_it(tmp_path):
+    banner = ("import keras", [{"output_type": "stream", "name": "stderr", "text": ["Using TensorFlow backend.\n"]}])
+    trace = ("model.fit_generator(batches, steps_per_epoch=100, epochs=30)", [{
+        "output_type": "error", "ename": "KeyboardInterrupt", "evalue": "", "traceback": [
+            "\x1b[0;32m/opt/conda/lib/python3.7/site-packages/keras/legacy/interfaces.py\x1b[0m in \x1b[0;36mwrapper\x1b[0m"]}])
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "banner.ipynb").write_text(_notebook([banner]))
+    (tmp_path / "trace.ipynb").write_text(_notebook([("import keras", []), trace]))
+    (tmp_path / "unrun.ipynb").write_text(_notebook([("import keras", []), (trace[0], [])]))
+    keras = {name: next(line for line in run_cli("lint", "--show-target", name, cwd=tmp_path).stdout.splitlines()
+                        if line.startswith("  Keras"))
+             for name in ("banner.ipynb", "trace.ipynb", "unrun.ipynb")}
+    # multi-backend Keras (<= 2.3) printed its banner, or the call ran through its modules
+    assert keras["banner.ipynb"] == "  Keras <= 2.3  (from `multi-backend Keras in a cell's output` at banner.ipynb:cell 1:1)"
+    assert keras["trace.ipynb"] == "  Keras <= 2.3  (from `multi-backend Keras in a cell's output` at trace.ipynb:cell 2:1)"
+    assert "<= 2.3" not in keras["unrun.ipynb"]
 
 
 def test_a_cell_that_prints_each_version_on_its_own_line_gives_each(tmp_path):

@@ -96,6 +96,13 @@ APIS: tuple[Api, ...] = (
     Api("ModelCheckpoint(period=...)", literal=b"period", pattern=rb"\bModelCheckpoint\((?:[^()]|\([^()]*\))*?"
         rb"\bperiod\s*=", **_KERAS2),
     Api("tf_keras", literal=b"tf_keras", pattern=_IMPORT + rb"tf_keras\b", **_KERAS2),
+    # `compile(experimental_run_tf_function=False)` (TF 2.0-2.1 code; Keras 3's `compile` rejects it), an optimizer
+    # built on Keras 2's `OptimizerV2` internals, and the Keras 2 `keras_applications` package
+    Api("compile(experimental_run_tf_function=...)", literal=b"experimental_run_tf_function",
+        pattern=rb"\bexperimental_run_tf_function\s*=", **_KERAS2),
+    Api("OptimizerV2 internals", literal=(b"_set_hyper", b"_resource_apply_dense"),
+        pattern=rb"\._set_hyper\s*\(|\bdef[ \t]+_resource_apply_dense\b", **_KERAS2),
+    Api("keras_applications", literal=b"keras_applications", pattern=_IMPORT + rb"keras_applications\b", **_KERAS2),
     Api("from keras.utils import multi_gpu_model", KERAS, (2,), (2, 3), "<= 2.3", b"multi_gpu_model",
         rb"^from[ \t]+keras\.utils(?:\.training_utils)?[ \t]+import[^\n]*\bmulti_gpu_model\b"),
     Api("keras.backend.tensorflow_backend", KERAS, (2,), (2, 3), "<= 2.3", b"tensorflow_backend",
@@ -484,7 +491,27 @@ def _notebook_scan(source: bytes, here: str) -> tuple[Sighting, ...]:
         return ()
     code = tuple(replace(s, cell=notebook.place(s.line)) for s in scan(notebook.python.encode(), here))
     return (code + tuple(_recorded_versions(notebook, here)) + tuple(_installed_versions(notebook, here))
-            + tuple(_kernel_versions(notebook, here)))
+            + tuple(_kernel_versions(notebook, here)) + tuple(_multi_backend_outputs(notebook, here)))
+
+
+# What only multi-backend Keras (standalone, up to 2.3) prints or runs from: its backend banner, and modules that
+# Keras 2.4 removed (the later standalone `keras` 2.6-2.15 has `keras/engine/` too, so that is no evidence)
+_MULTI_BACKEND = re.compile(r"Using TensorFlow backend\.|site-packages/keras/(?:legacy/interfaces|"
+                            r"backend/tensorflow_backend)\.py")
+
+
+def _multi_backend_outputs(notebook: Notebook, here: str) -> Iterator[Sighting]:
+    """Standalone Keras <= 2.3, where a notebook's saved output shows it ran under it: the backend banner it
+    printed, or a traceback through its modules. Cited at the first such cell."""
+    for cell in notebook.cells:
+        outputs = notebook.data["cells"][cell.number - 1].get("outputs")
+        texts = [_output_text(o) + "\n".join(map(str, o.get("traceback") or ())) for o in outputs or ()
+                 if isinstance(o, dict)]
+        line = next((index for index, place in enumerate(notebook.places, 1) if place[0] == cell.number), None)
+        if line is not None and any(_MULTI_BACKEND.search(text) for text in texts):
+            name = "multi-backend Keras in a cell's output"
+            yield Sighting(Api(name, KERAS, (2,), (2, 3), "<= 2.3", b"", b""), here, line, notebook.places[line - 1])
+            return
 
 
 # The newest TensorFlow with wheels for a Python (release notes: 2.7 dropped 3.6, 2.12 dropped 3.7, 2.14 dropped

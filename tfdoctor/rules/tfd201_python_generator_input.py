@@ -530,6 +530,22 @@ with tf.distribute.MirroredStrategy().scope():
     model = build_model()
 model.fit(Pool(8), epochs=3)
 """,
+        # `fit_generator` over a Sequence that slices arrays in memory, two inputs in a list (Keras 2)
+        """import horovod.tensorflow.keras as hvd
+import tensorflow as tf
+hvd.init()
+class Batches(tf.keras.utils.Sequence):
+    def __init__(self, target, context, y, n):
+        self.target, self.context, self.y, self.n = target, context, y, n
+    def __len__(self):
+        return len(self.y) // self.n
+    def __getitem__(self, i):
+        target = self.target[i * self.n:(i + 1) * self.n]
+        context = self.context[i * self.n:(i + 1) * self.n]
+        return [target, context], self.y[i * self.n:(i + 1) * self.n]
+model.compile(optimizer=hvd.DistributedOptimizer(opt), loss="binary_crossentropy", experimental_run_tf_function=False)
+model.fit_generator(generator=Batches(t, c, y, 64), epochs=5)
+""",
         # a Sequence run by Keras 2 in worker processes: whether they keep up, the code does not show
         """import keras
 class Tiles(keras.utils.Sequence):
@@ -848,6 +864,8 @@ with tf.Session() as sess:
                 continue  # a unit test trains nothing; a benchmark's one batch costs no Python per step
             if made_by_workers(facts, generator, call.scope, call.order):
                 continue  # their count and the copies decide whether they keep up, which the code does not show
+            if generator is not None and slices_in_memory(facts, generator, call.scope, call.order):
+                continue  # a copy per batch, no Python work
             yield call.node, call.statement, _FIT_GENERATOR, call
         for use in training_inputs(facts):
             scope, order, expr, statement = use.scope, use.order, use.expr, use.statement

@@ -32,8 +32,9 @@ class HvdGpuNotPinned(Rule):
     `HOROVOD_LOCAL_RANK` itself, or is a task given its own `TF_CONFIG`, as tf-yarn's are), is left alone
     too: how many processes share a host's GPUs is then up to the scheduler, not in the code. So is a module
     that sizes TensorFlow's CPU thread pools (`intra_op_parallelism_threads`) and names no GPU or CUDA
-    anywhere: a CPU run (Intel's Horovod trainers), with no GPU to share. Nor is a module that a project
-    module importing it (directly or through two more) runs in a session pinned per rank
+    anywhere, or sets OpenMP's (`OMP_NUM_THREADS`, `KMP_AFFINITY`) or checks for Intel's oneDNN build
+    (`IsMklEnabled()`) and names none: a CPU run (Intel's Horovod trainers), with no GPU to share. Nor is a
+    module that a project module importing it (directly or through two more) runs in a session pinned per rank
     (`visible_device_list = str(hvd.local_rank())`): the session that runs its graph is made there.
 
     ## Why it is bad
@@ -192,6 +193,15 @@ config.gpu_options.visible_device_list = str(hvd.local_rank())
 estimator = tf.estimator.Estimator(model_fn=model_fn, config=tf.estimator.RunConfig(session_config=config))
 estimator.train(input_fn=train_fn, hooks=[hvd.BroadcastGlobalVariablesHook(0)])
 """,
+        # Intel's CPU Horovod material: it checks for the oneDNN build and names no GPU
+        """import horovod.tensorflow.keras as hvd
+import tensorflow as tf
+from tensorflow.python import _pywrap_util_port
+hvd.init()
+print("oneDNN", _pywrap_util_port.IsMklEnabled())
+model.compile("sgd", "mse")
+model.fit(x, y, epochs=12)
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
@@ -234,13 +244,17 @@ def _pinned_elsewhere(facts: ModuleFacts) -> bool:
     return False
 
 
-_CPU_POOLS = re.compile(r"\b(?:intra|inter)_op_parallelism_threads\b")
+# TensorFlow's CPU thread pools, OpenMP's for Intel's oneDNN (`OMP_NUM_THREADS`, `KMP_AFFINITY`), or a check that
+# the build uses it (`IsMklEnabled()`)
+_CPU_POOLS = re.compile(r"\b(?:intra|inter)_op_parallelism_threads\b|\bOMP_NUM_THREADS\b|\bKMP_AFFINITY\b|"
+                        r"\bIsMklEnabled\b")
 _GPU_WORD = re.compile(r"gpu|cuda", re.IGNORECASE)
 
 
 def _tuned_for_cpus(facts: ModuleFacts) -> bool:
-    """A module that sizes TensorFlow's CPU thread pools (`intra_op_parallelism_threads`) and names no GPU or
-    CUDA anywhere (Intel's CPU Horovod trainers): its processes have no GPU to share."""
+    """A module that sizes TensorFlow's or OpenMP's CPU thread pools (`intra_op_parallelism_threads`,
+    `OMP_NUM_THREADS`), or checks for Intel's oneDNN build (`IsMklEnabled()`), and names no GPU or CUDA anywhere
+    (Intel's CPU Horovod trainers): its processes have no GPU to share."""
     text = "\n".join(facts.source_lines)
     return bool(_CPU_POOLS.search(text)) and not _GPU_WORD.search(text)
 

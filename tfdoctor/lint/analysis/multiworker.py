@@ -224,10 +224,14 @@ def distributes(facts: ModuleFacts) -> bool:
 
 
 def _tower_device(facts: ModuleFacts, call: CallFact) -> bool:
-    """`tf.device(f"/gpu:{i}")` in a loop: TF 1 towers, one model copy per device."""
+    """`tf.device(f"/gpu:{i}")` in a loop, the device following the loop's target: TF 1 towers, one model copy
+    per device. One device chosen before the loop (`with tf.device(device):` around each step) is not."""
     device = call_arg(call.node, 0, "device_name") if call.loops else None
-    return (device is not None and not isinstance(device, cst.SimpleString)
-            and facts.resolve(call.func) in ("tensorflow.device", "tensorflow.compat.v1.device"))
+    if (device is None or isinstance(device, cst.SimpleString)
+            or facts.resolve(call.func) not in ("tensorflow.device", "tensorflow.compat.v1.device")):
+        return False
+    targets = {t for loop in call.loops for t in loop.targets}
+    return bool(targets & derived_names(facts, expression_names(device, strings=False), call.scope, strings=False))
 
 
 def distributed_program(facts: ModuleFacts) -> bool:

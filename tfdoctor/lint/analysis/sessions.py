@@ -157,9 +157,9 @@ def _cheap_call(model: ModuleFacts, call: CallFact) -> bool:
 
 
 def _slices(value: cst.BaseExpression | None, producer: Scope) -> bool:
-    """`x[i:i + n]` (also `.astype(...)` of one) or `self.pool[i]`, a tuple or a dict of them, or a name the
-    producer binds only to them (`seqs = rest[:n]`, `batch = {"x": x[a:b]}`, then `batch["w"] = w[a:b]`)."""
-    if isinstance(value, cst.Tuple):
+    """`x[i:i + n]` (also `.astype(...)` of one) or `self.pool[i]`, a tuple, a list or a dict of them, or a name
+    the producer binds only to them (`seqs = rest[:n]`, `batch = {"x": x[a:b]}`, then `batch["w"] = w[a:b]`)."""
+    if isinstance(value, (cst.Tuple, cst.List)):
         return bool(value.elements) and all(_slices(e.value, producer) for e in value.elements)
     if isinstance(value, cst.Dict):
         return bool(value.elements) and all(
