@@ -158,7 +158,7 @@ def _takes_every_micro_batch(scope: Scope, apply: CallFact) -> bool:
     accumulated step: a loop over the accumulation count that `apply` is after, not in (`for i in
     range(accum_steps):`), or an op given the count (`tf.reshape(x, [accum_steps, ...])`, `tf.map_fn` over them)."""
     for loop in scope.loops:
-        if loop not in apply.loops and any(_ACCUMULATION.search(n) for n in expression_names(loop.iter_expr)):
+        if all(loop is not inner for inner in apply.loops) and any(_ACCUMULATION.search(n) for n in expression_names(loop.iter_expr)):
             return True
     return any("." in (call.func or "") and call.func.rpartition(".")[2] in _OVER_MICRO_BATCHES  # not Python's range
                and any(_ACCUMULATION.search(n) for names in call.arg_names for n in names) for call in scope.calls)

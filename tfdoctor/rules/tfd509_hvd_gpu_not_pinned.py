@@ -27,7 +27,8 @@ class HvdGpuNotPinned(Rule):
     list on a config that never reaches a session, does not pin anything. A module that calls a helper of its own named for
     GPUs or devices (`setup_gpus()`), or a function of another project module that pins devices
     (`setup.set_flags(...)` in `utils/setup.py`), is left alone, and so is a module that does not train (no `fit`,
-    `compile`, `apply_gradients`, `minimize` or Estimator training): a library or a helper of the training script. A process
+    `compile`, `apply_gradients`, `minimize` or Estimator training): a library or a helper of the training
+    script. A process
     that a scheduler places, one per container or worker (the module sets `HOROVOD_RANK` and
     `HOROVOD_LOCAL_RANK` itself, or is a task given its own `TF_CONFIG`, as tf-yarn's are), is left alone
     too: how many processes share a host's GPUs is then up to the scheduler, not in the code. So is a module

@@ -658,6 +658,7 @@ def _alternatives(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
         yield expr
 
 
+# Packages that are never a project's own module: a decorator imported from one is not out of sight
 _KNOWN_PACKAGES = frozenset({"tensorflow", "keras", "tf_keras", "numpy", "horovod", "absl", "gin", "tqdm", "wandb"})
 _GRAPH_MAKERS = frozenset({"Graph", "FuncGraph", "get_default_graph", "get_graph"})  # what `as_default()` of builds into
 
