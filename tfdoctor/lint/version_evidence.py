@@ -507,8 +507,10 @@ def _multi_backend_outputs(notebook: Notebook, here: str) -> Iterator[Sighting]:
         outputs = notebook.data["cells"][cell.number - 1].get("outputs")
         texts = [_output_text(o) + "\n".join(map(str, o.get("traceback") or ())) for o in outputs or ()
                  if isinstance(o, dict)]
+        if not any(_MULTI_BACKEND.search(text) for text in texts):
+            continue
         line = next((index for index, place in enumerate(notebook.places, 1) if place[0] == cell.number), None)
-        if line is not None and any(_MULTI_BACKEND.search(text) for text in texts):
+        if line is not None:
             name = "multi-backend Keras in a cell's output"
             yield Sighting(Api(name, KERAS, (2,), (2, 3), "<= 2.3", b"", b""), here, line, notebook.places[line - 1])
             return

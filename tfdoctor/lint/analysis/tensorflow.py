@@ -24,7 +24,7 @@ import libcst.matchers as m
 from tfdoctor.lint.findings import Evidence
 from tfdoctor.lint.names import call_arg, dotted, string_key
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, Scope, WithFact
-from tfdoctor.lint.semantic.model import ModuleLoader, SemanticModel, Step
+from tfdoctor.lint.semantic.model import LIBRARIES, ModuleLoader, SemanticModel, Step
 
 RUN_METHODS = frozenset({"run", "experimental_run_v2"})
 DATASET_METHODS = frozenset(
@@ -256,7 +256,7 @@ class ModuleFacts(SemanticModel):
             expr = decorator.decorator
             head = (dotted(expr.func if isinstance(expr, cst.Call) else expr) or "").partition(".")[0]
             top = self.aliases.get(head, "").partition(".")[0]
-            if top and top not in _KNOWN_PACKAGES and top not in sys.stdlib_module_names and self.imported(head) is None:
+            if top and top not in LIBRARIES and top not in sys.stdlib_module_names and self.imported(head) is None:
                 return True
         return False
 
@@ -658,8 +658,6 @@ def _alternatives(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
         yield expr
 
 
-# Packages that are never a project's own module: a decorator imported from one is not out of sight
-_KNOWN_PACKAGES = frozenset({"tensorflow", "keras", "tf_keras", "numpy", "horovod", "absl", "gin", "tqdm", "wandb"})
 _GRAPH_MAKERS = frozenset({"Graph", "FuncGraph", "get_default_graph", "get_graph"})  # what `as_default()` of builds into
 
 

@@ -44,7 +44,9 @@ from tfdoctor.lint.semantic.positions import Positions, positions
 from tfdoctor.lint.semantic.walk import walk
 
 _MAX_DEPTH = 12
-_LIBRARIES = frozenset({"tensorflow", "keras", "tf_keras", "numpy", "horovod", "torch", "jax", "os", "sys"})  # never a project's own
+# Packages that are never a project's own module: no re-export to follow, and a decorator from one is in sight
+LIBRARIES = frozenset({"tensorflow", "keras", "tf_keras", "numpy", "horovod", "torch", "jax", "os", "sys", "absl", "gin",
+                       "tqdm", "wandb"})
 _FUNCTION_WRAPPERS = frozenset({"functools.partial", "tensorflow.function", "functools.wraps"})
 _COUNTERS = (("range", ()), ("enumerate", (0,)))  # what a loop target counts with: the callee and the target's path
 
@@ -142,7 +144,7 @@ class SemanticModel:
         imported = self.aliases.get(head) or (self._star_aliases().get(head) if self.star_imports else None)
         if imported is None:
             return None
-        if imported.partition(".")[0] not in _LIBRARIES and self.loader is not None:
+        if imported.partition(".")[0] not in LIBRARIES and self.loader is not None:
             imported = self.memo(("re-export", head), lambda: self._reexported(head, imported))
             shim = self.memo(("shim", imported), lambda: self._tensorflow_shim(imported))
             if shim is not None and rest and rest.partition(".")[0] not in shim[1]:
