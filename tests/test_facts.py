@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
+from tfdoctor.lint.analysis.tensorflow import _MAX_CHAIN_DEPTH
 from tfdoctor.lint.facts import ModuleFacts
 
 
@@ -144,3 +145,52 @@ def test_dataset_chains_across_assignments_and_returns():
     assert chain.methods() == ["shuffle", "map", "batch", "prefetch", "repeat"]
     early = next(a for a in facts.assigns if a.targets == ("ds",) and "shuffle" in cst.Module([]).code_for_node(a.value))
     assert facts.dataset_chain(early.value, early.scope, early.order).methods() == ["shuffle"]
+
+
+def test_a_pipeline_cut_short_deep_in_one_lookup_is_found_whole_from_the_top():
+    """A question asked first from deep inside another lookup (one rule's) stops at the depth limit; asked
+    again from the top (another rule's), the same question still gets the whole pipeline."""
+    facts = facts_of(CHAINS)
+    more = next(a for a in facts.assigns if a.targets == ("more",))
+    assert facts.dataset_chain(more.value, more.scope, more.order, depth=_MAX_CHAIN_DEPTH - 2) is None
+    chain = facts.dataset_chain(more.value, more.scope, more.order)
+    assert chain is not None and chain.methods() == ["shuffle", "map", "batch", "prefetch", "repeat"]
+
+
+
+def test_a_long_pipeline_and_many_optional_steps_are_followed_to_their_source():
+    """Twenty `ds = ds.map(f)` steps are followed back to the source; twenty optional ones (`if flag: ds =
+    ds.map(f)`, augmentation switches) make a bounded number of other pipelines, not a million."""
+    steps = "".join(f"ds = ds.map(f{i})\n" for i in range(20))
+    flags = "".join(f"if c{i}:\n    ds = ds.map(g{i})\n" for i in range(20))
+    facts = facts_of(f"import tensorflow as tf\nds = tf.data.TFRecordDataset(files)\n{steps}{flags}out = ds.batch(8)\n")
+    out = next(a for a in facts.assigns if a.targets == ("out",))
+    chain = facts.dataset_chain(out.value, out.scope, out.order)
+    assert chain is not None and chain.source == "tensorflow.data.TFRecordDataset"
+    assert chain.methods() == ["map"] * 40 + ["batch"]
+    assert 1 < len(chain.alternatives) <= 64
+
+REDEFINED = """
+import tensorflow as tf
+def input_fn():
+    return tf.data.TFRecordDataset(files).map(parse).batch(8)
+first = input_fn()
+def input_fn():
+    return tf.data.TFRecordDataset(files).batch(8).prefetch(1)
+second = input_fn()
+def later():
+    return input_fn()
+"""
+
+
+def test_a_redefined_function_is_the_def_before_the_call():
+    """A notebook that defines `input_fn` again in a later cell: each call runs the def last run before it,
+    and a call inside a function (run later) the last def."""
+    facts = facts_of(REDEFINED)
+    first, second = (next(a for a in facts.assigns if a.targets == (name,)) for name in ("first", "second"))
+    assert facts.dataset_chain(first.value, first.scope, first.order).methods() == ["map", "batch"]
+    assert facts.dataset_chain(second.value, second.scope, second.order).methods() == ["batch", "prefetch"]
+    later = facts.function_named("later", facts.module_scope)
+    assert later is not None
+    returned = later.returns[0].value
+    assert facts.dataset_chain(returned, later).methods() == ["batch", "prefetch"]

@@ -118,7 +118,7 @@ def test_fix_on_unparsable_file_changes_nothing(tmp_path):
 
 
 def test_fix_from_stdin_prints_the_fixed_source():
-    result = run_cli("lint", "--fix", "-", stdin="import tensorflow as tf\nmodel.fit_generator(g)\n")
+    result = run_cli("lint", "--fix", "--target-keras", "3", "-", stdin="import tensorflow as tf\nmodel.fit_generator(g)\n")
     assert result.returncode == 0 and result.stdout == "import tensorflow as tf\nmodel.fit(g)\n"
 
 

@@ -71,6 +71,8 @@ EXPECTED = [
                  'build it under `tf.device("/cpu:0")`')),
     ('TFD114', 0, 4, 81, '`batch(BATCH_SIZE)` is split among the strategy\'s replicas; if sized for one device, scale it with `num_replicas_in_sync`'),
     ('TFD114', 1, 4, 51, '`batch(16)` is split among the strategy\'s replicas; if sized for one device, scale it with `num_replicas_in_sync`'),
+    ('TFD115', 0, 4, 16, '`strategy` is never entered, only asked its replica count, so the model trains on one device; build it in `strategy.scope()`'),
+    ('TFD115', 1, 4, 16, '`tpu_strategy` is never entered, only asked its replica count, so the model trains on one device; build it in `tpu_strategy.scope()`'),
     ('TFD201', 0, 5, 6, 'training is fed by `Dataset.from_generator`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 1, 9, 11, 'training is fed by the Python `Sequence` class `Loader`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 1, 10, 21, 'training is fed by the Python `Sequence` class `Loader`, one Python thread under the GIL; use a `tf.data` pipeline'),
@@ -82,6 +84,7 @@ EXPECTED = [
     ('TFD201', 5, 9, 11, 'training is fed by the Python `Sequence` class `Tiles`, 4 Python threads under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 5, 10, 11, 'training is fed by the Python `Sequence` class `Tiles` in Python threads or worker processes, as `use_multiprocessing` says; use a `tf.data` pipeline'),
     ('TFD201', 5, 12, 15, 'training is fed by the Python `Sequence` class `Tiles` in Python threads or worker processes, as `use_multiprocessing` says; use a `tf.data` pipeline'),
+    ('TFD201', 5, 14, 11, 'training is fed by the Python `Sequence` class `Tiles`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 6, 6, 11, 'training is fed by `ImageDataGenerator.flow_from_directory`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 7, 9, 5, 'training is fed by `Dataset.from_generator`, one Python thread under the GIL; use a `tf.data` pipeline'),
     ('TFD201', 8, 8, 27, 'training is fed by `feed_dict` batches from Python, one Python thread under the GIL; use a `tf.data` pipeline'),
@@ -128,7 +131,9 @@ EXPECTED = [
     ('TFD208', 1, 4, 13, 'the dataset `map` returns is discarded, so `dataset` stays unchanged; assign the result'),
     ('TFD208', 1, 6, 13, 'the dataset `prefetch` returns is discarded, so `dataset` stays unchanged; assign the result'),
     ('TFD208', 2, 4, 13, 'the dataset `repeat` returns is discarded, so `dataset` stays unchanged; assign the result'),
-    ('TFD208', 3, 3, 28, 'the dataset `batch` returns is discarded, so `ds` stays unchanged; assign the result'),
+    ('TFD208', 3, 3, 8, 'the dataset `map` returns is discarded, so `val_ds` stays unchanged; assign the result'),
+    ('TFD208', 4, 7, 8, 'the dataset `with_options` returns is discarded, so `ds` stays unchanged; assign the result'),
+    ('TFD208', 5, 3, 28, 'the dataset `batch` returns is discarded, so `ds` stays unchanged; assign the result'),
     ('TFD301', 0, 10, 28, '`float()` reads a step output on every iteration of the training loop'),
     ('TFD301', 1, 9, 5, '`print()` reads a step output on every iteration of the training loop'),
     ('TFD301', 2, 7, 12, "`optimizer.iterations.numpy()` reads the optimizer's step counter on every iteration of the training loop (another read at line 9)"),
@@ -262,7 +267,7 @@ SEVERITIES = [
 def test_a_python_feed_in_worker_processes_is_left_alone_in_threads_reported():
     example = rule_by_code("TFD201").INVALID[5]
     assert [(f.line, f.severity.value) for f in lint_text(example, select=("TFD201",))] == [
-        (9, "warning"), (10, "warning"), (12, "warning")]
+        (9, "warning"), (10, "warning"), (12, "warning"), (14, "warning")]
     processes = next(valid for valid in rule_by_code("TFD201").VALID if "use_multiprocessing=True)" in valid)
     assert lint_text(processes, select=("TFD201",)) == []
 

@@ -475,7 +475,7 @@ def test_generator_methods_of_a_project_on_standalone_keras_before_2_4_are_not_r
                                                                                             monkeypatch):
     """TFD401: a script that trains with `fit_generator` the model of a project module that imports
     `multi_gpu_model` from standalone Keras (gone in 2.4) targets Keras 2.3 or earlier, where `fit` takes no
-    generator; with `tf.keras` in that module instead, the script is reported."""
+    generator; with `tf.keras` in that module instead, and Keras 3 chosen, the script is reported."""
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "models.py").write_text("from keras.utils import multi_gpu_model\n\n\n"
                                         "def build(gpus):\n    return multi_gpu_model(make(), gpus=gpus)\n")
@@ -485,9 +485,10 @@ def test_generator_methods_of_a_project_on_standalone_keras_before_2_4_are_not_r
     assert lint_paths(["bench.py"], Overrides(select=("TFD401",))).findings == []
     (tmp_path / "models.py").write_text("import tensorflow as tf\n\n\n"
                                         "def build(gpus):\n    return make()\n")
-    assert [(f.line, f.message) for f in lint_paths(["bench.py"], Overrides(select=("TFD401",))).findings] == [
-        (5, "`fit_generator` is removed in Keras 3; use `fit` (Keras 3 assumed: nothing but these generator methods "
-            "shows Keras 2)")]
+    assert lint_paths(["bench.py"], Overrides(select=("TFD401",))).findings == []  # Keras 2 code: it runs there
+    chosen = lint_paths(["bench.py"], Overrides(select=("TFD401",), target_keras="3"))
+    assert [(f.line, f.message) for f in chosen.findings] == [
+        (5, "`fit_generator` is removed in Keras 3; use `fit` (Keras 3 assumed: --target-keras)")]
 
 
 def test_a_project_module_standing_in_for_tensorflow_resolves_to_it(tmp_path: Path, monkeypatch):
@@ -711,3 +712,19 @@ def train(build, dataset):
     forget_files_read()  # as the language server does when files change on disk
     found = lint_paths(["single.py"], Overrides(select=("TFD201",))).findings
     assert [(f.line, f.column, f.code) for f in found] == [(6, 15, "TFD201")]
+
+
+def test_an_undistributed_dataset_from_another_module_is_cited_as_what_it_returns(tmp_path: Path, monkeypatch):
+    """A loader of another module returns the pipeline whose batches `strategy.run` gets: the evidence says the
+    loader returns it (a value handed in as an argument would be one it is given)."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "data.py").write_text("import tensorflow as tf\n\ndef make_dataset(files):\n"
+                                      "    return tf.data.TFRecordDataset(files).batch(64)\n")
+    (tmp_path / "train.py").write_text(
+        "import tensorflow as tf\nfrom data import make_dataset\n\nstrategy = tf.distribute.MirroredStrategy()\n"
+        "dataset = make_dataset(['a.tfrecord'])\nfor batch in dataset:\n    strategy.run(step, args=(batch,))\n")
+    monkeypatch.chdir(tmp_path)
+    assert [(f.line, f.code, f.message) for f in lint_paths(["train.py"]).findings] == [
+        (7, "TFD103", "`strategy.run` gets batches from a `tf.data.Dataset` that was never distributed, not from a "
+                      "distributed dataset (`make_dataset` returns a `tf.data.Dataset` that was never distributed "
+                      "at line 5)")]

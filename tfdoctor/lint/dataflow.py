@@ -48,6 +48,7 @@ from tfdoctor.lint.analysis.losses import (
     one_loss_of_list,
 )
 from tfdoctor.lint.analysis.multiworker import (
+    DEFAULT_STRATEGY,
     GUARD_WORDS,
     apart_from_multi_worker,
     broadcast_calls,
@@ -71,6 +72,7 @@ from tfdoctor.lint.analysis.multiworker import (
     horovod_off,
     horovod_place_sets,
     horovod_scope,
+    idle_strategies,
     in_host_scratch,
     keras2_code,
     keras2_imported,
@@ -154,14 +156,14 @@ def definitions(facts: ModuleFacts, name: str, scope: Scope, before: int | None 
 
 __all__ = [
     "GENERATOR_FUNCTION", "ITERATOR_CLASS",
-    "DATASET_ONLY_METHODS", "FedElsewhere", "GUARD_WORDS", "Loss", "LossKind", "OneOfList", "Optimizer",
+    "DATASET_ONLY_METHODS", "DEFAULT_STRATEGY", "FedElsewhere", "GUARD_WORDS", "Loss", "LossKind", "OneOfList", "Optimizer",
     "PARALLELISES_STATELESS_MAPS", "PLAIN_TENSOR", "PY_FUNCTIONS", "Provenance", "SecondPull", "SessionFeed", "TRAINING_ATTRS", "TrainingInput", "apart_from_multi_worker", "applied_optimizer",
     "applies_gradients", "broadcast_calls", "broadcasts_otherwise", "cached_later", "call_list", "callback_is", "calls_any", "calls_training_step", "cheap_map", "costly_map",
     "counters_read", "definitions", "derived_names", "device_blocks", "differentiated_losses", "environment_sets", "escapes", "evaluation_name", "evaluation_step", "expression_names",
     "fed_elsewhere", "fit_callbacks", "gated_if", "gated_periodically", "graph_mode", "guard_test",
     "hands_out_slices", "horovod_calls",
     "horovod_init", "horovod_member", "horovod_module", "horovod_off", "horovod_place_sets", "horovod_scope",
-    "in_host_scratch", "in_test_code", "is_global_batch", "is_python_iterator_class", "iterable_provenance", "keras2_code",
+    "idle_strategies", "in_host_scratch", "in_test_code", "is_global_batch", "is_python_iterator_class", "iterable_provenance", "keras2_code",
     "keras2_imported", "keras_package_imported", "keras3_callback", "keras3_file_name", "keras3_unknown", "keras_loss_reduction", "launches_processes", "line_text", "little_python_work",
     "loaded_arrays", "made_by_workers", "loop_ifs", "loss_kind", "map_function_stateful", "mentions_replica_count", "mentions_worker_count", "multi_worker_mirrored",
     "multi_worker_model_scope", "on_shared_storage", "one_loss_of_list", "one_turn", "one_visible_gpu", "only_multi_worker", "only_one_device",

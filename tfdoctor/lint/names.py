@@ -8,6 +8,7 @@ import aliases plus attribute chains is all the rules need.
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 import libcst as cst
 
@@ -152,3 +153,15 @@ def in_part(part: cst.CSTNode, statement: cst.CSTNode) -> bool:
         if isinstance(node, STATEMENT_PARTS):
             stack.extend(node.children)
     return False
+
+
+def value_alternatives(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """The values an `a or b` / `x if c else y` expression can take."""
+    if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
+        yield from value_alternatives(expr.left)
+        yield from value_alternatives(expr.right)
+    elif isinstance(expr, cst.IfExp):
+        yield from value_alternatives(expr.body)
+        yield from value_alternatives(expr.orelse)
+    else:
+        yield expr

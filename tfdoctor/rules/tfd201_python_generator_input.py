@@ -25,7 +25,7 @@ from tfdoctor.lint.dataflow import (
 )
 from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg, dotted
+from tfdoctor.lint.names import call_arg, dotted, literal_str
 from tfdoctor.lint.rule import Context, Rule
 from tfdoctor.lint.versions import Target
 
@@ -94,8 +94,9 @@ class PythonGeneratorInput(Rule):
     threads, which still share the GIL. With `use_multiprocessing=True` it runs in worker processes instead:
     they no longer share the GIL, and whether they keep up turns on their count and the copy of every batch
     back to the training process, which the code does not show. Whether the code asks for
-    processes is read from `fit`'s arguments; when it depends on a value the code does not show
-    (`use_multiprocessing=args.mp`), the message says either may run it. The message names the call that
+    processes is read from `fit`'s arguments (also a `**params` dict literal's keys); when it depends on a value
+    the code does not show (`use_multiprocessing=args.mp`, a caller's `**kwargs`), the message says either may
+    run it. The message names the call that
     makes the feed (`ImageDataGenerator.flow_from_directory`).
 
     ## Example
@@ -227,6 +228,8 @@ model.fit(Tiles(), epochs=5, workers=4)  # TFD201
 model.fit(Tiles(), epochs=5, workers=8, use_multiprocessing=args.processes)  # TFD201
 def train(**options):
     model.fit(Tiles(), epochs=5, **options)  # TFD201
+params = {"epochs": 5, "verbose": 2}
+model.fit(Tiles(), **params)  # TFD201
 """,
         # the iterator that flow_from_directory returns, given to fit by name
         """import tensorflow as tf
@@ -980,7 +983,8 @@ def _workers(facts: ModuleFacts, fit: CallFact) -> tuple[str, str]:
     given = call_arg(fit.node, None, "workers")
     workers = _literal(facts, given, fit) if given is not None else 1
     multiprocessing = call_arg(fit.node, None, "use_multiprocessing")
-    if multiprocessing is None and any(a.star == "**" for a in fit.node.args):
+    if multiprocessing is None and any(a.star == "**" and not _keys_without_workers(facts, a.value, fit)
+                                       for a in fit.node.args):
         return "threads-or-processes", ""  # `fit_generator(gen, **kwargs)`: the caller's arguments say which
     processes = _literal(facts, multiprocessing, fit) if multiprocessing is not None else False
     if not isinstance(processes, bool):
@@ -994,6 +998,16 @@ def _workers(facts: ModuleFacts, fit: CallFact) -> tuple[str, str]:
     if count == 1:
         return "default", ""
     return "threads", f"{count} Python threads" if count else "Python threads"
+
+
+def _keys_without_workers(facts: ModuleFacts, expr: cst.BaseExpression, fit: CallFact) -> bool:
+    """`**params` where `params` is only ever a dict literal that sets neither `workers` nor
+    `use_multiprocessing` (`params = {"epochs": 5, "callbacks": [...]}`): the defaults hold."""
+    origins = facts.values_of(expr, fit.scope, fit.order)
+    return bool(origins) and all(
+        o.kind == "value" and not o.path and isinstance(o.expr, cst.Dict) and all(
+            isinstance(e, cst.DictElement) and literal_str(e.key) not in (None, "workers", "use_multiprocessing")
+            for e in o.expr.elements) for o in origins)
 
 
 def _processes_follow_count(fit: CallFact) -> bool:

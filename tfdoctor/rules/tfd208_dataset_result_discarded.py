@@ -4,10 +4,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import DATASET_ONLY_METHODS
+from tfdoctor.lint.dataflow import DATASET_ONLY_METHODS, evaluation_step, in_test_code
 from tfdoctor.lint.facts import DATASET_METHODS, CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import dotted
+from tfdoctor.lint.names import call_arg, dotted
 from tfdoctor.lint.rule import Context, Rule
 
 
@@ -20,7 +20,11 @@ class DatasetResultDiscarded(Rule):
     that nothing follows is left alone: `ds.map(layer)` ending a test may be there to trace the function.
     So is the last line of a notebook cell, whose value the notebook displays (`ds.batch(3)` to look at
     the batches), unless a `;` hides it, and a step inside `with self.assertRaises(...):` (or
-    `pytest.raises`), which a test makes to see it fail.
+    `pytest.raises`), which a test makes to see it fail. Nor is a step that changes only speed or order
+    (`with_options`, `prefetch`, `cache`, `shuffle`) of an evaluation pipeline (`val_ds`, `def
+    make_eval_dataset`): the evaluation reports the same; nor `ds.with_options(options)` whose options set only
+    the auto-shard policy, in an input function of `distribute_datasets_from_function` (one that reads its
+    `input_context`), whose datasets are never auto-sharded.
 
     ## Why it is bad
     Datasets are immutable: each transformation returns a new dataset and leaves its receiver as it was.
@@ -76,6 +80,22 @@ def prepare(dataset):
     dataset.repeat()  # TFD208
     return dataset.batch(32)
 """,
+        # the validation pipeline's map: the evaluation runs on elements that were meant to be different
+        """import tensorflow as tf
+val_ds = tf.data.TFRecordDataset(val_files)
+val_ds.map(parse)  # TFD208
+model.fit(train_ds, validation_data=val_ds.batch(64))
+""",
+        # options that do more than the auto-shard policy, in an input function
+        """import tensorflow as tf
+def dataset_fn(input_context):
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    options.experimental_deterministic = False
+    ds = tf.data.TFRecordDataset(files).shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    ds.with_options(options)  # TFD208
+    return ds.batch(64)
+""",
         # a chain of steps discarded whole, the dataset trained on afterwards
         """import tensorflow as tf
 ds = tf.data.Dataset.range(100)
@@ -120,6 +140,23 @@ mnist = tfds.load("mnist", split="train", as_supervised=True)
 mnist.map(scale).cache().shuffle(10000).batch(32)
 estimator.train(input_fn)
 """,
+        # the validation pipeline's order or speed: the evaluation reports the same
+        """import tensorflow as tf
+val_ds = tf.data.TFRecordDataset(val_files).map(parse).batch(64)
+val_ds.prefetch(tf.data.AUTOTUNE)
+model.fit(train_ds, validation_data=val_ds)
+""",
+        # options of the auto-shard policy only, in an input function that shards by its input context itself
+        """import tensorflow as tf
+def dataset_fn(input_context):
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    ds = tf.data.TFRecordDataset(files)
+    ds.with_options(options)
+    ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    return ds.batch(input_context.get_per_replica_batch_size(64))
+dist = strategy.distribute_datasets_from_function(dataset_fn)
+""",
         # a method with an effect of its own is not a transformation
         """import tensorflow as tf
 ds = tf.data.Dataset.range(100)
@@ -131,6 +168,8 @@ ds.save("/tmp/ds")
         for call in facts.method_calls(*DATASET_METHODS):
             if not call.discarded or call.displayed or _expects_error(call) or not self._on_dataset(facts, call):
                 continue
+            if _evaluated_alike(facts, call) or _auto_shard_ignored(facts, call):
+                continue  # what was meant changes nothing an evaluation reports, or nothing at all
             name = dotted(_base(call.receiver))
             if name is not None and _used_later(facts, call, name):
                 yield self.report(call.node.func.attr, statement=call.statement,  # type: ignore[attr-defined]
@@ -144,6 +183,29 @@ ds.save("/tmp/ds")
 
 
 _RAISES = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp", "raises"})
+_SPEED_OR_ORDER = frozenset({"with_options", "prefetch", "cache", "shuffle"})  # steps that keep the elements
+# What `distribute_datasets_from_function` hands its input function: the function shards by it, itself
+_INPUT_CONTEXT = ("input_pipeline_id", "num_input_pipelines", "get_per_replica_batch_size")
+
+
+def _evaluated_alike(facts: ModuleFacts, call: CallFact) -> bool:
+    """A step that changes only speed or order, of an evaluation pipeline (not of a test, which may check the
+    order): the evaluation reports the same without it."""
+    return call.attr in _SPEED_OR_ORDER and evaluation_step(facts, call) and not in_test_code(facts, call.scope)
+
+
+def _auto_shard_ignored(facts: ModuleFacts, call: CallFact) -> bool:
+    """A discarded `ds.with_options(options)` whose options set only the auto-shard policy, in an input function
+    of `distribute_datasets_from_function` (it reads its input context): that function's datasets are not
+    auto-sharded, so the policy does nothing there either way."""
+    options = dotted(call_arg(call.node, 0, "options")) if call.attr == "with_options" else None
+    if options is None or not call.scope.is_function:
+        return False
+    set_here = [t for a in facts.assigns for t in a.targets if t.startswith(options + ".")]
+    reads = [name for c in call.scope.calls for name in (c.func or "", *(n for names in c.arg_names for n in names))]
+    return (bool(set_here) and all(t.endswith(".auto_shard_policy") for t in set_here)
+            and any(name == f"{param}.{attr}" for param in call.scope.params for attr in _INPUT_CONTEXT
+                    for name in reads))
 
 
 def _expects_error(call: CallFact) -> bool:

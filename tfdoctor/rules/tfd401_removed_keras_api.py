@@ -9,7 +9,6 @@ from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
-from tfdoctor.lint.versions import Target
 
 _GENERATOR_METHODS = {"fit_generator": "fit", "evaluate_generator": "evaluate", "predict_generator": "predict"}
 _REMOVED_ARGUMENTS = ("workers", "use_multiprocessing", "max_queue_size")
@@ -21,17 +20,14 @@ class RemovedKerasApi(Rule):
     When the target is Keras 3, finds `fit_generator`, `evaluate_generator` and `predict_generator`
     (deprecated since TF 2.1 / Keras 2.4, removed in Keras 3), and `workers=`, `use_multiprocessing=` and
     `max_queue_size=` on `fit`/`evaluate`/`predict` (removed there; they moved to `PyDataset`). The target is
-    Keras 3 where you choose it (`--target-keras`, `[tool.tfdoctor]`), your project pins it, the code uses
-    Keras 3 APIs, or the code shows no Keras 2 but these calls and the newest or installed Keras is 3 (they
-    are then a warning: the code may be meant for Keras 2, and the message says that Keras 3 is assumed
-    because nothing but these calls shows Keras 2), unless it is standalone Keras (`import keras`),
-    whose `fit` takes no generator before 2.4. Code that shows or pins Keras 2 otherwise (`lr=`, `model.optimizer.lr`,
-    `keras.optimizers.legacy`, `keras==2.10`), or TensorFlow before 2.1, is not flagged: there these calls
-    run (deprecated aliases, which TensorFlow warns about when they run), and the one note of the run says
-    what Keras 3 would break, which `--target-keras 3` lists. A model another library builds (DeepChem's
-    `KerasModel`) and a class of the project's own (ktrain's `self.predict_generator`) have methods of their
-    own by these names, and are left alone; so is a call in a branch taken by the Keras version
-    (`if keras.__version__ ...`).
+    Keras 3 where you choose it (`--target-keras`, `[tool.tfdoctor]`), your project pins it, or the code uses
+    Keras 3 APIs. Code that shows or pins Keras 2 (`lr=`, `model.optimizer.lr`, `keras.optimizers.legacy`,
+    `keras==2.10`, or these generator methods themselves, which only Keras 2 has), or TensorFlow before 2.1, is
+    not flagged: there these calls run (deprecated aliases, which TensorFlow warns about when they run), and
+    the one note of the run says that the code is Keras 2 and what Keras 3 would break, which `--target-keras
+    3` lists. A model another library builds (DeepChem's `KerasModel`) and a class of the project's own
+    (ktrain's `self.predict_generator`) have methods of their own by these names, and are left alone; so is a
+    call in a branch taken by the Keras version (`if keras.__version__ ...`).
 
     ## Why it is bad
     Under Keras 3 these calls raise `AttributeError`/`TypeError`: `fit`, `evaluate` and `predict` accept
@@ -136,9 +132,7 @@ model.fit_generator(gen(), steps_per_epoch=10)
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         keras = context.targets.keras
-        only_these = _only_these_calls_show(keras)
-        keras_2 = keras.below(3) and (not only_these or _standalone(facts))
-        if keras_2 or _tensorflow_1(context, facts):
+        if keras.below(3) or _tensorflow_1(context, facts):
             return  # Keras 2 runs them (deprecated aliases); the run's note says what Keras 3 would break
         for call in facts.calls:
             if _another_librarys_model(facts, call) or _own_method(facts, call) or _version_branch(call):
@@ -148,10 +142,8 @@ model.fit_generator(gen(), steps_per_epoch=10)
                 replacement = _GENERATOR_METHODS[call.attr]
                 fix = None if removed else Fix(call.node.func, call.node.func.with_changes(
                     attr=cst.Name(replacement)), f"rename {call.attr} to {replacement}")
-                assumed = _KERAS_3_MET if only_these and keras.below(3) else self.assumed(
-                    context, "keras", facts, call.node)
                 yield self.report(call.node.func, "method", statement=call.statement, fix=fix,
-                                  assumed=assumed, construct=call.node,
+                                  assumed=self.assumed(context, "keras", facts, call.node), construct=call.node,
                                   method=call.attr, replacement=replacement)
             elif call.attr in ("fit", "evaluate", "predict") and removed and keras.at_least(3):
                 yield self.report(call, "arguments", assumed=self.assumed(context, "keras", facts, call.node),
@@ -173,18 +165,6 @@ def _another_librarys_model(facts: ModuleFacts, call: CallFact) -> bool:
         return False  # a Keras model another library built (`deepcell.model_zoo.PanopticNet(...)`), compiled here
     origins = facts.values_of(call.receiver, call.scope, call.order)
     return bool(origins) and all(_library_call(origin.model, origin.expr) for origin in origins)
-
-
-# What a finding says it assumes when only these calls told Keras 2: not them, but the Keras the code meets
-_KERAS_3_MET = "Keras 3 assumed: nothing but these generator methods shows Keras 2"
-_THESE_CALLS = tuple(f"`{method}`" for method in _GENERATOR_METHODS)  # how version evidence cites them
-
-
-def _only_these_calls_show(keras: Target) -> bool:
-    """Whether a Keras 2 target rests only on `fit_generator` & co. themselves: code that shows nothing else of
-    Keras 2 runs on the Keras it meets, 3 today, where they fail."""
-    return keras.kind == "code" and bool(keras.sightings) and all(
-        cited.startswith(_THESE_CALLS) for cited, _, _ in keras.sightings)
 
 
 def _tensorflow_1(context: Context, facts: ModuleFacts) -> bool:
@@ -219,16 +199,3 @@ def _library_call(model: object, expr: cst.CSTNode) -> bool:
     name, resolved = dotted(expr.func), model.resolve(expr.func)
     return (name is not None and resolved is not None and resolved.partition(".")[0] not in _KERAS_HOMES
             and model.imported(name.partition(".")[0]) is None)
-
-
-_TF_KERAS_MODELS = ("tensorflow.keras.models", "tensorflow.keras.layers", "tensorflow.keras.applications")
-
-
-def _standalone(facts: ModuleFacts) -> bool:
-    """Whether the module builds its models with standalone Keras (`import keras`, `from keras.models import
-    ...`), not with `tf.keras` (`from tensorflow import keras`, `tensorflow.keras.models`); an optimizer taken
-    from `tf.keras` does not make the model one."""
-    names = [(fact.module, fact.symbol) for fact in facts.imports if fact.level == 0]
-    tf_keras = any(module == "tensorflow.keras" or module.startswith(_TF_KERAS_MODELS)
-                   or (module == "tensorflow" and symbol == "keras") for module, symbol in names)
-    return not tf_keras and any(module == "keras" or module.startswith("keras.") for module, _ in names)

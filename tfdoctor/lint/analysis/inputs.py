@@ -205,7 +205,8 @@ def _cited(facts: ModuleFacts, via: tuple[Step, ...], found: Provenance | None) 
         return found
     step = via[-1]
     model = step.caller.owner
-    evidence = Evidence(f"`{step.callee.name}` is given {found.reason}", model.path, model, step.call)  # type: ignore[attr-defined]
+    how = "returns" if step.returned else "is given"
+    evidence = Evidence(f"`{step.callee.name}` {how} {found.reason}", model.path, model, step.call)  # type: ignore[attr-defined]
     return replace(found, evidence=(evidence,))
 
 

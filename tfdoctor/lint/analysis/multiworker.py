@@ -20,7 +20,7 @@ from tfdoctor.lint.analysis.tensorflow import DISTRIBUTE_DATASET_METHODS, RUN_ME
 from tfdoctor.lint.semantic.conditions import excluded_after, exclusive
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, AssignFact, CallFact, Scope, WithFact, reads
 from tfdoctor.lint.semantic.model import Origin, SemanticModel
-from tfdoctor.lint.names import call_arg, dotted, in_part, literal_str, string_key
+from tfdoctor.lint.names import call_arg, dotted, in_part, literal_str, string_key, value_alternatives
 from tfdoctor.lint.notebooks import cell_place
 from tfdoctor.lint.versions import Target
 
@@ -201,7 +201,7 @@ def _reached_from(facts: ModuleFacts, scope: Scope, holds: Callable[[Scope], boo
 
 
 _DISTRIBUTING_METHODS = RUN_METHODS | DISTRIBUTE_DATASET_METHODS | {"scope"}
-_DEFAULT_STRATEGY = "tensorflow.distribute.get_strategy"
+DEFAULT_STRATEGY = "tensorflow.distribute.get_strategy"
 
 
 def distributes(facts: ModuleFacts) -> bool:
@@ -211,7 +211,7 @@ def distributes(facts: ModuleFacts) -> bool:
     strategy unless a caller set another, which the module does not show."""
     def answer() -> bool:
         made = [facts.resolve(c.func) for c in facts.strategy_constructions]
-        default_only = bool(made) and all(name == _DEFAULT_STRATEGY for name in made)
+        default_only = bool(made) and all(name == DEFAULT_STRATEGY for name in made) or bool(idle_strategies(facts))
         return any(
             (not default_only and (facts.is_strategy_constructor(c.node) or (
                 c.attr in _DISTRIBUTING_METHODS
@@ -221,6 +221,30 @@ def distributes(facts: ModuleFacts) -> bool:
             or _tower_device(facts, c)
             for c in facts.calls)
     return facts.memo("distributes", answer)
+
+
+def idle_strategies(facts: ModuleFacts) -> tuple[tuple[CallFact, str], ...]:
+    """The strategies the module builds, each with the name it is bound to, when every one is only asked its
+    replica count: bound to a plain name that the module reads, and only as `name.num_replicas_in_sync` (a
+    Kaggle notebook's TPU cell that prints it and scales the batch by it, its model then built and trained
+    outside any scope), in a module no other one imports. Such a strategy distributes nothing. Empty otherwise."""
+    def answer() -> tuple[tuple[CallFact, str], ...]:
+        made: list[tuple[CallFact, str]] = []
+        for call in facts.strategy_constructions:
+            bound = [a for a in facts.assigns if any(v is call.node for v in value_alternatives(a.value))]
+            if not bound or any(not t.isidentifier() for a in bound for t in a.targets):
+                return ()  # returned, passed on, or stored on an object: used where this module does not show
+            made.extend((call, t) for a in bound for t in a.targets)
+        names = {name for _, name in made}
+        read = [n for scope in facts.scopes for n in (
+            *(c.func for c in scope.calls if c.func), *(n for c in scope.calls for ns in c.arg_names for n in ns),
+            *(n for a in scope.assigns for n in a.names), *(dotted(loop.iter_expr) or "" for loop in scope.loops),
+            *(n for r in (*scope.returns, *scope.yields) for n in r.names)) if n.split(".")[0] in names]
+        if not read or any(n.partition(".")[2] != "num_replicas_in_sync" for n in read):
+            return ()
+        imported = facts.loader is not None and bool(facts.loader.consumers(facts))  # asked last: a project search
+        return () if imported else tuple(made)
+    return facts.memo("idle_strategies", answer)
 
 
 def _tower_device(facts: ModuleFacts, call: CallFact) -> bool:

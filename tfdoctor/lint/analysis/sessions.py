@@ -32,8 +32,9 @@ _CHEAP_BUILTINS = frozenset({
 })  # not `next`, `iter` or `map`: what they run (a generator's body, the mapped function) is not shown here
 _CHEAP_METHODS = frozenset({
     "append", "extend", "insert", "astype", "reshape", "copy", "toarray", "todense", "tolist", "keys", "values",
-    "items", "flatten", "squeeze", "transpose", "ravel", "fill", "index", "count"})
-_NUMPY_READERS = re.compile(r"load|from(?:file|string|buffer)|genfromtxt|memmap|read|save")
+    "items", "flatten", "squeeze", "transpose", "ravel", "fill", "index", "count",
+    "numpy"})  # a tensor's `.numpy()` in the Python a `py_function` runs: a copy
+_NUMPY_READERS = re.compile(r"load|from(?:file|string)|genfromtxt|memmap|read|save")  # `frombuffer` is a view
 _CHEAP_HELPERS = frozenset({"to_categorical", "pad_sequences"})
 _CLOCKS = frozenset({"time.time", "time.perf_counter", "time.monotonic", "time.process_time"})  # not `time.sleep`
 

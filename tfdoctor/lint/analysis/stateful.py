@@ -148,11 +148,25 @@ def stateful_map(facts: ModuleFacts, op: DatasetOp) -> bool:
 
 
 def wrapped_python_calls(facts: ModuleFacts, py_call: CallFact) -> set[str]:
-    """What the Python function a `py_function` wraps calls (resolved names), itself or through a function of
-    this module."""
-    wrapped = facts.callables_of(call_arg(py_call.node, 0, "func"), py_call.scope)
-    return {name for function in facts.transitive_callees(wrapped) for call in function.calls
-            if (name := facts.resolve(call.func)) is not None}
+    """What the Python function a `py_function` wraps calls (resolved names), itself or through functions of
+    this module, and of the project's other modules up to three imports away (`from ..utils.h5 import read`)."""
+    names: set[str] = set()
+    seen: set[int] = set()
+    pending = [(facts, facts.callables_of(call_arg(py_call.node, 0, "func"), py_call.scope), 0)]
+    while pending:
+        model, roots, depth = pending.pop()
+        for function in model.transitive_callees(roots):
+            if id(function) in seen:
+                continue
+            seen.add(id(function))
+            for call in function.calls:
+                name = model.resolve(call.func)
+                if name is not None:
+                    names.add(name)
+                if depth < 3 and call.func is not None and model.foreign(call.func):
+                    others = [s for s in model.callables_of(call.node.func, function) if s.owner is not model]
+                    pending.extend((other.owner, [other], depth + 1) for other in others)  # type: ignore[misc]
+    return names
 
 
 def python_under_one_lock(facts: ModuleFacts, op: DatasetOp) -> bool:

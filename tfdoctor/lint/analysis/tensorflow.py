@@ -11,6 +11,8 @@ by the model's one lookup, `values_of`; nothing here walks a tree.
 
 from __future__ import annotations
 
+import itertools
+
 import re
 import sys
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from tfdoctor.lint.findings import Evidence
-from tfdoctor.lint.names import call_arg, dotted, string_key
+from tfdoctor.lint.names import call_arg, dotted, string_key, value_alternatives
 from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, Scope, WithFact
 from tfdoctor.lint.semantic.model import LIBRARIES, ModuleLoader, SemanticModel, Step
 
@@ -101,6 +103,21 @@ def runs_once(op: DatasetOp, steps: Sequence[DatasetOp]) -> bool:
         if step.method in ("cache", "snapshot"):
             return True
     return False
+
+
+# A bound on how deep one pipeline lookup may nest (a cycle stops sooner, at the question it is already asking). Each
+# `ds = ds.map(...)` reassignment is one level, and an input function of twenty steps is not rare. A question is
+# answered once, whichever rule asks first and from however deep, so the bound must not cut short ordinary code.
+_MAX_CHAIN_DEPTH = 48
+# A bound on the other pipelines one may be: each `if flag: ds = ds.map(f)` doubles them, and twenty such flags
+# (augmentation switches) made a million, which took minutes to build. Past it, the first ones stand for all.
+_MAX_ALTERNATIVES = 64
+
+
+class _Cuts:
+    """How many pipeline lookups have been cut short (too deep, or a cycle) so far in this process."""
+
+    made = 0
 
 
 @dataclass(eq=False)
@@ -211,7 +228,7 @@ class ModuleFacts(SemanticModel):
         """Whether a module-level assignment binds `name` to `tf.function` itself, in any branch: a decorator that
         may make a graph function, whichever the configuration picks."""
         return any(name in a.targets and a.operator == "=" and any(
-            self.resolve(value) == "tensorflow.function" for value in _alternatives(a.value))
+            self.resolve(value) == "tensorflow.function" for value in value_alternatives(a.value))
             for a in self.module_scope.assigns)
 
     @cached_property
@@ -355,7 +372,8 @@ class ModuleFacts(SemanticModel):
             for assign in self.assigns:
                 if assign.operator != "=" or len(assign.targets) != 1:
                     continue
-                if any(self.is_strategy_constructor(v) or (dotted(v) or "") in names for v in _alternatives(assign.value)):
+                if any(self.is_strategy_constructor(v) or (dotted(v) or "") in names
+                       for v in value_alternatives(assign.value)):
                     names.add(assign.targets[0])
         return frozenset(names)
 
@@ -581,18 +599,33 @@ class ModuleFacts(SemanticModel):
         discarded (`ds.shuffle(n)` as a statement of its own) is no step of the pipeline: datasets are immutable.
         Remembered per question: a function of many conditional `ds = ds.map(...)` steps asks for the same
         earlier pipeline along every combination of its branches (a 600-line decoder took over four minutes)."""
-        if expr is None or depth > 8:
+        if expr is None:
             return None
         model: ModuleFacts = seen_from.owner  # type: ignore[assignment]
         key = (id(expr), id(seen_from), before, path, any_source)
         chains = model._chains
-        if key not in chains:
-            chains[key] = model._dataset_chain(expr, seen_from, before, depth, path, any_source)
-        return chains[key]
+        if key in chains:
+            return chains[key]
+        if depth > _MAX_CHAIN_DEPTH or key in model._open_chains:  # too deep, or a cycle (`ds = ds.map(f)` in a loop)
+            _Cuts.made += 1
+            return None
+        cuts = _Cuts.made
+        model._open_chains.add(key)
+        try:
+            chain = model._dataset_chain(expr, seen_from, before, depth, path, any_source)
+        finally:
+            model._open_chains.discard(key)
+        if _Cuts.made == cuts:  # an answer cut short holds only for where it was asked from (one rule's lookup)
+            chains[key] = chain
+        return chain
 
     @cached_property
     def _chains(self) -> dict[tuple[object, ...], DatasetChain | None]:
         return {}
+
+    @cached_property
+    def _open_chains(self) -> set[tuple[object, ...]]:
+        return set()
 
     def _dataset_chain(self, expr: cst.BaseExpression, seen_from: Scope, before: int, depth: int,
                        path: tuple[int, ...], any_source: bool) -> DatasetChain | None:
@@ -626,8 +659,8 @@ class ModuleFacts(SemanticModel):
             if chains and all(chain is not None for chain in chains):
                 found, origin = chains[0], origins[0]
                 assert found is not None
-                others = tuple(c for chain in chains for c in (chain, *chain.alternatives)  # type: ignore[union-attr]
-                               if c is not found)
+                every = (c for chain in chains for c in (chain, *chain.alternatives))  # type: ignore[union-attr]
+                others = tuple(itertools.islice((c for c in every if c is not found), _MAX_ALTERNATIVES))
                 base = DatasetChain(found.source, found.source_call, found.ops, found.scope,
                                     (*origin.via, *found.via), found.source_scope, others, found.joined)
         if base is None and any_source and ops:
@@ -645,17 +678,6 @@ def _tf_function_call(model: SemanticModel, expr: cst.CSTNode) -> cst.Call | Non
     wrapper = expr.func if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Call) else expr
     return wrapper if isinstance(wrapper, cst.Call) and model.resolve(wrapper.func) == "tensorflow.function" else None
 
-
-def _alternatives(expr: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
-    """The values an `a or b` / `x if c else y` expression can take."""
-    if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
-        yield from _alternatives(expr.left)
-        yield from _alternatives(expr.right)
-    elif isinstance(expr, cst.IfExp):
-        yield from _alternatives(expr.body)
-        yield from _alternatives(expr.orelse)
-    else:
-        yield expr
 
 
 _GRAPH_MAKERS = frozenset({"Graph", "FuncGraph", "get_default_graph", "get_graph"})  # what `as_default()` of builds into

@@ -216,6 +216,7 @@ class Scope:
     children: list[Scope] = field(default_factory=list)
     is_generator: bool = False
     outer_names: set[str] = field(default_factory=set)  # names its `global` / `nonlocal` statements declare
+    order: int = 0  # where its `def` runs, in the visit order of facts: a later def of the name rebinds it
     owner: object = field(default=None, repr=False)  # the semantic model of the module holding this scope
 
     @property
@@ -338,7 +339,7 @@ class FactCollector(Visitor):
         }
         scope = Scope(
             node=node, name=name, qualname=qualname, parent=parent, class_name=class_name,
-            params=tuple(p.name.value for p in all_params), annotations=annotations,
+            params=tuple(p.name.value for p in all_params), annotations=annotations, order=self._next_order(),
         )
         parent.children.append(scope)
         if class_name is not None:

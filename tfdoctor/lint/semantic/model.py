@@ -66,11 +66,13 @@ class ModuleLoader(Protocol):
 @dataclass(frozen=True)
 class Step:
     """A call through which a value came from another module: the call (in the caller's module) and the
-    function it runs (in the other one)."""
+    function it runs (in the other one); `returned` when the value is what the function returns, not an
+    argument the call hands it."""
 
     call: cst.CSTNode
     callee: Scope
     caller: Scope
+    returned: bool = False
 
 
 OriginKind = Literal["value", "element", "parameter"]
@@ -306,14 +308,17 @@ class SemanticModel:
         """The scope a function or lambda node opens."""
         return self._scope_of_node.get(id(node))
 
-    def function_named(self, name: str, seen_from: Scope) -> Scope | None:
-        """The def a bare name refers to from `seen_from`: a nested def first, then a module-level one."""
+    def function_named(self, name: str, seen_from: Scope, before: int = END_OF_SCOPE) -> Scope | None:
+        """The def a bare name refers to from `seen_from` at a point (`before`): a nested def first, then a
+        module-level one. Of several defs of the name in one scope (a notebook that redefines `input_fn` in a later
+        cell), the last one before that point; the first one when all come after it (a helper defined below)."""
         candidates = self._functions_by_name.get(name, [])
         scope: Scope | None = seen_from
         while scope is not None:
-            for candidate in candidates:
-                if candidate.parent is scope and candidate.class_name is None:
-                    return candidate
+            defs = [c for c in candidates if c.parent is scope and c.class_name is None]
+            if defs:
+                earlier = [d for d in defs if d.order < before]
+                return earlier[-1] if earlier else defs[0]
             scope = scope.parent
         return None
 
@@ -527,16 +532,17 @@ class SemanticModel:
         name = dotted(node)
         if name is None:
             return []
-        return self._named_callable(name, origin.scope, cross_module=True)
+        return self._named_callable(name, origin.scope, cross_module=True, before=origin.order)
 
-    def _named_callable(self, name: str, seen_from: Scope, cross_module: bool) -> list[Scope]:
+    def _named_callable(self, name: str, seen_from: Scope, cross_module: bool,
+                        before: int = END_OF_SCOPE) -> list[Scope]:
         """A def, a method (`self.m`), a class (its `__init__`) or a project function by name."""
         if name.startswith("self.") and name.count(".") == 1:
             class_name = self.enclosing_class(seen_from)
             method = self.method_named(class_name, name[5:], cross_module) if class_name else None
             return [method] if method is not None else []
         if "." not in name:
-            function = self.function_named(name, seen_from)
+            function = self.function_named(name, seen_from, before)
             if function is not None:
                 return [function]
             class_fact = self.class_named(name)
@@ -570,7 +576,7 @@ class SemanticModel:
         name = dotted(func)
         found: list[Scope] = []
         if name is not None:
-            found = self._named_callable(name, call.scope, cross_module=False)
+            found = self._named_callable(name, call.scope, cross_module=False, before=call.order)
             if not found and ("." not in name or name.startswith("self.")) and name not in self.aliases:
                 found = [s for o in self.values_of(func, call.scope, call.order, parameters=False) if o.model is self
                          for s in self._callables_at(o, 0, parameters=False) if s.owner is self]
@@ -897,7 +903,7 @@ class _Lookup:
                 self._parameter(name, expr, current, path, via, bound, depth, active)
                 return
             current = current.parent
-        function = model.function_named(name, scope)
+        function = model.function_named(name, scope, before)
         if function is not None:
             self.leaf("value", function.node, function, END_OF_SCOPE, path, via)
             return
@@ -968,7 +974,7 @@ class _Lookup:
             return False
         fact = model.call_fact(call)
         order = fact.order if fact is not None else END_OF_SCOPE
-        targets = model._named_callable(name, scope, cross_module=True)
+        targets = model._named_callable(name, scope, cross_module=True, before=order)
         if not targets and isinstance(call.func, cst.Attribute) and not name.startswith("self."):
             # `loader.batches()` with `loader = Loader()`
             targets = model._instance_methods(call.func.value, call.func.attr.value, scope, order, depth + 1)
@@ -986,7 +992,7 @@ class _Lookup:
             return True
         active = active | {key}
         if function.owner is not model:
-            via = (*via, Step(call, function, scope))
+            via = (*via, Step(call, function, scope, returned=True))
         bind = dict(bound)
         for index, param in enumerate(function.value_params()):
             value = call_arg(call, index, param)
