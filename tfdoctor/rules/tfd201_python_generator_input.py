@@ -13,6 +13,7 @@ from tfdoctor.lint.dataflow import (
     expression_names,
     fed_elsewhere,
     hands_out_slices,
+    horovod_member,
     in_test_code,
     iterable_provenance,
     keras_package_imported,
@@ -84,8 +85,12 @@ class PythonGeneratorInput(Rule):
     would yield the same batches, is not reported, nor is a `fit_generator` input the code does not show to be
     a `Sequence`, nor a `fit` whose worker count is a setting of the code that processes follow (`workers=n,
     use_multiprocessing=True if n > 1 else False`), nor one whose `use_multiprocessing` is a value the code
-    does not show: its user already has the one advice there. Nor is a `feed_dict` feed in code for TensorFlow
-    before 1.4 (`tf.mul`, which 1.0 renamed `tf.multiply`), which has no `tf.data` to offer.
+    does not show: its user already has the one advice there; nor such a `fit` in a program spread only by a
+    `tf.distribute` strategy, which distributes `tf.keras` models only: it runs on one device. Nor is a
+    `feed_dict` feed in code for TensorFlow
+    before 1.4 (`tf.mul`, which 1.0 renamed `tf.multiply`), which has no `tf.data` to offer, nor a
+    `fit_generator(data)` of a helper that calls it when `isinstance(data, ...)` says so: its callers choose
+    the feed.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -572,6 +577,30 @@ class Batches:
 parallel = multi_gpu_model(build_model(), gpus=2)
 parallel.fit_generator(Batches(), steps_per_epoch=100, workers=4)
 """,
+        # a helper that fits a generator or a dataset, whichever it is given
+        """import types
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def time_fit(model, data, steps):
+    if isinstance(data, types.GeneratorType):
+        model.fit_generator(data, steps_per_epoch=steps)
+    else:
+        model.fit(data, steps_per_epoch=steps)
+""",
+        # standalone Keras 2.2 under a `tf.distribute` strategy, which distributes `tf.keras` models only: one device
+        """# tfdoctor: target-keras=2.2.4
+import keras
+import tensorflow as tf
+class Tiles(keras.utils.Sequence):
+    def __len__(self):
+        return 100
+    def __getitem__(self, i):
+        return load_and_augment(i)
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = build_model()
+model.fit_generator(Tiles(), steps_per_epoch=100, workers=4)
+""",
         # a distributed validation pipeline: its loop runs a step that computes no gradients
         """import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -830,6 +859,8 @@ with tf.Session() as sess:
             seen.add(id(node))
             if fit is None and _process_loaders(facts):
                 return
+            if what == _FIT_GENERATOR and fit is not None and _dispatched_on_type(fit):
+                continue  # a helper that picks the call by its input's type: the caller chooses the feed
             if what == _FEED_DICT and not context.targets.tensorflow.guessed and context.targets.tensorflow.below(1, 4):
                 continue  # TensorFlow before 1.4 (`tf.mul`: 0.x) has no `tf.data` to offer
             template, workers = _workers(facts, fit) if fit is not None else ("default", "")
@@ -841,6 +872,8 @@ with tf.Session() as sess:
                 continue  # this Keras takes no tf.data: processes are the one advice, and the code sets them
             if template in ("default", "threads") and fit is not None \
                     and _multi_backend_keras(facts, context.targets.keras):
+                if not _spread_without_tf_distribute(facts):
+                    continue  # a `tf.distribute` strategy does not spread this Keras's `fit`: it runs on one device
                 if id(fit.node) in replayed or what == _FIT_GENERATOR:
                     continue  # processes would each replay a generator (and this one may be): no advice fits this Keras
                 if _processes_follow_count(fit):  # type: ignore[arg-type]
@@ -969,6 +1002,22 @@ def _fit_of(facts: ModuleFacts, expr: cst.BaseExpression, statement: cst.CSTNode
     """The `fit`/`fit_generator` call that `expr` is the input of."""
     return next((c for c in facts.method_calls("fit", "fit_generator") if c.statement is statement
                  and call_arg(c.node, 0, "x" if c.attr == "fit" else "generator") is expr), None)
+
+
+def _dispatched_on_type(fit: CallFact) -> bool:
+    """A `fit_generator(data)` in the branch of `if isinstance(data, ...)`: a helper that takes a generator or a
+    dataset and calls the method that fits it (a benchmark timing both)."""
+    data = dotted(call_arg(fit.node, 0, "generator"))
+    return data is not None and any(
+        isinstance(test, cst.Call) and dotted(test.func) == "isinstance" and dotted(call_arg(test, 0, None)) == data
+        for test in (branch.test for branch in fit.ifs))
+
+
+def _spread_without_tf_distribute(facts: ModuleFacts) -> bool:
+    """Whether the module spreads training by Horovod or `multi_gpu_model`, which standalone Keras's `fit` can use
+    (a `tf.distribute` strategy cannot: it distributes `tf.keras` models only)."""
+    return any(horovod_member(facts, c.func) is not None or (c.func or "").split(".")[-1] == "multi_gpu_model"
+               for c in facts.calls)
 
 
 def _multi_backend_keras(facts: ModuleFacts, keras: Target) -> bool:
