@@ -95,6 +95,7 @@ from tfdoctor.lint.analysis.multiworker import (
     same_start_everywhere,
     saved_under_strategy,
     saves_beside,
+    spreads_without_strategy,
     sync_on_read_state,
     tf_config_sets,
     trains,
@@ -170,7 +171,7 @@ __all__ = [
     "optimizer_learning_rate",
     "paced_by_python", "parameter_server", "path_from_outside", "python_under_one_lock", "random_data", "repeats_one_batch", "returns_host_values", "stateful_map", "runs_many_steps", "runs_of", "runs_on_one_worker", "runs_once", "runs_training_op",
     "same_start_everywhere", "saved_under_strategy", "standalone_keras", "template_from_caller", "template_on_cpu",
-    "trained_multi_gpu_models", "saves_beside", "second_pulls", "session_feeds", "slices_in_memory", "step_counter",
+    "trained_multi_gpu_models", "saves_beside", "second_pulls", "spreads_without_strategy", "session_feeds", "slices_in_memory", "step_counter",
     "sync_on_read_state", "tf_config_sets", "training_chains", "training_inputs", "training_loops",
     "training_step_scopes", "trains", "unknown_value", "UnscaledBatch", "unscaled_batches", "value_provenance", "when_distributed", "wraps_horovod_optimizer", "worker_guard", "wrapped_python_calls", "write_kind",
 ]

@@ -13,7 +13,6 @@ from tfdoctor.lint.dataflow import (
     expression_names,
     fed_elsewhere,
     hands_out_slices,
-    horovod_member,
     in_test_code,
     iterable_provenance,
     keras_package_imported,
@@ -21,6 +20,7 @@ from tfdoctor.lint.dataflow import (
     repeats_one_batch,
     session_feeds,
     slices_in_memory,
+    spreads_without_strategy,
     training_inputs,
     when_distributed,
 )
@@ -872,7 +872,7 @@ with tf.Session() as sess:
                 continue  # this Keras takes no tf.data: processes are the one advice, and the code sets them
             if template in ("default", "threads") and fit is not None \
                     and _multi_backend_keras(facts, context.targets.keras):
-                if not _spread_without_tf_distribute(facts):
+                if not any(spreads_without_strategy(facts, c) for c in facts.calls):
                     continue  # a `tf.distribute` strategy does not spread this Keras's `fit`: it runs on one device
                 if id(fit.node) in replayed or what == _FIT_GENERATOR:
                     continue  # processes would each replay a generator (and this one may be): no advice fits this Keras
@@ -1011,13 +1011,6 @@ def _dispatched_on_type(fit: CallFact) -> bool:
     return data is not None and any(
         isinstance(test, cst.Call) and dotted(test.func) == "isinstance" and dotted(call_arg(test, 0, None)) == data
         for test in (branch.test for branch in fit.ifs))
-
-
-def _spread_without_tf_distribute(facts: ModuleFacts) -> bool:
-    """Whether the module spreads training by Horovod or `multi_gpu_model`, which standalone Keras's `fit` can use
-    (a `tf.distribute` strategy cannot: it distributes `tf.keras` models only)."""
-    return any(horovod_member(facts, c.func) is not None or (c.func or "").split(".")[-1] == "multi_gpu_model"
-               for c in facts.calls)
 
 
 def _multi_backend_keras(facts: ModuleFacts, keras: Target) -> bool:

@@ -216,11 +216,16 @@ def distributes(facts: ModuleFacts) -> bool:
             (not default_only and (facts.is_strategy_constructor(c.node) or (
                 c.attr in _DISTRIBUTING_METHODS
                 and (facts.is_strategy(c.receiver) or bool(STRATEGY_WORD.search(dotted(c.receiver) or ""))))))
-            or horovod_member(facts, c.func) is not None
-            or (c.func or "").split(".")[-1] == "multi_gpu_model"
+            or spreads_without_strategy(facts, c)
             or _tower_device(facts, c)
             for c in facts.calls)
     return facts.memo("distributes", answer)
+
+
+def spreads_without_strategy(facts: ModuleFacts, call: CallFact) -> bool:
+    """A Horovod call or `multi_gpu_model`: spreading training with no `tf.distribute` strategy (which standalone
+    Keras's `fit` can use too)."""
+    return horovod_member(facts, call.func) is not None or (call.func or "").split(".")[-1] == "multi_gpu_model"
 
 
 def idle_strategies(facts: ModuleFacts) -> tuple[tuple[CallFact, str], ...]:
