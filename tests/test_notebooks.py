@@ -267,3 +267,38 @@ def test_a_strategy_in_a_mode_no_cell_picks_makes_no_multi_worker_finding():
     chosen = _notebook(maker, "strategy = create_strategy('many_machines')\n", save)
     assert sorted((f.code, f.cell, f.line) for f in lint_notebook(chosen, "nb.ipynb", Settings(root=ROOT))) == [
         ("TFD503", 3, 1), ("TFD504", 1, 7)]
+
+
+_FED_BY_PYTHON = ("import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()",
+                  "with strategy.scope():\n    model = build()\n"
+                  "model.fit(tf.keras.preprocessing.image.ImageDataGenerator(rotation_range=10)"
+                  ".flow_from_directory('data'), epochs=3)\n")
+
+
+def _with_log(raw: bytes, cell: int, text: str) -> bytes:
+    data = json.loads(raw)
+    data["cells"][cell]["outputs"] = [{"name": "stderr", "output_type": "stream", "text": [text]}]
+    return json.dumps(data).encode()
+
+
+@pytest.mark.parametrize(("log", "reported"), [
+    ("INFO:tensorflow:Using MirroredStrategy with devices ('/job:localhost/replica:0/task:0/device:GPU:0',)\n", False),
+    ("INFO:tensorflow:Using MirroredStrategy with devices ('/job:localhost/replica:0/task:0/device:GPU:0', "
+     "'/job:localhost/replica:0/task:0/device:GPU:1')\n", True),
+    ("", True),
+])
+def test_a_notebook_whose_saved_run_had_one_replica_trains_on_one_device(tmp_path, log, reported):
+    path = tmp_path / "train.ipynb"
+    path.write_bytes(_with_log(_notebook(*_FED_BY_PYTHON), 0, log))
+    findings = lint_notebook(path.read_bytes(), str(path), Settings(root=tmp_path), path)
+    assert any(f.code == "TFD201" for f in findings) is reported
+
+
+def test_a_printed_replica_count_of_one_counts_only_in_the_cell_that_prints_it(tmp_path):
+    printing = ("import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n"
+                "print('REPLICAS:', strategy.num_replicas_in_sync)", _FED_BY_PYTHON[1])
+    path = tmp_path / "train.ipynb"
+    path.write_bytes(_with_log(_notebook(*printing), 0, "REPLICAS: 1\n"))
+    assert not any(f.code == "TFD201" for f in lint_notebook(path.read_bytes(), str(path), Settings(root=tmp_path), path))
+    path.write_bytes(_with_log(_notebook(*printing), 1, "REPLICAS: 1\n"))  # printed by a cell that prints no count
+    assert any(f.code == "TFD201" for f in lint_notebook(path.read_bytes(), str(path), Settings(root=tmp_path), path))

@@ -199,3 +199,10 @@ def _restore_ipython(lines: list[str], cell: _Cell) -> list[str]:
     for index, original in zip(placeholders, cell.ipython):
         restored[index] = original
     return restored
+
+
+def output_text(output: dict) -> str:
+    """What one saved output printed: a stream's text, or a result's plain-text form."""
+    data = output.get("data")
+    parts = [output.get("text"), data.get("text/plain") if isinstance(data, dict) else None]
+    return "".join("".join(part) if isinstance(part, list) else str(part) for part in parts if part)

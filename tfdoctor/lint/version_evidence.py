@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from tfdoctor.lint.notebooks import Notebook, NotebookError, read_notebook
+from tfdoctor.lint.notebooks import Notebook, NotebookError, output_text, read_notebook
 from tfdoctor.lint.pins import parse_requirement
 from tfdoctor.lint.project_root import project_root
 from tfdoctor.lint.versions import Target
@@ -505,7 +505,7 @@ def _multi_backend_outputs(notebook: Notebook, here: str) -> Iterator[Sighting]:
     printed, or a traceback through its modules. Cited at the first such cell."""
     for cell in notebook.cells:
         outputs = notebook.data["cells"][cell.number - 1].get("outputs")
-        texts = [_output_text(o) + "\n".join(map(str, o.get("traceback") or ())) for o in outputs or ()
+        texts = [output_text(o) + "\n".join(map(str, o.get("traceback") or ())) for o in outputs or ()
                  if isinstance(o, dict)]
         if not any(_MULTI_BACKEND.search(text) for text in texts):
             continue
@@ -554,7 +554,7 @@ def _recorded_versions(notebook: Notebook, here: str) -> Iterator[Sighting]:
         outputs = notebook.data["cells"][cell.number - 1].get("outputs")
         if not isinstance(outputs, list):
             continue
-        printed = "".join(_output_text(output) for output in outputs if isinstance(output, dict))
+        printed = "".join(output_text(output) for output in outputs if isinstance(output, dict))
         for line, module, text in _shown_versions(cell.lines, printed):
             version = _PRINTED_VERSION.search(text)
             if version is None:
@@ -610,13 +610,6 @@ def _shown_versions(lines: list[str], printed: str) -> list[tuple[str, str, str]
     if not prints or not all(matches) or len(out) != len(prints):
         return []
     return [(line, match.group(1), text) for line, match, text in zip(prints, matches, out)]  # type: ignore[union-attr]
-
-
-def _output_text(output: dict) -> str:
-    """What one saved output printed: a stream's text, or a result's plain-text form."""
-    data = output.get("data")
-    parts = [output.get("text"), data.get("text/plain") if isinstance(data, dict) else None]
-    return "".join("".join(part) if isinstance(part, list) else str(part) for part in parts if part)
 
 
 @lru_cache(maxsize=64)

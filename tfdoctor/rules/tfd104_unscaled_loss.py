@@ -9,6 +9,7 @@ from tfdoctor.lint.dataflow import (
     applies_gradients,
     differentiated_losses,
     in_test_code,
+    only_one_device,
     runs_of,
     runs_once,
     summed_over_replicas,
@@ -23,7 +24,7 @@ class UnscaledLoss(Rule):
     ## What it does
     Finds a replica function whose differentiated loss (the first argument of `tape.gradient` or
     `optimizer.minimize`) is a per-replica mean (`tf.reduce_mean`, or a sum divided by a count of its own batch such as
-    `tf.reduce_sum(mask)`), a sum not divided by the global batch
+    `tf.reduce_sum(mask)`, or a batch size named per replica), a sum not divided by the global batch
     (also per-example losses of a `reduction=NONE` loss differentiated whole), or, when the target is Keras 2
     or Keras 3 before 3.8, a Keras loss object with its default `sum_over_batch_size` reduction. The loss is
     followed through helpers (of this or another project module), `self.loss_fn`, lists summed with
@@ -42,7 +43,10 @@ class UnscaledLoss(Rule):
     reduces across replicas itself before applying them (`ctx.merge_call(...)`, `ctx.all_reduce(...)`) are
     scaled as the code chooses, and are not reported. Test code (a
     `test*` function of a test module, a `TestCase` method) and a gradient computed by one `strategy.run`
-    outside any loop and never applied (a check of a value) are not training, and are not reported.
+    outside any loop and never applied (a check of a value) are not training, and are not reported. Nor is a
+    module whose only strategy is a `OneDeviceStrategy`: it has one replica, so nothing grows with N. A sum
+    divided by a batch size that the code does not show to be the global batch or the replica's own
+    (`/ BATCH_SIZE`) is left alone: which it is turns on the size of the batches the strategy splits.
 
     ## Why it is bad
     The strategy sums gradients across replicas. A loss averaged over one replica's examples therefore
@@ -187,6 +191,16 @@ def step(x, y):
     per_replica = strategy.run(replica, args=(x, y))
     return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 """,
+        # a sum divided by the replica's own batch size: a per-replica mean
+        """import tensorflow as tf
+def replica(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(loss_fn(y, model(x))) / per_replica_batch_size  # TFD104
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+@tf.function
+def step(x, y):
+    strategy.run(replica, args=(x, y))
+""",
     )
     VALID = (
         # a per-replica mean under Adam without clipping, the optimizer handed to the replica function by
@@ -324,9 +338,34 @@ def replica(x):
     return tape.gradient(loss, model.trainable_variables)
 print(strategy.run(replica, args=(x,)))
 """,
+        # a sum divided by a batch size that may be the global one (the strategy splits batches of that size)
+        """import tensorflow as tf
+BATCH_SIZE = 1024
+dataset = strategy.experimental_distribute_dataset(make_dataset(BATCH_SIZE))
+def replica(x, y):
+    with tf.GradientTape() as tape:
+        loss = -tf.reduce_sum(y * tf.math.log(model(x))) / BATCH_SIZE
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+@tf.function
+def step(x, y):
+    strategy.run(replica, args=(x, y))
+""",
+        # a OneDeviceStrategy has one replica: its mean is the global batch's
+        """import tensorflow as tf
+strategy = tf.distribute.OneDeviceStrategy("GPU:0")
+def replica(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(loss_fn(y, model(x)))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+@tf.function
+def step(x, y):
+    strategy.run(replica, args=(x, y))
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        if only_one_device(facts):
+            return  # one replica, always: its loss is the global batch's
         keras = context.targets.keras
         for call, loss in differentiated_losses(facts):
             if loss.kind in ("scaled", "keras-default-scaled"):

@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import definitions, in_test_code, loss_kind, reduce_op
+from tfdoctor.lint.dataflow import definitions, in_test_code, loss_kind, only_one_device, reduce_op, result_unread
 from tfdoctor.lint.facts import END_OF_SCOPE, CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted
@@ -17,7 +17,10 @@ class LossReduceMismatch(Rule):
     Finds `strategy.reduce(MEAN, ...)` over per-replica losses that are already scaled by the global batch
     (`tf.nn.compute_average_loss`, or divided by the global batch size), and `strategy.reduce(SUM, ...)`
     over per-replica means (`tf.reduce_mean`, or a sum divided by a count the replica makes from its own
-    batch: `tf.reduce_sum(loss * mask) / tf.reduce_sum(mask)`).
+    batch: `tf.reduce_sum(loss * mask) / tf.reduce_sum(mask)`). A module whose only strategy is a
+    `OneDeviceStrategy` is not checked: one replica's share is the whole. Nor is a reduced loss that nothing
+    reads: thrown away, or bound to names never read, also once a step function returns it to callers that do
+    the same (`gen_loss, dis_loss = train_step(batch)` in a loop that never reads them).
 
     ## Why it is bad
     A loss scaled by the global batch is one replica's share of the global mean: the shares must be
@@ -161,12 +164,41 @@ def step(x):
     out = strategy.run(replica, args=(x,))
     return strategy.reduce(tf.distribute.ReduceOp.MEAN, out, axis=None)
 """,
+        # a OneDeviceStrategy: the sum of one replica's mean is that mean
+        """import tensorflow as tf
+class Trainer:
+    def __init__(self):
+        self.strategy = tf.distribute.OneDeviceStrategy("GPU:0")
+    def replica(self, x):
+        return tf.reduce_mean(model(x))
+    @tf.function
+    def step(self, x):
+        out = self.strategy.run(self.replica, args=(x,))
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, out, axis=None)
+""",
+        # the reduced losses are returned to a loop that never reads them: no wrong value is ever shown
+        """import tensorflow as tf
+def main():
+    def replica(x):
+        return tf.nn.compute_average_loss(loss_fn(model(x)), global_batch_size=GLOBAL_BATCH)
+    @tf.function
+    def step(x):
+        loss = strategy.run(replica, args=(x,))
+        loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None)
+        return loss
+    for epoch in range(10):
+        for x in dist_dataset:
+            loss = step(x)
+main()
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
+        if only_one_device(facts):
+            return  # one replica: its mean is the global one, and a sum or mean over one value is that value
         for call in facts.method_calls("reduce"):
-            if not facts.is_strategy(call.receiver) or in_test_code(facts, call.scope):
-                continue  # a test asserts what a reduce returns; it trains nothing
+            if not facts.is_strategy(call.receiver) or in_test_code(facts, call.scope) or result_unread(facts, call):
+                continue  # a test asserts what a reduce returns; it trains nothing. A value nobody reads misleads no one
             op = reduce_op(call_arg(call.node, 0, "reduce_op"))
             kinds = _returned_loss_kinds(facts, call_arg(call.node, 1, "value"), call)
             if not kinds or op is None:

@@ -24,9 +24,9 @@ from tfdoctor.lint.dataflow import (
     training_inputs,
     when_distributed,
 )
-from tfdoctor.lint.facts import CallFact, ModuleFacts, Scope
+from tfdoctor.lint.facts import CallFact, DatasetChain, ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
-from tfdoctor.lint.names import call_arg, dotted, literal_str
+from tfdoctor.lint.names import call_arg, dotted, literal_int, literal_str
 from tfdoctor.lint.rule import Context, Rule
 from tfdoctor.lint.versions import Target
 
@@ -70,7 +70,9 @@ class PythonGeneratorInput(Rule):
     `ImageDataGenerator().flow(x, y)` with no augmentation (only `rescale`, `validation_split`, `data_format`,
     `dtype`): it slices arrays in memory. Only in a program that distributes training: the module, or a
     project module that imports it, builds a `tf.distribute` strategy or uses one (`scope`, `run`, a
-    distributed dataset), or calls Horovod or `multi_gpu_model`. On one device, whether a Python feed keeps
+    distributed dataset), or calls Horovod or `multi_gpu_model`; not a notebook whose saved outputs show its
+    strategy ran with one replica (TensorFlow's log of a MirroredStrategy over one GPU, a printed `REPLICAS:
+    1`), nor a module whose only strategy is a `OneDeviceStrategy`. On one device, whether a Python feed keeps
     up turns on costs the code does not show; `tfdoctor profile` measures it (and checks the script it runs
     whatever its devices). Nor in a module that makes its
     batches in worker processes of their own (tensorpack's `MultiProcessRunnerZMQ`, `PrefetchDataZMQ`,
@@ -90,7 +92,9 @@ class PythonGeneratorInput(Rule):
     `feed_dict` feed in code for TensorFlow
     before 1.4 (`tf.mul`, which 1.0 renamed `tf.multiply`), which has no `tf.data` to offer, nor a
     `fit_generator(data)` of a helper that calls it when `isinstance(data, ...)` says so: its callers choose
-    the feed.
+    the feed. Nor is a `from_generator` pipeline that caches what the generator made (`cache()` or
+    `snapshot()`, with no `repeat()` before it), unless the generator visibly never ends (`while True:`, which
+    never fills the cache): its Python runs in the first epoch only.
 
     ## Why it is bad
     Every batch is decoded, augmented and assembled by one Python thread holding the GIL. It cannot be
@@ -348,6 +352,15 @@ train_generator = train_datagen.flow_from_directory(data_dir, subset="training",
 with strategy.scope():
     model = build_model()
 model.fit(train_generator, epochs=3)  # TFD201
+""",
+        # cached, but the generator never ends, so the cache never fills and its Python runs every step
+        """import tensorflow as tf
+def gen():
+    while True:
+        for path in paths:
+            yield load(path)
+ds = tf.data.Dataset.from_generator(gen, output_signature=SIG).cache().batch(64)  # TFD201
+dist = strategy.experimental_distribute_dataset(ds)
 """,
     )
     VALID = (
@@ -843,6 +856,14 @@ with tf.Session() as sess:
     for images, labels in df:
         sess.run(train_op, feed_dict={x: images, y: labels})
 """,
+        # what the generator made is cached: its Python runs in the first epoch only
+        """import tensorflow as tf
+def gen():
+    for path in paths:
+        yield load(path)
+ds = tf.data.Dataset.from_generator(gen, output_signature=SIG).cache().shuffle(64).batch(64)
+dist = strategy.experimental_distribute_dataset(ds)
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
@@ -912,7 +933,8 @@ with tf.Session() as sess:
             if chain is not None:
                 pipelines = (chain, *chain.alternatives)
                 if _generators(*(c.source for c in pipelines)) and not all(
-                        _slices_or_pooled(facts, c.source_call, c.source_scope or c.scope) for c in pipelines):
+                        _slices_or_pooled(facts, c.source_call, c.source_scope or c.scope) or _cached(c)
+                        for c in pipelines):
                     source = facts.call_fact(chain.source_call)
                     yield chain.source_call, source.statement if source else statement, "`Dataset.from_generator`", None
                 continue
@@ -963,6 +985,29 @@ def _slices_or_pooled(facts: ModuleFacts, source: cst.Call | None, scope: Scope)
     fact = facts.call_fact(source) if source is not None else None
     return hands_out_slices(facts, generator, scope) or made_by_workers(facts, generator, scope,
                                                                         fact.order if fact is not None else 0)
+
+
+def _cached(chain: DatasetChain) -> bool:
+    """Whether a `from_generator` pipeline caches what its generator made (`cache()`, `snapshot()`) before any
+    `repeat()`, and the generator does not visibly loop forever: from the second epoch on, no Python runs."""
+    scope = chain.source_scope or chain.scope
+    for op in chain.ops:
+        if op.method == "repeat":
+            return False  # an endless dataset never finishes filling the cache
+        if op.method in ("cache", "snapshot"):
+            return not _endless(scope.owner, chain.source_call, scope)  # type: ignore[arg-type]
+    return False
+
+
+def _endless(facts: ModuleFacts, source: cst.Call, scope: Scope) -> bool:
+    """Whether the generator of `from_generator(...)`, or a function it calls, loops with `while True:`."""
+    found = facts.callables_of(call_arg(source, 0, "generator"), scope)
+    found += [inner for outer in found for call in outer.calls for inner in facts.callables_of(call.node.func, outer)]
+    return any(isinstance(loop.node, cst.While) and _always(loop.node.test) for f in found for loop in f.loops)
+
+
+def _always(test: cst.BaseExpression) -> bool:
+    return (isinstance(test, cst.Name) and test.value == "True") or literal_int(test) == 1
 
 
 def _process_loaders(facts: ModuleFacts) -> bool:

@@ -51,7 +51,8 @@ class NoPrefetch(Rule):
     `batch` of at most as many elements as the map has threads: `num_parallel_calls=5` and `batch(3)`), which
     pass on what the map's threads made ahead; nor a `Dataset.zip` of pipelines that each end so (or in
     `prefetch`), with nothing after it: zipping only pairs what the branches made ahead. A pipeline that only slices, shuffles
-    and batches arrays already in memory (`from_tensor_slices`, `from_tensors`, `range`, with no `interleave`
+    and batches arrays already in memory (`from_tensor_slices`, `from_tensors`, `range`, or the file names of
+    `list_files`, with no `interleave`
     or `filter`, an `apply` only of a batching,
     `unbatch` or `shuffle_and_repeat`, and only `map`s that visibly do cheap work: a cast, a reshape, a one-hot,
     arithmetic) is not reported: a batch of it costs little more than a copy, and overlapping that with the step
@@ -66,9 +67,10 @@ class NoPrefetch(Rule):
 
     Only a program that trains on several devices or processes is checked: the module, or a project module
     next to it in the imports, builds a `tf.distribute` strategy, calls Horovod or `multi_gpu_model`, or builds
-    TF 1 towers. On one device, whether input that takes turns with the step costs much turns on what each
-    costs, which the code does not show; `tfdoctor profile` measures it, and checks the script it runs whatever
-    its devices.
+    TF 1 towers (not a notebook whose saved outputs show its strategy ran with one replica, nor a module
+    whose only strategy is a `OneDeviceStrategy`). On one device, whether input that takes turns with the
+    step costs much turns on what each costs, which the code does not show; `tfdoctor profile` measures it,
+    and checks the script it runs whatever its devices.
 
     ## Why it is bad
     Without `prefetch` the pipeline produces the next batch only when the step asks for it: input and compute
@@ -360,6 +362,18 @@ def step(images, labels):
     optimizer.apply_gradients(grads(images, labels))
 for images, labels in ds.take(steps):
     step(images, labels)
+""",
+        # batches of file names that `list_files` globbed where it was made: each is a copy
+        """# tfdoctor: target-tensorflow=2.11
+import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+names = tf.data.Dataset.list_files("data/*.npy").shuffle(1000).batch(32)
+@tf.function
+def step(x):
+    optimizer.apply_gradients(grads(x))
+for batch in names:
+    step(batch)
 """,
     )
 

@@ -40,7 +40,8 @@ class PyFunctionInPipeline(Rule):
     """
     ## What it does
     Finds `tf.py_function`, `tf.numpy_function` (or TF1's `tf.py_func`) in a function given to `Dataset.map`,
-    `flat_map`, `interleave` or `filter`. It reports the first one of each such function: a second (`lambda t:
+    `flat_map` or `filter` (not `interleave`, whose function runs once per element before it, a file name as a
+    rule: once per file, while the datasets it opens make the examples). It reports the first one of each such function: a second (`lambda t:
     (tf.py_func(decode_image, ...), tf.py_func(decode_mask, ...))`) is the same smell. Evaluation and inference
     pipelines are left alone (a dataset or a function named for validation, test or inference, `ds_val =
     ds_val.map(...)`, `def test_iterator():`, or the branch where `mode == "eval"`, or the `else` of `if mode !=
@@ -159,11 +160,21 @@ features = tf.numpy_function(expensive_stats, [table], tf.float64)
         """import tensorflow as tf
 ds = tf.data.Dataset.list_files(pattern).map(tf.io.read_file).map(tf.io.decode_png)
 """,
+        # Python in the function interleave applies to each file name: once per file, not per example
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+def open_shard(path):
+    folder = tf.py_function(lambda p: os.path.dirname(p.numpy().decode()), [path], tf.string)
+    return tf.data.TFRecordDataset(tf.strings.join([folder, "/part.tfrecord"]))
+ds = tf.data.Dataset.list_files(pattern).interleave(open_shard, num_parallel_calls=4).map(parse).batch(32)
+model.fit(ds, epochs=5)
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
         seen: set[int] = set()
-        for call in facts.method_calls("map", "flat_map", "interleave", "filter"):
+        for call in facts.method_calls("map", "flat_map", "filter"):
             if call.discarded:
                 continue  # a discarded `ds.map(f)` never runs `f` (TFD208)
             if evaluation_step(facts, call) or cached_later(facts, call):

@@ -4,7 +4,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import random_data
+from tfdoctor.lint.dataflow import evaluation_step, in_test_code, random_data
 from tfdoctor.lint.facts import CallFact, DatasetChain, DatasetOp, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted, literal_int
@@ -29,7 +29,9 @@ class ShuffleAfterBatch(Rule):
     shuffle is redundant, not harmful), and batches
     batched again after the shuffle (`chars.batch(101).shuffle(n).batch(64)`: the first batch made the
     examples, sequences of characters). A shuffle whose buffer holds one element (`shuffle(1)`, or
-    `shuffle(True)`, which is 1) keeps the order: it shuffles nothing, batches or not.
+    `shuffle(True)`, which is 1) keeps the order: it shuffles nothing, batches or not. Nor is the shuffle of an
+    evaluation pipeline (`val_ds = ...`, `def make_eval_dataset`), outside tests: an evaluation over
+    batches in any order reports the same.
 
     ## Why it is bad
     Shuffling after batching shuffles whole batches: the same examples always train together, and the
@@ -136,6 +138,12 @@ def training_dataset():
     return tf.data.TFRecordDataset(files).map(parse).shuffle(2048).batch(16)
 ds = training_dataset().unbatch().batch(20).shuffle(20)
 """,
+        # the validation pipeline: an evaluation over batches in any order reports the same
+        """import tensorflow as tf
+train_ds = tf.data.TFRecordDataset(train_files).map(parse).shuffle(4096).batch(64)
+val_ds = tf.data.TFRecordDataset(val_files).map(parse).batch(64).shuffle(100)
+model.fit(train_ds, validation_data=val_ds, epochs=5)
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
@@ -145,6 +153,8 @@ ds = training_dataset().unbatch().batch(20).shuffle(20)
                 continue  # `tf.data`'s shuffle needs a buffer: `batch(n).shuffle(traverse=True)` is GraphLearn's query
             if isinstance(buffer, cst.Name) and buffer.value == "True" or literal_int(buffer) == 1:
                 continue  # a buffer of one (`shuffle(True)`) keeps the order: it shuffles nothing
+            if evaluation_step(facts, call) and not in_test_code(facts, call.scope):
+                continue  # the order of an evaluation's batches changes nothing it reports
             chain = facts.dataset_chain(call.node, call.scope, call.order + 1, any_source=True)
             if chain is None or _picks_a_few(facts, call) or random_data(facts, chain):
                 continue  # a few batches to look at, or random demo data whose order no one learns from

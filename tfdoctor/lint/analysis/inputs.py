@@ -533,8 +533,9 @@ DATASET_ONLY_METHODS = frozenset({"batch", "padded_batch", "ragged_batch", "shuf
 
 
 # Sources already in memory, and the steps that make an element cost real work: without one of those an element
-# is a slice and a copy.
-_IN_MEMORY = frozenset({f"tensorflow.data.Dataset.{name}" for name in ("from_tensor_slices", "from_tensors", "range")})
+# is a slice and a copy. `list_files` globs once, where it is made, and hands out the names.
+_IN_MEMORY = frozenset({f"tensorflow.data.Dataset.{name}" for name in ("from_tensor_slices", "from_tensors", "range",
+                                                                         "list_files")})
 _ELEMENT_WORK = frozenset({"map", "interleave", "flat_map", "parallel_interleave", "apply", "filter"})
 
 

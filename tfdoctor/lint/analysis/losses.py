@@ -23,6 +23,8 @@ from tfdoctor.lint.semantic.model import Origin
 
 REPLICA_COUNT = re.compile(r"num_replicas_in_sync|get_per_replica_batch_size|num_replicas", re.IGNORECASE)
 _GLOBAL_WORD = re.compile(r"global|num_replicas_in_sync", re.IGNORECASE)
+_BATCH_WORD = re.compile(r"batch", re.IGNORECASE)
+_PER_REPLICA_WORD = re.compile(r"per_replica|replica_batch|local_batch", re.IGNORECASE)
 LossKind = Literal["mean", "sum", "scaled", "keras-default", "keras-default-scaled"]
 _MEAN = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean"})
 _SUM = frozenset({"tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum"})
@@ -87,6 +89,11 @@ def loss_kind(facts: ModuleFacts, expr: cst.BaseExpression | None, scope: Scope,
             if isinstance(expr.operator, cst.Divide) and inner is not None and inner.kind == "sum" \
                     and _local_count(facts, expr.right):
                 return Loss("mean", expr, None)  # `reduce_sum(loss * mask) / reduce_sum(mask)`: this replica's mean
+            if isinstance(expr.operator, cst.Divide) and inner is not None and inner.kind == "sum" \
+                    and any(_BATCH_WORD.search(name) for name in divisor):
+                # `reduce_sum(...) / BATCH_SIZE`: the replica's mean when that is its own batch, scaled when the
+                # strategy splits a batch of that size; named per replica, it is the first
+                return Loss("mean", expr, None) if any(_PER_REPLICA_WORD.search(n) for n in divisor) else None
             if inner is not None and (inner.kind == "scaled" or weighted or _weight(facts, expr.right, scope)):
                 return inner  # a constant weight keeps the reduction (`10.0 * tf.reduce_mean(...)`)
             return None

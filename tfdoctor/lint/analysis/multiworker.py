@@ -22,6 +22,7 @@ from tfdoctor.lint.semantic.collector import END_OF_SCOPE, AssignFact, CallFact,
 from tfdoctor.lint.semantic.model import Origin, SemanticModel
 from tfdoctor.lint.names import call_arg, dotted, in_part, literal_str, string_key, value_alternatives
 from tfdoctor.lint.notebooks import cell_place
+from tfdoctor.lint.recorded_runs import recorded_replicas
 from tfdoctor.lint.versions import Target
 
 _HOROVOD_PREFIXES = ("horovod.tensorflow.keras.", "horovod.tensorflow.", "horovod.keras.", "horovod._keras.")
@@ -202,16 +203,19 @@ def _reached_from(facts: ModuleFacts, scope: Scope, holds: Callable[[Scope], boo
 
 _DISTRIBUTING_METHODS = RUN_METHODS | DISTRIBUTE_DATASET_METHODS | {"scope"}
 DEFAULT_STRATEGY = "tensorflow.distribute.get_strategy"
+ONE_DEVICE = frozenset({"tensorflow.distribute.OneDeviceStrategy"})
 
 
 def distributes(facts: ModuleFacts) -> bool:
     """Whether the module spreads training over devices or processes: it builds a `tf.distribute` strategy,
     calls a strategy's `scope`, `run` or dataset distribution, calls Horovod or `multi_gpu_model`, or builds TF 1 towers.
-    A module whose only strategy is `tf.distribute.get_strategy()` does not: that is the default, one-device
-    strategy unless a caller set another, which the module does not show."""
+    A module whose only strategies are `tf.distribute.get_strategy()` or `OneDeviceStrategy` does not: the first is
+    the default, one-device strategy unless a caller set another, which the module does not show; the second has
+    one replica, always. Nor does a notebook whose saved outputs show its strategy ran with one replica."""
     def answer() -> bool:
         made = [facts.resolve(c.func) for c in facts.strategy_constructions]
-        default_only = bool(made) and all(name == DEFAULT_STRATEGY for name in made) or bool(idle_strategies(facts))
+        default_only = bool(made) and all(name == DEFAULT_STRATEGY or name in ONE_DEVICE for name in made) or bool(
+            idle_strategies(facts)) or ran_on_one_replica(facts)
         return any(
             (not default_only and (facts.is_strategy_constructor(c.node) or (
                 c.attr in _DISTRIBUTING_METHODS
@@ -220,6 +224,14 @@ def distributes(facts: ModuleFacts) -> bool:
             or _tower_device(facts, c)
             for c in facts.calls)
     return facts.memo("distributes", answer)
+
+
+def ran_on_one_replica(facts: ModuleFacts) -> bool:
+    """Whether a notebook's saved outputs show a replica count, and every count they show is one (a
+    MirroredStrategy that TensorFlow logged over one GPU, a cell that printed `REPLICAS: 1`): as last run, it
+    trained on one device."""
+    counts = recorded_replicas(facts.path) if facts.notebook else ()
+    return bool(counts) and all(count == 1 for count in counts)
 
 
 def spreads_without_strategy(facts: ModuleFacts, call: CallFact) -> bool:
@@ -354,9 +366,6 @@ def only_multi_worker(facts: ModuleFacts) -> bool:
     """Whether the module makes strategies and every one is a multi-worker one (MWMS, parameter server)."""
     made = [facts.resolve(c.func) for c in facts.strategy_constructions]
     return bool(made) and all(name in MULTI_WORKER_MIRRORED or name in PARAMETER_SERVER for name in made)
-
-
-ONE_DEVICE = frozenset({"tensorflow.distribute.OneDeviceStrategy"})
 
 
 def only_one_device(facts: ModuleFacts) -> bool:

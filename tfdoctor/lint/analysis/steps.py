@@ -12,7 +12,7 @@ import libcst as cst
 
 from tfdoctor.lint.analysis.tensorflow import ModuleFacts
 from tfdoctor.lint.names import call_arg, dotted, literal_str
-from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, IfFact, LoopFact, Scope
+from tfdoctor.lint.semantic.collector import END_OF_SCOPE, CallFact, IfFact, LoopFact, Scope, reads
 
 TRAINING_ATTRS = frozenset({"apply_gradients", "minimize", "train_on_batch"})
 # Keras' `*_on_batch` methods return numpy values or Python floats: already on the host.
@@ -207,6 +207,39 @@ def evaluation_name(name: str) -> bool:
     """Whether a name, in snake_case or CamelCase, names evaluation, validation, testing or prediction
     (`ds_val`, `distributed_vali_step`, `DataParallelOfflinePredictor`), not training."""
     return any(word.lower() in _EVALUATION_WORDS for word in _WORDS.findall(name.rpartition(".")[2]))
+
+
+_UNREAD_DEPTH = 2  # how many functions up a returned value is followed (`step` returns it to `train`)
+
+
+def result_unread(facts: ModuleFacts, call: CallFact, depth: int = 0) -> bool:
+    """Whether nothing reads what a call in a function returns: the call is a statement of its own, or it is
+    bound to plain names that nothing reads after it (nor, in a loop, anywhere in the loop), or it is returned
+    by a function that its module names only in calls, each of which leaves it unread alike (two functions up),
+    and that is nested in another, or in a notebook, or in a module no other one imports. False wherever the
+    module does not show it all."""
+    scope = call.scope
+    if not scope.is_function or depth > _UNREAD_DEPTH:
+        return False
+    if call.discarded:
+        return True
+    bound = [a for a in scope.assigns if a.value is call.node]
+    names = [t for a in bound for t in a.targets]
+    returned = any(r.value is call.node for r in scope.returns)
+    if not (bound or returned) or not all(name.isidentifier() for name in names):
+        return False
+    after = call.loops[0].order if call.loops else call.order
+    if any(facts.read_later(name, scope, after, returns=False, skip=call.statement) for name in names):
+        return False
+    if not returned and not any(reads(r.names, name) for r in scope.returns for name in names):
+        return True
+    callers = facts.callers_of(scope)
+    if not callers or not facts.named_only_in_calls(scope.name):
+        return False  # handed on as a value (`strategy.run(step)`), or not called here: its callers are out of sight
+    nested = scope.parent is not None and scope.parent.is_function
+    if not (nested or facts.notebook or (facts.loader is not None and not facts.loader.consumers(facts))):
+        return False  # another module may import and call it
+    return all(result_unread(facts, caller, depth + 1) for caller in callers)
 
 
 def in_test_code(facts: ModuleFacts, scope: Scope) -> bool:

@@ -438,20 +438,22 @@ class SemanticModel:
         return found
 
     def read_later(self, name: str, scope: Scope, after: int,
-                   ignore: Callable[[CallFact], bool] = lambda c: False) -> bool:
+                   ignore: Callable[[CallFact], bool] = lambda c: False, returns: bool = True,
+                   skip: cst.CSTNode | None = None) -> bool:
         """Whether code after visit order `after` in `scope`, or in a function defined there, reads `name` (a call,
-        an assignment, a loop, a return), calls that `ignore` accepts aside. A function that binds a name of its
-        own (a parameter, or an assignment without `global`) reads its own variable, not this one."""
+        an assignment, a loop, a return unless `returns` is False), calls that `ignore` accepts and the statement
+        `skip` aside. A function that binds a name of its own (a parameter, or an assignment without `global`)
+        reads its own variable, not this one."""
         stack = [scope]
         while stack:
             current = stack.pop()
             stack.extend(child for child in current.children if not _binds_locally(child, name))
-            if (any(c.order > after and not ignore(c) and (reads({c.func} if c.func else (), name)
-                                                           or any(reads(n, name) for n in c.arg_names))
+            if (any(c.order > after and not ignore(c) and c.statement is not skip
+                    and (reads({c.func} if c.func else (), name) or any(reads(n, name) for n in c.arg_names))
                     for c in current.calls)
-                    or any(a.order > after and reads(a.names, name) for a in current.assigns)
+                    or any(a.order > after and a.statement is not skip and reads(a.names, name) for a in current.assigns)
                     or any(loop.order > after and reads({dotted(loop.iter_expr) or ""}, name) for loop in current.loops)
-                    or any(reads(r.names, name) for r in (*current.returns, *current.yields))):
+                    or any(reads(r.names, name) for r in (*(current.returns if returns else ()), *current.yields))):
                 return True
         return False
 
@@ -615,8 +617,9 @@ class SemanticModel:
         files. The same for `if isinstance(P, str):` on a parameter whose default is of another type
         (`cache=True`) that no call sets, and for `if P == "literal":` (an `elif` too) on one whose default is
         another literal (`mode="one_machine"`) that no call sets. Also the body of an `if` that compares a module
-        constant set once to a literal with a number it fails (`gpus = 1` ... `if gpus >= 2:`)."""
-        if any(in_part(branch.body, call.statement) and self._constant_test(branch.test) is False
+        constant set once to a literal with a number it fails (`gpus = 1` ... `if gpus >= 2:`), and of a top-level
+        `if NAME:` on a name bound once in the module, at its top level, to False, None or 0 (`use_cache = False`)."""
+        if any(in_part(branch.body, call.statement) and self._constant_test(branch.test, call.scope) is False
                for branch in call.ifs):
             return True
         scope = call.scope
@@ -633,13 +636,13 @@ class SemanticModel:
         callers = self.callers_of(scope)
         if not (self.notebook or scope.name.startswith("_")):
             if not (application and self.loader is not None and scope.parent is self.module_scope
-                    and self._named_only_in_calls(scope.name)):
+                    and self.named_only_in_calls(scope.name)):
                 return False
             callers = [*callers, *self.loader.callers(scope)]
         return bool(callers) and any(not any(_sets(caller.node, name, parameters.index(name)) for caller in callers)
                                      for name in flags)
 
-    def _named_only_in_calls(self, name: str) -> bool:
+    def named_only_in_calls(self, name: str) -> bool:
         """Whether every other mention of a module-level function in its module's text is the callee of a call
         (`prepare(ds)`), never a value handed on (`ds.map(prepare)`, `partial(prepare, cached=True)`), whose
         calls would not be in sight. A mention in a comment or a string counts: when unsure, it is not."""
@@ -647,21 +650,28 @@ class SemanticModel:
         mentions = len(re.findall(rf"\b{re.escape(name)}\b", "\n".join(self.source_lines)))
         return mentions == called + 1  # and its `def`
 
-    def _constant_test(self, test: cst.BaseExpression) -> bool | None:
+    def _constant_test(self, test: cst.BaseExpression, scope: Scope) -> bool | None:
         """The value of `NAME op INTEGER` where NAME is bound once in the module, at its top level, to an integer
-        literal; None for any other test."""
+        literal, and of `NAME` bound so to False, None or 0 in a test of code at the top level too (`scope`, where
+        no parameter can hide it); None for any other test."""
+        if isinstance(test, cst.Name):
+            return False if scope is self.module_scope and _falsy(self._set_once(test.value)) else None
         if not (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1):
             return None
         target = test.comparisons[0]
         compare = _COMPARE.get(type(target.operator))
-        if compare is None or not isinstance(target.comparator, cst.Integer):
+        value = self._set_once(test.left.value)
+        if compare is None or not isinstance(target.comparator, cst.Integer) or not isinstance(value, cst.Integer):
             return None
-        name = test.left.value
+        return compare(int(value.value, 0), int(target.comparator.value, 0))
+
+    def _set_once(self, name: str) -> cst.BaseExpression | None:
+        """The value a name is bound to, when that is its one binding in the module, a plain `=` at its top level."""
         bindings = [b for scope in self.scopes for b in self._bindings_in(scope).get(name, ())]
         if len(bindings) != 1 or not isinstance(bindings[0], AssignFact) or bindings[0].scope is not self.module_scope \
-                or not isinstance(bindings[0].value, cst.Integer) or bindings[0].operator != "=":
+                or bindings[0].operator != "=" or bindings[0].targets != (name,):
             return None
-        return compare(int(bindings[0].value.value, 0), int(target.comparator.value, 0))
+        return bindings[0].value
 
     def runs_before(self, first: CallFact | AssignFact, second: CallFact | AssignFact) -> bool | None:
         """Whether `first` surely runs before `second` in one run of the module: True when, in every function
