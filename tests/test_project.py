@@ -556,22 +556,6 @@ def test_a_branch_that_a_module_constant_rules_out_is_not_reported():
     assert [(f.code, f.line) for f in lint_text(again, select=("TFD101",))] == [("TFD101", 5)]
 
 
-@pytest.mark.parametrize(("flag", "reported"), [("False", False), ("None", False), ("True", True)])
-def test_a_top_level_branch_on_a_flag_set_once_to_false_is_not_reported(flag, reported):
-    """`use_cache = False` in a script's main block, then `if use_cache:`: that branch never runs. Inside a
-    function a parameter of the same name may hide the module's flag, so there it is still reported."""
-    script = ("import tensorflow as tf\n"
-              "if __name__ == '__main__':\n"
-              f"    use_cache = {flag}\n"
-              "    if use_cache:\n"
-              "        ds = tf.data.TFRecordDataset(files).map(parse).batch(8).shuffle(4)\n"
-              "def make(use_cache):\n"
-              "    if use_cache:\n"
-              "        return tf.data.TFRecordDataset(files).map(parse).batch(8).shuffle(4)\n")
-    lines = [f.line for f in lint_text(script, select=("TFD207",))]
-    assert lines == ([5, 8] if reported else [8])
-
-
 def test_a_loader_branch_that_the_callers_literal_argument_rules_out_is_not_trained_on(tmp_path: Path, monkeypatch):
     """`reader.make(files, "valid")` feeds only `validation_data`: the unscaled batch in the loader's `else`
     (taken when `self.mode != "train"`) is not what `fit` trains on; it is once the training call passes it."""

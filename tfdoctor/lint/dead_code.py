@@ -18,8 +18,7 @@ own body (`super(Name, self)`) or in a message (an assertion's, an exception's, 
 
 A branch no call takes is the body of `if flag:` on a parameter that defaults to False, None or 0 and that no
 call of its function sets, where every call is in sight (`SemanticModel.never_runs`): in a notebook, in a
-private function, or in an application's module-level function that its module names only in calls; also the
-body of a top-level `if flag:` on a flag the module binds once, at its top level, to False, None or 0.
+private function, or in an application's module-level function that its module names only in calls.
 """
 
 from __future__ import annotations

@@ -213,9 +213,8 @@ def distributes(facts: ModuleFacts) -> bool:
     the default, one-device strategy unless a caller set another, which the module does not show; the second has
     one replica, always. Nor does a notebook whose saved outputs show its strategy ran with one replica."""
     def answer() -> bool:
-        made = [facts.resolve(c.func) for c in facts.strategy_constructions]
-        default_only = bool(made) and all(name == DEFAULT_STRATEGY or name in ONE_DEVICE for name in made) or bool(
-            idle_strategies(facts)) or ran_on_one_replica(facts)
+        default_only = _only_made(facts, ONE_DEVICE | {DEFAULT_STRATEGY}) or bool(idle_strategies(facts)) \
+            or ran_on_one_replica(facts)
         return any(
             (not default_only and (facts.is_strategy_constructor(c.node) or (
                 c.attr in _DISTRIBUTING_METHODS
@@ -370,8 +369,23 @@ def only_multi_worker(facts: ModuleFacts) -> bool:
 
 def only_one_device(facts: ModuleFacts) -> bool:
     """Whether the module makes strategies and every one is a `OneDeviceStrategy` (one replica, always)."""
-    made = [facts.resolve(c.func) for c in facts.strategy_constructions]
-    return bool(made) and all(name in ONE_DEVICE for name in made)
+    return _only_made(facts, ONE_DEVICE)
+
+
+_OTHER_STRATEGY = re.compile(r"distribut|strateg|replicator", re.IGNORECASE)
+
+
+def _only_made(facts: ModuleFacts, kinds: frozenset[str]) -> bool:
+    """Whether the module makes strategies, every one of these kinds, and the names it binds them to are bound
+    to no call of another that names a strategy: `strategy = snt.distribute.Replicator(gpus)` in another branch
+    is a strategy too, of a library the linter does not know, and so is `create_distribute_strategy(...)`."""
+    made = facts.strategy_constructions
+    if not made or any(facts.resolve(c.func) not in kinds for c in made):
+        return False
+    nodes = {id(c.node) for c in made}
+    names = {t for a in facts.assigns if any(id(v) in nodes for v in value_alternatives(a.value)) for t in a.targets}
+    return not any(isinstance(v, cst.Call) and id(v) not in nodes and _OTHER_STRATEGY.search(dotted(v.func) or "")
+                   for a in facts.assigns if names.intersection(a.targets) for v in value_alternatives(a.value))
 
 
 def keras3_file_name(call: CallFact) -> bool:

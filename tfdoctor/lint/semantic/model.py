@@ -617,9 +617,8 @@ class SemanticModel:
         files. The same for `if isinstance(P, str):` on a parameter whose default is of another type
         (`cache=True`) that no call sets, and for `if P == "literal":` (an `elif` too) on one whose default is
         another literal (`mode="one_machine"`) that no call sets. Also the body of an `if` that compares a module
-        constant set once to a literal with a number it fails (`gpus = 1` ... `if gpus >= 2:`), and of a top-level
-        `if NAME:` on a name bound once in the module, at its top level, to False, None or 0 (`use_cache = False`)."""
-        if any(in_part(branch.body, call.statement) and self._constant_test(branch.test, call.scope) is False
+        constant set once to a literal with a number it fails (`gpus = 1` ... `if gpus >= 2:`)."""
+        if any(in_part(branch.body, call.statement) and self._constant_test(branch.test) is False
                for branch in call.ifs):
             return True
         scope = call.scope
@@ -650,28 +649,21 @@ class SemanticModel:
         mentions = len(re.findall(rf"\b{re.escape(name)}\b", "\n".join(self.source_lines)))
         return mentions == called + 1  # and its `def`
 
-    def _constant_test(self, test: cst.BaseExpression, scope: Scope) -> bool | None:
+    def _constant_test(self, test: cst.BaseExpression) -> bool | None:
         """The value of `NAME op INTEGER` where NAME is bound once in the module, at its top level, to an integer
-        literal, and of `NAME` bound so to False, None or 0 in a test of code at the top level too (`scope`, where
-        no parameter can hide it); None for any other test."""
-        if isinstance(test, cst.Name):
-            return False if scope is self.module_scope and _falsy(self._set_once(test.value)) else None
+        literal; None for any other test."""
         if not (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1):
             return None
         target = test.comparisons[0]
         compare = _COMPARE.get(type(target.operator))
-        value = self._set_once(test.left.value)
-        if compare is None or not isinstance(target.comparator, cst.Integer) or not isinstance(value, cst.Integer):
+        if compare is None or not isinstance(target.comparator, cst.Integer):
             return None
-        return compare(int(value.value, 0), int(target.comparator.value, 0))
-
-    def _set_once(self, name: str) -> cst.BaseExpression | None:
-        """The value a name is bound to, when that is its one binding in the module, a plain `=` at its top level."""
+        name = test.left.value
         bindings = [b for scope in self.scopes for b in self._bindings_in(scope).get(name, ())]
         if len(bindings) != 1 or not isinstance(bindings[0], AssignFact) or bindings[0].scope is not self.module_scope \
-                or bindings[0].operator != "=" or bindings[0].targets != (name,):
+                or not isinstance(bindings[0].value, cst.Integer) or bindings[0].operator != "=":
             return None
-        return bindings[0].value
+        return compare(int(bindings[0].value.value, 0), int(target.comparator.value, 0))
 
     def runs_before(self, first: CallFact | AssignFact, second: CallFact | AssignFact) -> bool | None:
         """Whether `first` surely runs before `second` in one run of the module: True when, in every function
