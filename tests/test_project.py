@@ -728,3 +728,21 @@ def test_an_undistributed_dataset_from_another_module_is_cited_as_what_it_return
         (7, "TFD103", "`strategy.run` gets batches from a `tf.data.Dataset` that was never distributed, not from a "
                       "distributed dataset (`make_dataset` returns a `tf.data.Dataset` that was never distributed "
                       "at line 5)")]
+
+
+@pytest.mark.parametrize(("other", "reported"), [
+    ("tf.distribute.OneDeviceStrategy('/device:CPU:0')", False),
+    ("snt.distribute.Replicator(['/device:GPU:0', '/device:GPU:1'])", True),
+])
+def test_one_device_strategies_beside_a_strategy_of_another_library_still_distribute(other, reported):
+    """A `OneDeviceStrategy` has one replica, so a module that makes only those trains on one device; one whose
+    strategy may also come from Sonnet's `Replicator` (a MirroredStrategy the linter does not know) does not."""
+    script = ("import tensorflow as tf\nimport sonnet as snt\n"
+              "if n_gpus > 1:\n"
+              f"    strategy = {other}\n"
+              "else:\n"
+              "    strategy = tf.distribute.OneDeviceStrategy('/device:GPU:0')\n"
+              "ds = tf.data.TFRecordDataset(files).map(parse).batch(64).prefetch(2)\n"
+              "for batch in strategy.experimental_distribute_dataset(ds):\n"
+              "    strategy.run(step, args=(batch,))\n")
+    assert [f.line for f in lint_text(script, select=("TFD114",))] == ([7] if reported else [])
