@@ -297,8 +297,8 @@ def test_a_notebook_whose_saved_run_had_one_replica_trains_on_one_device(tmp_pat
 def test_a_printed_replica_count_of_one_counts_only_in_the_cell_that_prints_it(tmp_path):
     printing = ("import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n"
                 "print('REPLICAS:', strategy.num_replicas_in_sync)", _FED_BY_PYTHON[1])
-    path = tmp_path / "train.ipynb"
-    path.write_bytes(_with_log(_notebook(*printing), 0, "REPLICAS: 1\n"))
-    assert not any(f.code == "TFD201" for f in lint_notebook(path.read_bytes(), str(path), Settings(root=tmp_path), path))
-    path.write_bytes(_with_log(_notebook(*printing), 1, "REPLICAS: 1\n"))  # printed by a cell that prints no count
-    assert any(f.code == "TFD201" for f in lint_notebook(path.read_bytes(), str(path), Settings(root=tmp_path), path))
+    for cell, reported in ((0, False), (1, True)):  # cell 1 prints no count
+        path = tmp_path / f"printed_in_cell_{cell}.ipynb"
+        path.write_bytes(_with_log(_notebook(*printing), cell, "REPLICAS: 1\n"))
+        findings = lint_notebook(path.read_bytes(), str(path), Settings(root=tmp_path), path)
+        assert any(f.code == "TFD201" for f in findings) is reported

@@ -21,15 +21,17 @@ def recorded_replicas(path: str) -> tuple[int, ...]:
     if not path.endswith(".ipynb"):
         return ()
     try:
-        return _counts(Path(path).read_bytes())
+        stat = Path(path).stat()
+        return _counts(path, stat.st_mtime_ns, stat.st_size)
     except OSError:
         return ()
 
 
 @lru_cache(maxsize=64)
-def _counts(source: bytes) -> tuple[int, ...]:
+def _counts(path: str, mtime_ns: int, size: int) -> tuple[int, ...]:
+    """Keyed by the file's time and size, not its bytes: a notebook's saved plots make it megabytes."""
     try:
-        notebook = read_notebook(source)
+        notebook = read_notebook(Path(path).read_bytes())
     except NotebookError:
         return ()
     counts: list[int] = []

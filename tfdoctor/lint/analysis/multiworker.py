@@ -213,7 +213,7 @@ def distributes(facts: ModuleFacts) -> bool:
     the default, one-device strategy unless a caller set another, which the module does not show; the second has
     one replica, always. Nor does a notebook whose saved outputs show its strategy ran with one replica."""
     def answer() -> bool:
-        default_only = _only_made(facts, ONE_DEVICE | {DEFAULT_STRATEGY}) or bool(idle_strategies(facts)) \
+        default_only = _made_only_of(facts, ONE_DEVICE | {DEFAULT_STRATEGY}) or bool(idle_strategies(facts)) \
             or ran_on_one_replica(facts)
         return any(
             (not default_only and (facts.is_strategy_constructor(c.node) or (
@@ -369,13 +369,13 @@ def only_multi_worker(facts: ModuleFacts) -> bool:
 
 def only_one_device(facts: ModuleFacts) -> bool:
     """Whether the module makes strategies and every one is a `OneDeviceStrategy` (one replica, always)."""
-    return _only_made(facts, ONE_DEVICE)
+    return _made_only_of(facts, ONE_DEVICE)
 
 
 _OTHER_STRATEGY = re.compile(r"distribut|strateg|replicator", re.IGNORECASE)
 
 
-def _only_made(facts: ModuleFacts, kinds: frozenset[str]) -> bool:
+def _made_only_of(facts: ModuleFacts, kinds: frozenset[str]) -> bool:
     """Whether the module makes strategies, every one of these kinds, and the names it binds them to are bound
     to no call of another that names a strategy: `strategy = snt.distribute.Replicator(gpus)` in another branch
     is a strategy too, of a library the linter does not know, and so is `create_distribute_strategy(...)`."""
