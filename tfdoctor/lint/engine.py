@@ -34,6 +34,7 @@ from tfdoctor.lint.findings import Evidence, Finding, Group, Severity, Violation
 from tfdoctor.lint.gc_threshold import sparse_collection
 from tfdoctor.lint.guard import screen
 from tfdoctor.lint.notebooks import NotebookError, read_notebook
+from tfdoctor.lint.recorded_runs import recorded_replicas
 from tfdoctor.lint.parallel import map_ordered
 from tfdoctor.lint.precedence import Candidate, survivors
 from tfdoctor.lint.project import Project
@@ -95,19 +96,23 @@ class Reported:
 
 @sparse_collection
 @deep_stack
-def lint_source(source: bytes, display_path: str, settings: Settings, path: Path | None = None) -> list[Finding]:
-    """Lint one file's bytes. Never raises for bad input: a file that cannot be parsed gives TFD000."""
+def lint_source(source: bytes, display_path: str, settings: Settings, path: Path | None = None,
+                recorded_replicas: tuple[int, ...] = ()) -> list[Finding]:
+    """Lint one file's bytes. Never raises for bad input: a file that cannot be parsed gives TFD000.
+    `recorded_replicas`: what a notebook's saved outputs show of its run (`recorded_runs`)."""
     parsed = parse_source(source, display_path, settings, path)
     if isinstance(parsed, Finding) and parsed.message.startswith(f"cannot parse: {_LIBCST_ONLY}") and b"\t" in source:
-        retried = _lint_tabs_expanded(source, display_path, settings, path)
+        retried = _lint_tabs_expanded(source, display_path, settings, path, recorded_replicas)
         return [parsed] if retried is None else retried
     if not isinstance(parsed, cst.Module):
         return [parsed] if parsed is not None else []
     lines = source.decode(parsed.encoding, errors="replace").splitlines()  # not `parsed.code`: a re-render
-    return [reported.finding for reported in check_module(parsed, display_path, settings, path, lines)]
+    return [reported.finding for reported in check_module(parsed, display_path, settings, path, lines,
+                                                          recorded_replicas)]
 
 
-def _lint_tabs_expanded(source: bytes, display_path: str, settings: Settings, path: Path | None) -> list[Finding] | None:
+def _lint_tabs_expanded(source: bytes, display_path: str, settings: Settings, path: Path | None,
+                        recorded_replicas: tuple[int, ...]) -> list[Finding] | None:
     """A file that Python parses but libcst does not, for the way its indentation mixes tabs and spaces:
     its findings from the tab-expanded text (tabs.py); None when libcst cannot parse that either."""
     expanded = expand_indentation(source)
@@ -117,7 +122,8 @@ def _lint_tabs_expanded(source: bytes, display_path: str, settings: Settings, pa
         return None
     original_lines = source.decode(module.encoding, errors="replace").splitlines()
     expanded_lines = expanded.decode(module.encoding, errors="replace").splitlines()
-    findings = [reported.finding for reported in check_module(module, display_path, settings, path, expanded_lines)]
+    findings = [reported.finding for reported in check_module(module, display_path, settings, path, expanded_lines,
+                                                              recorded_replicas)]
     return map_back(findings, original_lines, expanded_lines)
 
 
@@ -129,7 +135,8 @@ def lint_notebook(source: bytes, display_path: str, settings: Settings, path: Pa
         notebook = read_notebook(source)
     except NotebookError as error:
         return [_parse_finding(display_path, 1, 1, f"not a notebook: {error}")] if settings.code_enabled(PARSE_ERROR[0], path) else []
-    return notebook.to_cells(lint_source(notebook.python.encode(), display_path, settings, path))
+    return notebook.to_cells(lint_source(notebook.python.encode(), display_path, settings, path,
+                                         recorded_replicas(notebook)))
 
 
 def is_notebook(path: str) -> bool:
@@ -175,7 +182,7 @@ def parse_source(source: bytes, display_path: str, settings: Settings, path: Pat
 
 
 def check_module(module: cst.Module, display_path: str, settings: Settings, path: Path | None = None,
-                 lines: list[str] | None = None) -> list[Reported]:
+                 lines: list[str] | None = None, recorded_replicas: tuple[int, ...] = ()) -> list[Reported]:
     """Build the facts once, run every enabled rule, and position the unsuppressed findings. `lines` is the
     source text when the caller has it (rendering `module.code` again costs a fifth of a parse)."""
     lines = module.code.splitlines() if lines is None else lines
@@ -184,7 +191,8 @@ def check_module(module: cst.Module, display_path: str, settings: Settings, path
     stage = "module facts"
     try:
         project = _project(path)
-        facts = ModuleFacts(module, display_path, lines, loader=project, file=path if project else None)
+        facts = ModuleFacts(module, display_path, lines, loader=project, file=path if project else None,
+                            recorded_replicas=recorded_replicas)
         for rule in enabled_rules(settings, path):
             stage = rule.code
             found.extend((rule, violation) for violation in rule.check(facts, context))

@@ -11,6 +11,7 @@ from tfdoctor.lint.analysis.tensorflow import (
     DatasetChain,
     DatasetOp,
     ModuleFacts,
+    cached_before_repeat,
     runs_once,
 )
 from tfdoctor.lint.semantic.collector import (
@@ -31,5 +32,5 @@ from tfdoctor.lint.semantic.model import Origin
 __all__ = [
     "DATASET_METHODS", "DISTRIBUTE_DATASET_METHODS", "END_OF_SCOPE", "RUN_METHODS", "AssignFact", "CallFact",
     "ClassFact", "DatasetChain", "DatasetOp", "IfFact", "LoopFact", "ModuleFacts", "Origin", "ReturnFact", "Scope",
-    "SubscriptFact", "WithFact", "reads", "runs_once",
+    "SubscriptFact", "WithFact", "cached_before_repeat", "reads", "runs_once",
 ]

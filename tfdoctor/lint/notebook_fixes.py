@@ -10,6 +10,7 @@ from tfdoctor.config import Settings
 from tfdoctor.lint.findings import Finding
 from tfdoctor.lint.source_fixes import FixResult, fix_source
 from tfdoctor.lint.notebooks import NotebookError, read_notebook
+from tfdoctor.lint.recorded_runs import recorded_replicas
 
 
 def fix_notebook(source: bytes, display_path: str, settings: Settings, path: Path | None = None,
@@ -22,7 +23,8 @@ def fix_notebook(source: bytes, display_path: str, settings: Settings, path: Pat
     except NotebookError:
         return FixResult(source)
     by_cell = None if wanted is None else (lambda finding: wanted(notebook.to_cells([finding])[0]))
-    result = fix_source(notebook.python.encode(), display_path, settings, path, unsafe, by_cell)
+    result = fix_source(notebook.python.encode(), display_path, settings, path, unsafe, by_cell,
+                        recorded_replicas(notebook))
     if not result.fixed:
         return FixResult(source)
     fixed = notebook.with_python(result.text.decode())

@@ -39,7 +39,8 @@ class _Replace(cst.CSTTransformer):
 
 @deep_stack
 def fix_source(source: Source, display_path: str, settings: Settings, path: Path | None = None,
-               unsafe: bool = False, wanted: Callable[[Finding], bool] | None = None) -> FixResult[Source]:
+               unsafe: bool = False, wanted: Callable[[Finding], bool] | None = None,
+               recorded_replicas: tuple[int, ...] = ()) -> FixResult[Source]:
     """The source with fixes applied (same type as given: text or bytes) and the findings they fixed.
     With `wanted`, only the findings it accepts are fixed, in one pass (an editor's fix for one finding)."""
     result: FixResult[Source] = FixResult(source)
@@ -51,7 +52,7 @@ def fix_source(source: Source, display_path: str, settings: Settings, path: Path
         if not isinstance(module, cst.Module):
             break
         fixable = [
-            r for r in check_module(module, display_path, settings, path)
+            r for r in check_module(module, display_path, settings, path, recorded_replicas=recorded_replicas)
             if r.violation.fix is not None and r.fix_span is not None and (r.violation.fix.safe or unsafe)
             and (wanted is None or wanted(r.finding))
         ]

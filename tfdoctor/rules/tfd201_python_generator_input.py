@@ -24,7 +24,7 @@ from tfdoctor.lint.dataflow import (
     training_inputs,
     when_distributed,
 )
-from tfdoctor.lint.facts import CallFact, DatasetChain, ModuleFacts, Scope
+from tfdoctor.lint.facts import CallFact, DatasetChain, ModuleFacts, Scope, cached_before_repeat
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted, literal_int, literal_str
 from tfdoctor.lint.rule import Context, Rule
@@ -991,12 +991,8 @@ def _cached(chain: DatasetChain) -> bool:
     """Whether a `from_generator` pipeline caches what its generator made (`cache()`, `snapshot()`) before any
     `repeat()`, and the generator does not visibly loop forever: from the second epoch on, no Python runs."""
     scope = chain.source_scope or chain.scope
-    for op in chain.ops:
-        if op.method == "repeat":
-            return False  # an endless dataset never finishes filling the cache
-        if op.method in ("cache", "snapshot"):
-            return not _endless(scope.owner, chain.source_call, scope)  # type: ignore[arg-type]
-    return False
+    owner: ModuleFacts = scope.owner  # type: ignore[assignment]
+    return cached_before_repeat(chain.ops) and not _endless(owner, chain.source_call, scope)
 
 
 def _endless(facts: ModuleFacts, source: cst.Call, scope: Scope) -> bool:

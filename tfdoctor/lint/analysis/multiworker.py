@@ -22,7 +22,6 @@ from tfdoctor.lint.semantic.collector import END_OF_SCOPE, AssignFact, CallFact,
 from tfdoctor.lint.semantic.model import Origin, SemanticModel
 from tfdoctor.lint.names import call_arg, dotted, in_part, literal_str, string_key, value_alternatives
 from tfdoctor.lint.notebooks import cell_place
-from tfdoctor.lint.recorded_runs import recorded_replicas
 from tfdoctor.lint.versions import Target
 
 _HOROVOD_PREFIXES = ("horovod.tensorflow.keras.", "horovod.tensorflow.", "horovod.keras.", "horovod._keras.")
@@ -229,7 +228,7 @@ def ran_on_one_replica(facts: ModuleFacts) -> bool:
     """Whether a notebook's saved outputs show a replica count, and every count they show is one (a
     MirroredStrategy that TensorFlow logged over one GPU, a cell that printed `REPLICAS: 1`): as last run, it
     trained on one device."""
-    counts = recorded_replicas(facts.path) if facts.notebook else ()
+    counts = facts.recorded_replicas
     return bool(counts) and all(count == 1 for count in counts)
 
 
@@ -247,7 +246,7 @@ def idle_strategies(facts: ModuleFacts) -> tuple[tuple[CallFact, str], ...]:
     def answer() -> tuple[tuple[CallFact, str], ...]:
         made: list[tuple[CallFact, str]] = []
         for call in facts.strategy_constructions:
-            bound = [a for a in facts.assigns if any(v is call.node for v in value_alternatives(a.value))]
+            bound = _bindings(facts, [call])
             if not bound or any(not t.isidentifier() for a in bound for t in a.targets):
                 return ()  # returned, passed on, or stored on an object: used where this module does not show
             made.extend((call, t) for a in bound for t in a.targets)
@@ -383,9 +382,15 @@ def _made_only_of(facts: ModuleFacts, kinds: frozenset[str]) -> bool:
     if not made or any(facts.resolve(c.func) not in kinds for c in made):
         return False
     nodes = {id(c.node) for c in made}
-    names = {t for a in facts.assigns if any(id(v) in nodes for v in value_alternatives(a.value)) for t in a.targets}
+    names = {t for a in _bindings(facts, made) for t in a.targets}
     return not any(isinstance(v, cst.Call) and id(v) not in nodes and _OTHER_STRATEGY.search(dotted(v.func) or "")
                    for a in facts.assigns if names.intersection(a.targets) for v in value_alternatives(a.value))
+
+
+def _bindings(facts: ModuleFacts, calls: list[CallFact]) -> list[AssignFact]:
+    """The assignments that bind what one of these calls makes (also as one side of `a or b`, `x if c else y`)."""
+    nodes = {id(c.node) for c in calls}
+    return [a for a in facts.assigns if any(id(v) in nodes for v in value_alternatives(a.value))]
 
 
 def keras3_file_name(call: CallFact) -> bool:

@@ -95,9 +95,13 @@ def runs_once(op: DatasetOp, steps: Sequence[DatasetOp]) -> bool:
     """Whether `op` (one of `steps`, a pipeline's steps in order) runs in the first epoch only: a `cache()`
     or `snapshot()` follows it with no `repeat()` between (an endless dataset never finishes filling the cache)."""
     index = next((i for i, step in enumerate(steps) if step.call is op.call), None)
-    if index is None:
-        return False
-    for step in steps[index + 1:]:
+    return index is not None and cached_before_repeat(steps[index + 1:])
+
+
+def cached_before_repeat(steps: Sequence[DatasetOp]) -> bool:
+    """Whether a `cache()` or `snapshot()` comes among these steps before any `repeat()`: what comes before them
+    runs in the first epoch only."""
+    for step in steps:
         if step.method == "repeat":
             return False
         if step.method in ("cache", "snapshot"):
@@ -198,8 +202,10 @@ class ModuleFacts(SemanticModel):
     """Facts about one module: the semantic model plus what its values are for `tf.distribute`."""
 
     def __init__(self, module: cst.Module, path: str, source_lines: list[str],
-                 loader: ModuleLoader | None = None, file: Path | None = None) -> None:
+                 loader: ModuleLoader | None = None, file: Path | None = None,
+                 recorded_replicas: tuple[int, ...] = ()) -> None:
         super().__init__(module, path, source_lines, loader, file)
+        self.recorded_replicas = recorded_replicas  # a notebook's: the replica counts its saved outputs show
 
     # -- tf.function ----------------------------------------------------------------------------------
     def _is_tf_function_ref(self, node: cst.BaseExpression) -> bool:
