@@ -176,7 +176,8 @@ class Trainer:
         out = self.strategy.run(self.replica, args=(x,))
         return self.strategy.reduce(tf.distribute.ReduceOp.SUM, out, axis=None)
 """,
-        # the reduced losses are returned to a loop that never reads them: no wrong value is ever shown
+        # the reduced losses are returned to a loop that never reads them: no wrong value is ever shown (a
+        # comment that names the step is not a use of it)
         """import tensorflow as tf
 def main():
     def replica(x):
@@ -186,6 +187,7 @@ def main():
         loss = strategy.run(replica, args=(x,))
         loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None)
         return loss
+    # the loop calls step(x) once per batch
     for epoch in range(10):
         for x in dist_dataset:
             loss = step(x)

@@ -4,8 +4,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import (cheap_map, costly_map, fed_elsewhere, slices_of_memory, training_chains,
-                                    when_distributed)
+from tfdoctor.lint.dataflow import (cheap_map, costly_map, fed_elsewhere, slices_of_memory, strategies_only,
+                                    training_chains, when_distributed)
 from tfdoctor.lint.facts import DATASET_METHODS, END_OF_SCOPE, DatasetChain, DatasetOp, ModuleFacts, Origin, Scope
 from tfdoctor.lint.findings import Fix, Severity, Violation
 from tfdoctor.lint.names import call_arg, literal_int
@@ -68,7 +68,9 @@ class NoPrefetch(Rule):
     Only a program that trains on several devices or processes is checked: the module, or a project module
     next to it in the imports, builds a `tf.distribute` strategy, calls Horovod or `multi_gpu_model`, or builds
     TF 1 towers (not a notebook whose saved outputs show its strategy ran with one replica, nor a module
-    whose only strategy is a `OneDeviceStrategy`). On one device, whether input that takes turns with the
+    whose only strategy is a `OneDeviceStrategy`). Nor is the pipeline of a `fit` whose Keras model the code
+    shows made, compiled and fitted outside every strategy scope, in a module that spreads training only through
+    its strategies (one given to an Estimator's `train_distribute`): Keras fits that model on one device. On one device, whether input that takes turns with the
     step costs much turns on what each costs, which the code does not show; `tfdoctor profile` measures it,
     and checks the script it runs whatever its devices.
 
@@ -375,6 +377,22 @@ def step(x):
 for batch in names:
     step(batch)
 """,
+        # the strategy trains an Estimator; the Keras model is made and fitted outside its scope, on one device
+        """# tfdoctor: target-tensorflow=2.5
+import tensorflow as tf
+import tensorflow_datasets as tfds
+def input_fn():
+    train = tfds.load("mnist", split="train", as_supervised=True)
+    return train.map(scale).shuffle(10000).batch(64).repeat()
+def make_model():
+    return tf.keras.Sequential([tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)])
+config = tf.estimator.RunConfig(train_distribute=tf.distribute.MirroredStrategy())
+estimator = tf.keras.estimator.model_to_estimator(keras_model=make_model(), config=config)
+tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
+model = make_model()
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+model.fit(input_fn(), steps_per_epoch=5, epochs=10)
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
@@ -388,6 +406,8 @@ for batch in names:
         for chain, use in training_chains(facts):
             if use.distributed or use.one_step:  # the distributed iterator prefetches; one step overlaps nothing
                 continue
+            if use.unscoped_model and strategies_only(facts):
+                continue  # Keras fits a model made outside every strategy scope on one device
             steps = chain.own_ops  # after a `zip`, its own steps: the joined pipelines' do not end it
             methods = [_step(op) for op in steps]
             while methods and methods[-1] in _TRAILING_OK:

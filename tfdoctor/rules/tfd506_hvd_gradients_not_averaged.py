@@ -5,7 +5,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from tfdoctor.lint.dataflow import calls_any, definitions, horovod_calls, horovod_init, horovod_member, horovod_scope
+from tfdoctor.lint.dataflow import (
+    calls_any, definitions, horovod_calls, horovod_init, horovod_member, horovod_scope, horovod_task_farm,
+)
 from tfdoctor.lint.facts import AssignFact, CallFact, ModuleFacts, Scope
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.names import call_arg, dotted, literal_str
@@ -58,6 +60,10 @@ class HvdGradientsNotAveraged(Rule):
 
     This rule and TFD507 can both report one custom loop's `apply_gradients`: they name two different missing
     pieces (averaging the gradients, broadcasting the first variables).
+
+    A program that calls none of Horovod's collectives and shares out independent runs by rank (`if n %
+    hvd.size() == hvd.rank():` around training, in its body or in the functions it calls) trains one model per
+    run on purpose, and is left alone.
 
     ## Why it is bad
     Horovod starts one process per GPU. Without the distributed optimizer or tape, each process applies its
@@ -174,11 +180,24 @@ import horovod.tensorflow.keras as hvd
 hvd.init()
 pattern = re.compile("adam")
 """,
+        # Horovod shares out independent runs: each rank trains the nodes of its share, one model each
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+def train_node(n):
+    model = build_model(n)
+    model.compile(optimizer=tf.keras.optimizers.Adam(1e-3), loss="mse")
+    model.fit(x[n], y[n], epochs=10)
+    model.save_weights(f"node{n}.weights.h5")
+for n in range(num_nodes):
+    if n % hvd.size() == hvd.rank():
+        train_node(n)
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        if not horovod_init(facts):
-            return
+        if not horovod_init(facts) or horovod_task_farm(facts):
+            return  # ranks that each train runs of their own have no gradients to average
         if horovod_calls(facts, *_AVERAGING) or calls_any(facts, "allreduce"):
             for node, statement in _unwrapped_branches(facts):
                 yield self.report(node, "branch", statement=statement)

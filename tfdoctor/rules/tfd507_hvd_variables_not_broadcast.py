@@ -8,6 +8,7 @@ from tfdoctor.lint.facts import CallFact, ModuleFacts
 from tfdoctor.lint.findings import Severity, Violation
 from tfdoctor.lint.dataflow import (
     callback_is, calls_any, fit_callbacks, horovod_calls, horovod_init, horovod_member, horovod_off, horovod_scope,
+    horovod_task_farm,
 )
 from tfdoctor.lint.names import dotted
 from tfdoctor.lint.rule import Context, Rule
@@ -39,6 +40,10 @@ class HvdVariablesNotBroadcast(Rule):
     places; one applied by a sharded-embedding library's optimizer (SOK's `OptimizerWrapper`, TFRA) updates
     each rank's own shard of the tables and is left alone. A custom loop can also be reported by TFD506 at the
     same `apply_gradients`: each names its own missing piece.
+
+    A program that calls none of Horovod's collectives and shares out independent runs by rank (`if n %
+    hvd.size() == hvd.rank():` around training, in its body or in the functions it calls) trains one model per
+    run on purpose, and is left alone.
 
     ## Why it is bad
     Every rank initialises its variables with its own random seed. Without a broadcast from rank 0 the ranks
@@ -219,11 +224,24 @@ from .callbacks import make_callbacks
 hvd.init()
 model.fit(ds, callbacks=make_callbacks(), epochs=3)
 """,
+        # Horovod shares out independent runs: each rank trains the nodes of its share, one model each
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+def train_node(n):
+    model = build_model(n)
+    model.compile(optimizer=tf.keras.optimizers.Adam(1e-3), loss="mse")
+    model.fit(x[n], y[n], epochs=10)
+    model.save_weights(f"node{n}.weights.h5")
+for n in range(num_nodes):
+    if n % hvd.size() == hvd.rank():
+        train_node(n)
+""",
     )
 
     def check(self, facts: ModuleFacts, context: Context) -> Iterator[Violation]:
-        if not horovod_init(facts):
-            return
+        if not horovod_init(facts) or horovod_task_farm(facts):
+            return  # ranks that each train runs of their own share no weights to broadcast
         broadcasts = bool(horovod_calls(facts, *_BROADCASTS)) or any(  # elastic state syncs from rank 0
             (horovod_member(facts, c.func) or "").startswith("elastic.") or c.attr in _LIBRARY_BROADCASTS
             for c in facts.calls)

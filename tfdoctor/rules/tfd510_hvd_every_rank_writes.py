@@ -26,7 +26,9 @@ class HvdEveryRankWrites(Rule):
     `horovod.spark.run` run on every rank. The other branch of a Horovod switch (`else` of
     `if args.use_horovod:`) runs as a single process, as do the arms of an `if`/`elif` chain whose other arms
     hold every Horovod call, a function called only there or under a test of the rank, and a callback class
-    whose instances go only to a `fit` there. One statement that opens several writers is one finding. A summary writer opened on every rank
+    whose instances go only to a `fit` there, or are all made under a test of the rank (`if hvd.rank() == 0:
+    callbacks.append(SaveCallback())`). A test of the rank may be a helper's, of this module or another one
+    (`verbose = get_verbosity(...)`, which returns `hvd.rank() == 0`). One statement that opens several writers is one finding. A summary writer opened on every rank
     whose summaries the module writes only under a test of the rank (every `add_summary`, `add_graph` or
     `as_default()` in it) gives no finding: the other ranks write nothing to it.
 
@@ -207,6 +209,18 @@ for step in range(steps):
 import horovod.tensorflow as hvd
 hvd.init()
 writer = tf.summary.create_file_writer(f"logs/rank{hvd.rank()}")
+""",
+        # a callback class made on rank 0 only: Keras calls its save there only
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+hvd.init()
+class SaveEachEpoch(tf.keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        self.model.save_weights(f"checkpoints/epoch-{epoch}.weights.h5")
+callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+if hvd.rank() == 0:
+    callbacks.append(SaveEachEpoch())
+model.fit(ds, epochs=5, callbacks=callbacks)
 """,
     )
 

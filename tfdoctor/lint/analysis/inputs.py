@@ -315,6 +315,7 @@ class TrainingInput:
     via: str
     distributed: bool = False  # a strategy distributes it: `experimental_distribute_dataset`, or `fit` under one
     one_step: bool = False     # `fit(..., epochs=1, steps_per_epoch=1)`: a single step (a timing), nothing follows it
+    unscoped_model: bool = False  # `fit` on a Keras model made, compiled and fitted outside every strategy scope
 
 
 _NOT_TRAINING = re.compile(r"val|eval|test|infer|predict", re.IGNORECASE)
@@ -330,8 +331,9 @@ def training_inputs(facts: ModuleFacts) -> list[TrainingInput]:
         x = call_arg(call.node, 0, "x" if call.attr == "fit" else "generator")
         if x is not None:
             one_step = all(literal_int(call_arg(call.node, None, k)) == 1 for k in ("epochs", "steps_per_epoch"))
-            found.append(TrainingInput(call.scope, call.order, x, call.statement, "fit", under_strategy(facts, call),
-                                       one_step))
+            scoped = under_strategy(facts, call)
+            found.append(TrainingInput(call.scope, call.order, x, call.statement, "fit", scoped, one_step,
+                                       not scoped and unscoped_model(facts, call)))
     for call in facts.calls:
         if call.attr not in DISTRIBUTE_DATASET_METHODS or not facts.is_strategy(call.receiver):
             continue
@@ -420,6 +422,28 @@ def under_strategy(facts: ModuleFacts, call: CallFact) -> bool:
             if made is not None and owner.in_strategy_scope(made.scope, made.withs):
                 return True
     return False
+
+
+# what makes a Keras model: its classes, a saved one loaded, a model of `keras.applications`
+_KERAS_MODEL = re.compile(r"^(tensorflow\.)?keras\.(models\.)?(Sequential|Model|load_model)$|^(tensorflow\.)?keras\.applications\.")
+
+
+def unscoped_model(facts: ModuleFacts, call: CallFact) -> bool:
+    """Whether a Keras `fit` (not itself in a strategy scope) trains a model that the code shows made, every
+    way it can be, by a Keras model class, `load_model` or `keras.applications` outside every strategy scope
+    (here, or in a helper of this module that returns it), and that is compiled outside every scope too: Keras
+    then fits it on one device, whatever the module's strategies distribute (an Estimator's `train_distribute`)."""
+    receiver = dotted(call.receiver)
+    origins = facts.values_of(call.receiver, call.scope, call.order) if receiver else []
+    if not origins or any(c.attr == "compile" and dotted(c.receiver) == receiver and facts.in_strategy_scope(
+            c.scope, c.withs) for c in facts.calls):
+        return False
+    for origin in origins:
+        made = facts.call_fact(origin.expr) if origin.kind == "value" and not origin.via else None
+        if made is None or not _KERAS_MODEL.search(facts.resolve(made.func) or "") or facts.in_strategy_scope(
+                made.scope, made.withs):
+            return False
+    return True
 
 
 def _unwrap(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, before: int) -> cst.BaseExpression:

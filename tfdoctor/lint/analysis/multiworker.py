@@ -113,6 +113,60 @@ def _test_module(facts: ModuleFacts) -> bool:
                for c in facts.classes) or any(s.name.startswith("test_") for s in facts.module_scope.children)
 
 
+# Horovod's collectives: what a program calls when its ranks train one model together
+_COLLECTIVES = frozenset({"DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape",
+                          "allreduce", "grouped_allreduce", "allgather", "alltoall", "reducescatter", "broadcast",
+                          "broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook",
+                          "BroadcastGlobalVariablesCallback", "MetricAverageCallback", "DistributedTrainer",
+                          "DistributedOptimizerWrapper"})
+_TRAINS = frozenset({"fit", "fit_generator", "train_on_batch", "apply_gradients", "minimize", "compile"})
+
+
+def horovod_task_farm(facts: ModuleFacts) -> bool:
+    """Whether a Horovod program uses its ranks only to share out independent runs: it calls none of Horovod's
+    collectives, and an `if` that gives each rank its share (`if n % hvd.size() == hvd.rank():`) holds training,
+    in its body or in the module functions that body calls. Such ranks train models of their own on purpose."""
+    def answer() -> bool:
+        if any((m := horovod_member(facts, c.func)) is not None and m.split(".")[-1] in _COLLECTIVES
+               for c in facts.calls):
+            return False
+        for fact in facts.if_facts:
+            if not any(_rank_share(facts, node) for node in _comparisons(fact.node.test)):
+                continue
+            inside = [c for c in facts.calls if in_part(fact.node.body, c.statement)]
+            reached = facts.transitive_callees(callee for c in inside if (callee := facts.callee(c)))
+            if any(c.attr in _TRAINS for c in inside) or any(c.attr in _TRAINS for s in reached for c in s.calls):
+                return True
+        return False
+    return facts.memo("horovod_task_farm", answer)
+
+
+def _comparisons(test: cst.BaseExpression) -> Iterator[cst.Comparison]:
+    """The comparisons of a test, through `and`, `or` and `not`."""
+    if isinstance(test, cst.BooleanOperation):
+        yield from _comparisons(test.left)
+        yield from _comparisons(test.right)
+    elif isinstance(test, cst.UnaryOperation):
+        yield from _comparisons(test.expression)
+    elif isinstance(test, cst.Comparison):
+        yield test
+
+
+def _rank_share(facts: ModuleFacts, test: cst.Comparison) -> bool:
+    """`n % hvd.size() == hvd.rank()`, either way round."""
+    if len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return any(isinstance(a, cst.BinaryOperation) and isinstance(a.operator, cst.Modulo)
+               and _called_member(facts, a.right) == "size" and _called_member(facts, b) == "rank"
+               for a, b in (sides, sides[::-1]))
+
+
+def _called_member(facts: ModuleFacts, node: cst.BaseExpression) -> str | None:
+    """`rank` for `hvd.rank()`: the Horovod member a call calls; None for anything else."""
+    return horovod_member(facts, node.func) if isinstance(node, cst.Call) else None
+
+
 def horovod_scope(facts: ModuleFacts, scope: Scope) -> bool:
     """Whether code in `scope` belongs to the Horovod program: the module calls Horovod at its top level, or
     this function (or one around it) calls Horovod or a module function that does (`config()` running
@@ -230,6 +284,13 @@ def ran_on_one_replica(facts: ModuleFacts) -> bool:
     trained on one device."""
     counts = facts.recorded_replicas
     return bool(counts) and all(count == 1 for count in counts)
+
+
+def strategies_only(facts: ModuleFacts) -> bool:
+    """Whether the module builds a `tf.distribute` strategy and spreads training no other way (no Horovod,
+    `multi_gpu_model` or TF 1 towers): a Keras model made and fitted outside every scope then trains on one device."""
+    return bool(facts.strategy_constructions) and not any(
+        spreads_without_strategy(facts, c) or _tower_device(facts, c) for c in facts.calls)
 
 
 def spreads_without_strategy(facts: ModuleFacts, call: CallFact) -> bool:
@@ -687,10 +748,11 @@ def bindings(facts: ModuleFacts, name: str, scope: Scope) -> list[AssignFact] | 
 
 # -- who runs this code --------------------------------------------------------------------------------------
 def _scope_text(facts: ModuleFacts, function: Scope) -> str:
-    """The source of a function of this module (a helper such as `_is_chief`), rendered once."""
+    """The source of a function (a helper such as `_is_chief`, here or in a module this one imports), rendered
+    once."""
     texts = facts.__dict__.setdefault("_multiworker_texts", {})
     if id(function) not in texts:
-        texts[id(function)] = facts.module.code_for_node(function.node)
+        texts[id(function)] = function.owner.module.code_for_node(function.node)
     return texts[id(function)]
 
 
@@ -712,13 +774,9 @@ def _guard_names(facts: ModuleFacts, read: Iterable[str], scope: Scope) -> bool:
 
 
 def _functions_called(facts: ModuleFacts, name: str, scope: Scope) -> list[Scope]:
-    """The module function, or the method of this class (`self.is_eval_task`), a name read in a test calls."""
-    if name.startswith("self.") and name.count(".") == 1:
-        class_name = facts.enclosing_class(scope)
-        method = facts.method_named(class_name, name[5:]) if class_name else None
-        return [method] if method is not None else []
-    function = facts.function_named(name, scope)
-    return [function] if function is not None else []
+    """The function a name read in a test calls: a module function, a method of this class
+    (`self.is_eval_task`), or a project module's function (`from utils import get_verbosity`)."""
+    return [f for f in facts.named_callables(name, scope) if isinstance(f.node, cst.FunctionDef)]
 
 
 def apart_from_multi_worker(facts: ModuleFacts, call: CallFact) -> bool:
@@ -795,10 +853,25 @@ def runs_on_one_worker(facts: ModuleFacts, call: CallFact, depth: int = 0,
         callers = facts.callers_of(call.scope)
         if callers and all(runs_on_one_worker(facts, c, depth + 1, one_process) for c in callers):
             return True
-        if not callers and call.scope.class_name and _callback_of_one_process(facts, call.scope.class_name,
-                                                                              one_process):
+        if not callers and call.scope.class_name and (
+                _callback_of_one_process(facts, call.scope.class_name, one_process)
+                or _made_on_one_worker(facts, call.scope.class_name, depth, one_process)):
             return True
     return False
+
+
+def _made_on_one_worker(facts: ModuleFacts, class_name: str, depth: int,
+                        one_process: Callable[[ModuleFacts, CallFact], bool]) -> bool:
+    """A class whose every mention is a construction in its module, each of which runs on one worker only (`if
+    hvd.rank() == 0: callbacks.append(SaveCallback(...))`), and that no module importing this one names: its
+    methods run there only."""
+    made = [c for c in facts.calls if c.func == class_name]
+    if not made or not facts.named_only_in_calls(class_name):
+        return False
+    mention = re.compile(rf"\b{re.escape(class_name)}\b")
+    importers = facts.loader.consumers(facts) if facts.loader is not None else []
+    return not any(mention.search("\n".join(m.source_lines)) for m in importers) \
+        and all(runs_on_one_worker(facts, c, depth + 1, one_process) for c in made)
 
 
 def _callback_of_one_process(facts: ModuleFacts, class_name: str,

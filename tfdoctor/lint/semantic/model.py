@@ -16,8 +16,10 @@ Another module of the project enters only through a `ModuleLoader`, given by the
 
 from __future__ import annotations
 
+import io
 import operator
 import re
+import tokenize
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -536,6 +538,11 @@ class SemanticModel:
             return []
         return self._named_callable(name, origin.scope, cross_module=True, before=origin.order)
 
+    def named_callables(self, name: str, seen_from: Scope) -> list[Scope]:
+        """What a name calls, seen from a scope: a def, a method (`self.m`), a class's `__init__`, or a function
+        another project module defines (`from utils import is_chief`)."""
+        return self._named_callable(name, seen_from, cross_module=True)
+
     def _named_callable(self, name: str, seen_from: Scope, cross_module: bool,
                         before: int = END_OF_SCOPE) -> list[Scope]:
         """A def, a method (`self.m`), a class (its `__init__`) or a project function by name."""
@@ -642,12 +649,22 @@ class SemanticModel:
                                      for name in flags)
 
     def named_only_in_calls(self, name: str) -> bool:
-        """Whether every other mention of a module-level function in its module's text is the callee of a call
-        (`prepare(ds)`), never a value handed on (`ds.map(prepare)`, `partial(prepare, cached=True)`), whose
-        calls would not be in sight. A mention in a comment or a string counts: when unsure, it is not."""
+        """Whether every other mention of a function in its module's code is the callee of a call (`prepare(ds)`),
+        never a value handed on (`ds.map(prepare)`, `partial(prepare, cached=True)`), whose calls would not be in
+        sight. A mention in a string counts (`getattr(module, "prepare")`): when unsure, it is not. Comments do not."""
         called = sum(1 for c in self.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == name)
-        mentions = len(re.findall(rf"\b{re.escape(name)}\b", "\n".join(self.source_lines)))
-        return mentions == called + 1  # and its `def`
+        mention = re.compile(rf"\b{re.escape(name)}\b")
+        return sum(len(mention.findall(text)) for text in self._code_tokens) == called + 1  # and its `def`
+
+    @cached_property
+    def _code_tokens(self) -> tuple[str, ...]:
+        """The text of the module's tokens, comments left out; the whole text as one, where it does not tokenize."""
+        text = "\n".join(self.source_lines) + "\n"
+        try:
+            return tuple(t.string for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                         if t.type != tokenize.COMMENT)
+        except (tokenize.TokenError, SyntaxError):
+            return (text,)
 
     def _constant_test(self, test: cst.BaseExpression) -> bool | None:
         """The value of `NAME op INTEGER` where NAME is bound once in the module, at its top level, to an integer
