@@ -68,11 +68,11 @@ class NoPrefetch(Rule):
     Only a program that trains on several devices or processes is checked: the module, or a project module
     next to it in the imports, builds a `tf.distribute` strategy, calls Horovod or `multi_gpu_model`, or builds
     TF 1 towers (not a notebook whose saved outputs show its strategy ran with one replica, nor a module
-    whose only strategy is a `OneDeviceStrategy`). Nor is the pipeline of a `fit` whose Keras model the code
+    whose only strategy is a `OneDeviceStrategy`), nor the pipeline of a `fit` whose Keras model the code
     shows made, compiled and fitted outside every strategy scope, in a module that spreads training only through
-    its strategies (one given to an Estimator's `train_distribute`): Keras fits that model on one device. On one device, whether input that takes turns with the
-    step costs much turns on what each costs, which the code does not show; `tfdoctor profile` measures it,
-    and checks the script it runs whatever its devices.
+    its strategies (one given to an Estimator's `train_distribute`): Keras fits that model on one device. On one
+    device, whether input that takes turns with the step costs much turns on what each costs, which the code does
+    not show; `tfdoctor profile` measures it, and checks the script it runs whatever its devices.
 
     ## Why it is bad
     Without `prefetch` the pipeline produces the next batch only when the step asks for it: input and compute

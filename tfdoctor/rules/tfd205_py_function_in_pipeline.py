@@ -57,8 +57,8 @@ class PyFunctionInPipeline(Rule):
 
     Off by default: whether the wrapped Python keeps up turns on what it costs per element, which the code does
     not show either, and five fresh blind reviews of real repositories (27 and 30-33) judged 10 of its 28 findings
-    worth reading; most wrapped Python that was cheap (a small file read, a random placeholder) or that no
-    TensorFlow op could replace (XML, `.npy` files). `tfdoctor profile` checks this rule on the script it runs,
+    worth reading: most of the others wrapped Python that was cheap (a small file read, a random placeholder) or
+    that no TensorFlow op could replace (XML, `.npy` files). `tfdoctor profile` checks this rule on the script it runs,
     where it measures the input's share of the step; `--select TFD205` (or `select = ["TFD"]`) turns it on for
     `lint`.
 

@@ -224,18 +224,15 @@ from .callbacks import make_callbacks
 hvd.init()
 model.fit(ds, callbacks=make_callbacks(), epochs=3)
 """,
-        # Horovod shares out independent runs: each rank trains the nodes of its share, one model each
-        """import tensorflow as tf
-import horovod.tensorflow.keras as hvd
+        # Horovod shares out independent runs: each rank trains the folds of its share, one model each
+        """import horovod.keras as hvd
 hvd.init()
-def train_node(n):
-    model = build_model(n)
-    model.compile(optimizer=tf.keras.optimizers.Adam(1e-3), loss="mse")
-    model.fit(x[n], y[n], epochs=10)
-    model.save_weights(f"node{n}.weights.h5")
-for n in range(num_nodes):
-    if n % hvd.size() == hvd.rank():
-        train_node(n)
+for fold, (train, valid) in enumerate(folds):
+    if hvd.rank() == fold % hvd.size():
+        model = make_model()
+        model.compile(optimizer="adam", loss="binary_crossentropy")
+        model.fit(train, validation_data=valid, epochs=20)
+        model.save(f"fold{fold}.h5")
 """,
     )
 

@@ -425,7 +425,7 @@ def under_strategy(facts: ModuleFacts, call: CallFact) -> bool:
 
 
 # what makes a Keras model: its classes, a saved one loaded, a model of `keras.applications`
-_KERAS_MODEL = re.compile(r"^(tensorflow\.)?keras\.(models\.)?(Sequential|Model|load_model)$|^(tensorflow\.)?keras\.applications\.")
+_KERAS_MODEL = re.compile(r"^(tensorflow\.)?keras\.((models\.)?(Sequential|Model|load_model)$|applications\.)")
 
 
 def unscoped_model(facts: ModuleFacts, call: CallFact) -> bool:
