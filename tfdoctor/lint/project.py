@@ -105,7 +105,7 @@ class Project:
                 if name is None or called not in name:
                     continue
                 targets = (other._instance_methods(call.receiver, called, call.scope, call.order)  # type: ignore[arg-type]
-                           if method and call.attr == called else other._named_callable(name, call.scope, True))
+                           if method and call.attr == called else other.named_callables(name, call.scope))
                 if any(_same(target, function, home) for target in targets):
                     found.append(call)
         return found

@@ -113,29 +113,20 @@ def _test_module(facts: ModuleFacts) -> bool:
                for c in facts.classes) or any(s.name.startswith("test_") for s in facts.module_scope.children)
 
 
-# Horovod's collectives: what a program calls when its ranks train one model together
-_COLLECTIVES = frozenset({"DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape",
-                          "allreduce", "grouped_allreduce", "allgather", "alltoall", "reducescatter", "broadcast",
-                          "broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook",
-                          "BroadcastGlobalVariablesCallback", "MetricAverageCallback", "DistributedTrainer",
-                          "DistributedOptimizerWrapper"})
-_TRAINS = frozenset({"fit", "fit_generator", "train_on_batch", "apply_gradients", "minimize", "compile"})
-
-
 def horovod_task_farm(facts: ModuleFacts) -> bool:
     """Whether a Horovod program uses its ranks only to share out independent runs: it calls none of Horovod's
     collectives, and an `if` that gives each rank its share (`if n % hvd.size() == hvd.rank():`) holds training,
     in its body or in the module functions that body calls. Such ranks train models of their own on purpose."""
     def answer() -> bool:
-        if any((m := horovod_member(facts, c.func)) is not None and m.split(".")[-1] in _COLLECTIVES
-               for c in facts.calls):
+        if horovod_calls(facts, *_COLLECTIVES):
             return False
+        trains = {*_TRAINING_LOOP_CALLS, "compile"}
         for fact in facts.if_facts:
             if not any(_rank_share(facts, node) for node in _comparisons(fact.node.test)):
                 continue
             inside = [c for c in facts.calls if in_part(fact.node.body, c.statement)]
             reached = facts.transitive_callees(callee for c in inside if (callee := facts.callee(c)))
-            if any(c.attr in _TRAINS for c in inside) or any(c.attr in _TRAINS for s in reached for c in s.calls):
+            if any(c.attr in trains for c in (*inside, *(call for s in reached for call in s.calls))):
                 return True
         return False
     return facts.memo("horovod_task_farm", answer)
@@ -1205,6 +1196,11 @@ _OPTIMIZER_CLASS = re.compile(r"Optimizer$|^(SGD|Adam|AdamW|Adamax|Nadam|RMSprop
 # tensor at a time), and a callback's hooks run by hand outside `fit`.
 _BROADCASTS = ("broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook", "broadcast",
                "broadcast_object", "broadcast_object_fn")
+# Horovod's collectives: what a program calls when its ranks train one model together
+_COLLECTIVES = frozenset({"DistributedOptimizer", "DistributedGradientTape", "PartialDistributedGradientTape",
+                          "DistributedTrainer", "DistributedOptimizerWrapper", "allreduce", "grouped_allreduce",
+                          "allgather", "alltoall", "reducescatter", "BroadcastGlobalVariablesCallback",
+                          "MetricAverageCallback", *_BROADCASTS})
 _CALLBACK_HOOKS = ("on_train_begin", "on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end",
                    "on_epoch_begin", "CallbackList")
 _LIST_GROWTH = frozenset({"append", "extend", "insert"})
