@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
+from tfdoctor.lint.analysis import tensorflow as tensorflow_facts
 from tfdoctor.lint.analysis.tensorflow import _MAX_CHAIN_DEPTH
 from tfdoctor.lint.facts import ModuleFacts
 
@@ -156,6 +157,20 @@ def test_a_pipeline_cut_short_deep_in_one_lookup_is_found_whole_from_the_top():
     chain = facts.dataset_chain(more.value, more.scope, more.order)
     assert chain is not None and chain.methods() == ["shuffle", "map", "batch", "prefetch", "repeat"]
 
+
+
+def test_a_question_past_its_lookup_bound_has_no_answer(monkeypatch: pytest.MonkeyPatch):
+    """An outermost pipeline question that needs more lookups than the bound gets no answer (the rules that ask it
+    stay silent) instead of running on: one real decoder of many optional steps took over half an hour."""
+    facts = facts_of(CHAINS)
+    more = next(a for a in facts.assigns if a.targets == ("more",))
+    monkeypatch.setattr(tensorflow_facts, "_MAX_CHAIN_STEPS", 3)
+    assert facts.dataset_chain(more.value, more.scope, more.order) is None
+    monkeypatch.setattr(tensorflow_facts, "_MAX_CHAIN_STEPS", 30)
+    fresh = facts_of(CHAINS)
+    more = next(a for a in fresh.assigns if a.targets == ("more",))
+    chain = fresh.dataset_chain(more.value, more.scope, more.order)
+    assert chain is not None and chain.methods() == ["shuffle", "map", "batch", "prefetch", "repeat"]
 
 
 def test_a_long_pipeline_and_many_optional_steps_are_followed_to_their_source():

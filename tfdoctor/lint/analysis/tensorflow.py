@@ -118,10 +118,23 @@ _MAX_CHAIN_DEPTH = 48
 _MAX_ALTERNATIVES = 64
 
 
+# A bound on the lookups one outermost question may make. An answer cut short is not remembered (it holds only
+# where it was asked from), so a decoder of many `if flag: d = d.op(...)` steps whose chain is cut somewhere asked
+# for the same earlier pipelines again along every path: one 640-line file took over half an hour. Past the bound
+# the question has no answer, and the rules that asked it stay silent.
+_MAX_CHAIN_STEPS = 20_000
+
+
 class _Cuts:
-    """How many pipeline lookups have been cut short (too deep, or a cycle) so far in this process."""
+    """How many pipeline lookups have been cut short (too deep, or a cycle) so far in this process, and how many
+    the outermost question now asked may still make (None when none is being asked)."""
 
     made = 0
+    steps_left: int | None = None
+
+
+class _OutOfSteps(Exception):
+    """The outermost pipeline question made more lookups than `_MAX_CHAIN_STEPS`."""
 
 
 @dataclass(eq=False)
@@ -615,12 +628,25 @@ class ModuleFacts(SemanticModel):
         if depth > _MAX_CHAIN_DEPTH or key in model._open_chains:  # too deep, or a cycle (`ds = ds.map(f)` in a loop)
             _Cuts.made += 1
             return None
+        outermost = _Cuts.steps_left is None
+        if outermost:
+            _Cuts.steps_left = _MAX_CHAIN_STEPS
+        elif _Cuts.steps_left == 0:
+            raise _OutOfSteps
+        _Cuts.steps_left -= 1  # type: ignore[operator]
         cuts = _Cuts.made
         model._open_chains.add(key)
         try:
             chain = model._dataset_chain(expr, seen_from, before, depth, path, any_source)
+        except _OutOfSteps:
+            if not outermost:
+                raise
+            chains[key] = None  # the same question would spend the same steps again
+            return None
         finally:
             model._open_chains.discard(key)
+            if outermost:
+                _Cuts.steps_left = None
         if _Cuts.made == cuts:  # an answer cut short holds only for where it was asked from (one rule's lookup)
             chains[key] = chain
         return chain
