@@ -54,6 +54,7 @@ class VirtualGpuNcclFallback(Rule):
     code = "TFD111"
     name = "virtual-gpu-nccl-fallback"
     severity = Severity.INFO
+    OPT_IN = True  # logical GPUs of one GPU simulate several on purpose (tests, demos); review 34 judged its 4 doubtful
     summary = "`MirroredStrategy` on one GPU split into logical GPUs: NCCL falls back, timings mislead."
     MESSAGES = {"default": ("`MirroredStrategy` over logical GPUs of one GPU keeps the default all-reduce, which NCCL "
                             "cannot do")}

@@ -70,7 +70,8 @@ class PythonGeneratorInput(Rule):
     `ImageDataGenerator().flow(x, y)` with no augmentation (only `rescale`, `validation_split`, `data_format`,
     `dtype`): it slices arrays in memory. Only in a program that distributes training: the module, or a
     project module that imports it, builds a `tf.distribute` strategy or uses one (`scope`, `run`, a
-    distributed dataset), or calls Horovod or `multi_gpu_model`; not a notebook whose saved outputs show its
+    distributed dataset), or calls Horovod or `multi_gpu_model` (outside a branch that never runs: `if n_gpu > 1:`
+    after `n_gpu = 1`); not a notebook whose saved outputs show its
     strategy ran with one replica (TensorFlow's log of a MirroredStrategy over one GPU, a printed `REPLICAS:
     1`), nor a module whose only strategy is a `OneDeviceStrategy`. On one device, whether a Python feed keeps
     up turns on costs the code does not show; `tfdoctor profile` measures it (and checks the script it runs
@@ -726,6 +727,27 @@ mnist = input_data.read_data_sets("MNIST_data")
 while True:
     bx, by = mnist.train.next_batch(100)
     sess.run(train, feed_dict={X: bx, Y: by})
+""",
+    """
+from keras.preprocessing.image import ImageDataGenerator
+from keras.utils import multi_gpu_model
+n_gpu = 1
+train = ImageDataGenerator(rotation_range=30, horizontal_flip=True).flow(x, y, batch_size=32)
+model = build_model()
+if n_gpu > 1:
+    model = multi_gpu_model(model, gpus=n_gpu)
+model.compile(optimizer="adam", loss="categorical_crossentropy")
+model.fit_generator(train, steps_per_epoch=100, epochs=10)
+""",
+    """
+import tensorflow as tf
+from tensorflow.examples.tutorials.mnist import input_data
+def train(mnist, batch_size):
+    with tf.Session() as sess:
+        for i in range(mnist.train.num_examples // batch_size):
+            xs, ys = mnist.train.next_batch(batch_size)
+            sess.run(train_op, feed_dict={X: xs, Y: ys})
+train(input_data.read_data_sets("MNIST_data"), 128)
 """,
         # TF1: batches from a method the project's class does not define: what it hands out is not shown
         """import horovod.tensorflow as hvd

@@ -65,6 +65,10 @@ class HvdGradientsNotAveraged(Rule):
     hvd.size() == hvd.rank():` around training, in its body or in the functions it calls) trains one model per
     run on purpose, and is left alone.
 
+    Code that shows its Horovod has one rank is left alone: every `hvd.init()` runs in a function that Spark tasks
+    run (`rdd.foreach(train)`, with no Horovod launcher), or the program calls none of Horovod's collectives and
+    spreads its model over the GPUs inside the process (`multi_gpu_model`, `MirroredStrategy`).
+
     ## Why it is bad
     Horovod starts one process per GPU. Without the distributed optimizer or tape, each process applies its
     own gradients and nothing is ever averaged: the processes train W unrelated models on their own shards,

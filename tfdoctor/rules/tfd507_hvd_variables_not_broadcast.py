@@ -45,6 +45,10 @@ class HvdVariablesNotBroadcast(Rule):
     hvd.size() == hvd.rank():` around training, in its body or in the functions it calls) trains one model per
     run on purpose, and is left alone.
 
+    Code that shows its Horovod has one rank is left alone: every `hvd.init()` runs in a function that Spark tasks
+    run (`rdd.foreach(train)`, with no Horovod launcher), or the program calls none of Horovod's collectives and
+    spreads its model over the GPUs inside the process (`multi_gpu_model`, `MirroredStrategy`).
+
     ## Why it is bad
     Every rank initialises its variables with its own random seed. Without a broadcast from rank 0 the ranks
     start from different weights; averaged gradients then move W different models, which diverge or train
@@ -135,6 +139,18 @@ def step(x):
 """,
     )
     VALID = (
+        # Horovod only hands out the local rank; `multi_gpu_model` spreads the model over the GPUs
+        """import keras
+import tensorflow as tf
+import horovod.keras as hvd
+hvd.init()
+config = tf.ConfigProto()
+config.gpu_options.visible_device_list = str(hvd.local_rank())
+keras.backend.set_session(tf.Session(config=config))
+model = keras.utils.multi_gpu_model(build_model(), 4)
+model.compile(optimizer=keras.optimizers.Adam(), loss="categorical_crossentropy")
+model.fit(x, y, epochs=10)
+""",
         # distributed-embeddings broadcasts the replicated weights itself, after the first step
         """import tensorflow as tf
 import horovod.tensorflow as hvd

@@ -28,6 +28,10 @@ class HvdDatasetNotSharded(Rule):
     `hvd.size()` split the work too. The finding is at the pipeline's source call (at `fit`'s arrays). Steps or sources that come from a parameter leave it open,
     and synthetic data (made by `tf.random`, as benchmarks do) has nothing to split.
 
+    Code that shows its Horovod has one rank is left alone: every `hvd.init()` runs in a function that Spark tasks
+    run (`rdd.foreach(train)`, with no Horovod launcher), or the program calls none of Horovod's collectives and
+    spreads its model over the GPUs inside the process (`multi_gpu_model`, `MirroredStrategy`).
+
     ## Why it is bad
     Each rank goes through the whole dataset, so one "epoch" is W epochs of data: the run takes W times
     longer than planned, and learning-rate schedules and early stopping measured in epochs fire W times late.
@@ -95,6 +99,19 @@ for images, labels in dataset.take(10000):
 """,
     )
     VALID = (
+        # one Spark task runs `train`: Spark launches no Horovod ranks
+        """import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+def train(args):
+    hvd.init()
+    (x, y), _ = tf.keras.datasets.mnist.load_data()
+    model = build_model()
+    model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.Adam()), loss="mse")
+    model.fit(x, y, epochs=30, batch_size=64)
+spark.sparkContext.parallelize([{}], numSlices=1).foreach(train)
+""",
         # a single-process arm of the script: Horovod runs only in another arm of the same `if` chain
         """import numpy as np
 import tensorflow as tf

@@ -103,8 +103,27 @@ def horovod_init(facts: ModuleFacts) -> list[CallFact]:
     and neither is a module of tests, which calls it to test Horovod itself."""
     cached = facts.__dict__.get("_horovod_init")
     if cached is None:
-        cached = facts.__dict__["_horovod_init"] = [] if _test_module(facts) else horovod_calls(facts, "init")
+        calls = [] if _test_module(facts) else horovod_calls(facts, "init")
+        cached = facts.__dict__["_horovod_init"] = [] if calls and _one_rank(facts, calls) else calls
     return cached
+
+
+# RDD actions that run a Python function in Spark tasks (`rdd.foreach(train)`)
+_SPARK_TASK_ACTIONS = frozenset({"foreach", "foreachPartition", "mapPartitions", "mapPartitionsWithIndex"})
+# What runs one model on several GPUs inside one process
+_IN_PROCESS_REPLICATION = (".multi_gpu_model", ".MirroredStrategy")
+
+
+def _one_rank(facts: ModuleFacts, inits: list[CallFact]) -> bool:
+    """Whether the code shows its Horovod has one rank: every `hvd.init()` runs in a function that Spark tasks
+    run (`rdd.foreach(train)`; Horovod's own `horovod.spark.run` launches ranks, a Spark task does not), or the
+    program calls none of Horovod's collectives and spreads its model over the GPUs inside the process
+    (`multi_gpu_model`, `MirroredStrategy`): Horovod there only hands out a local rank."""
+    in_tasks = {dotted(arg.value) for c in facts.calls if c.attr in _SPARK_TASK_ACTIONS for arg in c.node.args[:1]}
+    if all(init.scope.name in in_tasks and init.scope is not facts.module_scope for init in inits):
+        return True
+    return not wraps_horovod_optimizer(facts) and not horovod_calls(facts, *_COLLECTIVES) and any(
+        (name := facts.resolve(c.func)) is not None and name.endswith(_IN_PROCESS_REPLICATION) for c in facts.calls)
 
 
 def _test_module(facts: ModuleFacts) -> bool:
@@ -252,7 +271,8 @@ ONE_DEVICE = frozenset({"tensorflow.distribute.OneDeviceStrategy"})
 
 def distributes(facts: ModuleFacts) -> bool:
     """Whether the module spreads training over devices or processes: it builds a `tf.distribute` strategy,
-    calls a strategy's `scope`, `run` or dataset distribution, calls Horovod or `multi_gpu_model`, or builds TF 1 towers.
+    calls a strategy's `scope`, `run` or dataset distribution, calls Horovod or `multi_gpu_model` (not in a branch that
+    never runs: `if n_gpu > 1:` after `n_gpu = 1`), or builds TF 1 towers.
     A module whose only strategies are `tf.distribute.get_strategy()` or `OneDeviceStrategy` does not: the first is
     the default, one-device strategy unless a caller set another, which the module does not show; the second has
     one replica, always. Nor does a notebook whose saved outputs show its strategy ran with one replica."""
@@ -263,7 +283,7 @@ def distributes(facts: ModuleFacts) -> bool:
             (not default_only and (facts.is_strategy_constructor(c.node) or (
                 c.attr in _DISTRIBUTING_METHODS
                 and (facts.is_strategy(c.receiver) or bool(STRATEGY_WORD.search(dotted(c.receiver) or ""))))))
-            or spreads_without_strategy(facts, c)
+            or (spreads_without_strategy(facts, c) and not facts.never_runs(c))
             or _tower_device(facts, c)
             for c in facts.calls)
     return facts.memo("distributes", answer)

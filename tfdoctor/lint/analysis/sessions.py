@@ -86,10 +86,12 @@ def slices_in_memory(facts: ModuleFacts, source: cst.BaseExpression, scope: Scop
     if isinstance(source, cst.Call) and dotted(source.func) == "next" and source.args:
         source = source.args[0].value
     if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and source.func.attr.value == "next_batch":
-        root = (dotted(source.func.value) or "").split(".")[0]
-        made = [a.value for a in facts.definitions(root, scope, order)] if root else []
-        return bool(made) and all(isinstance(v, cst.Call) and (dotted(v.func) or "").endswith("read_data_sets")
-                                  for v in made)
+        root = source.func.value
+        while isinstance(root, cst.Attribute):  # `mnist.train` -> `mnist`
+            root = root.value
+        made = facts.values_of(root, scope, order) if isinstance(root, cst.Name) else []  # a parameter: its arguments
+        return bool(made) and all(o.kind == "value" and isinstance(o.expr, cst.Call)
+                                  and (dotted(o.expr.func) or "").endswith("read_data_sets") for o in made)
     if isinstance(source, cst.Call) and dotted(source.func) == "zip" and source.args:
         return all(_numpy_array(facts, a.value, scope, order) for a in source.args)
     if dotted(source) is not None:
