@@ -36,6 +36,14 @@ from tfdoctor.lint.version_evidence import forget as forget_project_evidence
     ('"""Migrated from `keras.ops`-free code."""\nimport keras\n', []),
     ("import tensorflow as tf\nif tf.__version__.startswith('1'):\n    s = tf.Session()\n", []),
     ("import tensorflow as tf\nV1 = int(tf.__version__[0]) == 1\ns = tf.Session()\n", []),
+    # outside a version test whose branches only pick imports, the evidence stands; inside them, where a branch
+    # runs other code, and where a helper reads the version (which code it decides is not in sight), it does not
+    ("import tensorflow as tf\nif tf.__version__.startswith('1'):\n    import keras\n    from keras.layers import Dense\n"
+     "else:\n    from tensorflow import keras\nopt = keras.optimizers.Adam(lr=0.1)\n", [("optimizer lr=", 7)]),
+    ("import tensorflow as tf\nV = tf.__version__.split('.')\nif int(V[0]) < 2:\n    import keras\nelif int(V[1]) < 4:\n"
+     "    from tensorflow.python.keras import models\nopt = Adam(lr=0.1)\n", [("optimizer lr=", 7)]),
+    ("import tensorflow as tf\nif tf.__version__.startswith('1'):\n    s = tf.Session()\nopt = Adam(lr=0.1)\n", []),
+    ("import tensorflow as tf\ndef is_tf1():\n    return tf.__version__.startswith('1')\nopt = Adam(lr=0.1)\n", []),
     # a version printed, not decided on, leaves the evidence standing
     ("import tensorflow as tf\nlogging.info('TF Version: {}'.format(tf.__version__))\ns = tf.Session()\n",
      [("tf.Session", 3)]),

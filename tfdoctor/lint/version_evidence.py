@@ -4,7 +4,8 @@ A project that calls `get_scaled_loss` was written for Keras 2, one that imports
 whatever TensorFlow happens to be installed where tfdoctor runs. `scan` finds the first use of each API in
 a file's bytes: a text scan (each API is first looked for as a literal, and its pattern runs only on files
 holding it) that costs about 1% of parsing the same files. Uses in comments and docstrings are skipped, and
-so are files that check the version they run under. A notebook whose saved output shows the version it ran
+so are files that check the version they run under, unless the check only picks what to import (`if
+tf.__version__ < "2": import keras`): the rest of such a file still shows its version. A notebook whose saved output shows the version it ran
 under (a cell ending in `keras.__version__` that printed '2.0.8') gives that version, and so does one that
 installs it (`!pip install tensorflow-gpu==2.0.0-alpha0`; Colab's `%tensorflow_version 1.x` gives TF 1), and the
 Python kernel its metadata records bounds both (3.6: TF <= 2.6, and no Keras 3 before Python 3.9).
@@ -135,7 +136,7 @@ APIS: tuple[Api, ...] = (
     Api("keras_core", literal=b"keras_core", pattern=_IMPORT + rb"keras_core\b", **_KERAS3),
 )
 # Code that asks which version it runs under (`if tf.__version__.startswith("1"):`) supports several: its
-# version-specific calls sit in branches, and are no evidence.
+# version-specific calls sit in those branches, and are no evidence; what it runs whatever the version still is.
 _VERSION_CHECK = re.compile(rb"\b(?:tf|tensorflow|keras|K)\.(?:__version__|version\.VERSION)\b|\bkeras_version\b")
 _VERSION_WORDS = (b"__version__", b"VERSION", b"keras_version")
 # A line that decides by the version it reads (compares, parses or branches on it); `print(tf.__version__)` does not.
@@ -189,22 +190,88 @@ class Range:
 
 
 def scan(source: bytes, path: str) -> tuple[Sighting, ...]:
-    """The first use of each API in a file's bytes, outside comments and docstrings; nothing in a file that
-    checks the version it runs under."""
+    """The first use of each API in a file's bytes, outside comments and docstrings, and outside the branches
+    of an `if` on the version the code runs under; nothing in a file that reads its version some other way."""
     found: list[Sighting] = []
-    if any(word in source for word in _VERSION_WORDS) and any(
-            _DECIDES.search(source, source.rfind(b"\n", 0, m.start()) + 1, _line_end(source, m.end()))
-            for m in _VERSION_CHECK.finditer(source)):
-        return ()
+    branches: list[range] = []
+    if any(word in source for word in _VERSION_WORDS):
+        governed = _version_branches(source)
+        if governed is None:
+            return ()
+        branches = governed
     for api, literals in _LITERALS:
         if not any(literal in source for literal in literals) or (api.skip_if and api.skip_if in source):
             continue
         for match in _compiled(api).finditer(source):
-            if _in_comment_or_docstring(source, match.start()):
+            line = source.count(b"\n", 0, match.start()) + 1
+            if _in_comment_or_docstring(source, match.start()) or any(line in branch for branch in branches):
                 continue
-            found.append(Sighting(api, path, source.count(b"\n", 0, match.start()) + 1))
+            found.append(Sighting(api, path, line))
             break
     return tuple(found)
+
+
+_BRANCHING = re.compile(rb"[ \t]*(?:if|elif|while)\b")
+_BINDING = re.compile(rb"[ \t]*([A-Za-z_]\w*)[ \t]*=(?!=)")
+_CONTINUED = re.compile(rb"[ \t]*(?:elif|else)\b")
+# the lines of a branch that only picks what to import (`if tf.__version__ < "2": import keras`)
+_PICKS_IMPORTS = re.compile(rb"[ \t]*(?:$|#|(?:import|from|elif|else|pass|try|except)\b)")
+
+
+def _version_branches(source: bytes) -> list[range] | None:
+    """The lines (1-based) of each `if`, `elif` or `while` that decides by the version the code runs under, directly
+    (`if tf.__version__ < "2":`) or through a name bound to it (`V = tf.__version__.split(".")`, then `if
+    int(V[0]) < 2:`), with the blocks it governs (through its `elif` and `else`), where those blocks only pick what
+    to import. None when the version decides anything else (other code in a branch, a helper that returns it, a
+    value computed from it): which code runs under which version is then not in sight."""
+    lines = source.split(b"\n")
+    starts: set[int] = set()
+    names: set[bytes] = set()
+    for match in _VERSION_CHECK.finditer(source):
+        index = source.count(b"\n", 0, match.start())
+        text = lines[index]
+        if not _DECIDES.search(text) or _in_comment_or_docstring(source, match.start()):
+            continue  # `print(tf.__version__)`
+        if _BRANCHING.match(text):
+            starts.add(index)
+        elif (bound := _BINDING.match(text)) is not None:
+            names.add(bound.group(1))
+        else:
+            return None
+    for name in names:
+        uses = re.compile(rb"\b%b\b" % re.escape(name))
+        tests = set()
+        for index, text in enumerate(lines):
+            if not uses.search(text) or text.lstrip().startswith(b"#"):
+                continue
+            if _BRANCHING.match(text):
+                tests.add(index)
+            elif not ((bound := _BINDING.match(text)) is not None and bound.group(1) == name):
+                return None
+        if not tests:
+            return None  # bound, and used where this scan does not see
+        starts |= tests
+    branches = [range(start + 1, _block_end(lines, start) + 2) for start in sorted(starts)]  # 1-based, inclusive
+    if any(not _PICKS_IMPORTS.match(lines[line - 1]) for branch in branches for line in branch[1:]):
+        return None  # a library that runs other code under each version: what runs outside is no evidence either
+    return branches
+
+
+def _block_end(lines: list[bytes], start: int) -> int:
+    """The index of the last line of the compound statement that starts at `start`, through its `elif`/`else`."""
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = start
+    for index in range(start + 1, len(lines)):
+        text = lines[index]
+        stripped = text.lstrip()
+        if not stripped or stripped.startswith(b"#"):
+            continue
+        depth = len(text) - len(stripped)
+        if depth > indent or (depth == indent and _CONTINUED.match(text)):
+            end = index
+            continue
+        break
+    return end
 
 
 _TRIPLE_QUOTES = (b'"' * 3, b"'" * 3)
