@@ -1,16 +1,15 @@
 """Version evidence in the code: APIs that exist only in a range of TensorFlow or Keras versions.
 
-A project that calls `get_scaled_loss` was written for Keras 2, one that imports `keras.ops` for Keras 3,
-whatever TensorFlow happens to be installed where tfdoctor runs. `scan` finds the first use of each API in
-a file's bytes: a text scan (each API is first looked for as a literal, and its pattern runs only on files
-holding it) that costs about 1% of parsing the same files. Uses in comments and docstrings are skipped, and
-so are files that check the version they run under, unless the check only picks what to import (`if
-tf.__version__ < "2": import keras`): the rest of such a file still shows its version. A notebook whose saved output shows the version it ran
-under (a cell ending in `keras.__version__` that printed '2.0.8') gives that version, and so does one that
-installs it (`!pip install tensorflow-gpu==2.0.0-alpha0`; Colab's `%tensorflow_version 1.x` gives TF 1), and the
-Python kernel its metadata records bounds both (3.6: TF <= 2.6, and no Keras 3 before Python 3.9).
-`decide` turns the sightings into one range per package, citing the sighting it rests on; sightings that
-contradict each other decide nothing.
+A project that calls `get_scaled_loss` was written for Keras 2, one that imports `keras.ops` for Keras 3, whatever
+TensorFlow happens to be installed where tfdoctor runs. `scan` finds the first use of each API in a file's bytes: a
+text scan (each API is first looked for as a literal, and its pattern runs only on files holding it) that costs
+about 1% of parsing the same files. Uses in comments and docstrings are skipped, and so are files that check the
+version they run under, unless the check only picks what to import (`if tf.__version__ < "2": import keras`): the
+rest of such a file still shows its version. A notebook whose saved output shows the version it ran under (a cell
+ending in `keras.__version__` that printed '2.0.8') gives that version, and so does one that installs it (`!pip
+install tensorflow-gpu==2.0.0-alpha0`; Colab's `%tensorflow_version 1.x` gives TF 1), and the Python kernel its
+metadata records bounds both (3.6: TF <= 2.6, and no Keras 3 before Python 3.9). `decide` turns the sightings into
+one range per package, citing the sighting it rests on; sightings that contradict each other decide nothing.
 """
 
 from __future__ import annotations
@@ -143,10 +142,6 @@ _VERSION_WORDS = (b"__version__", b"VERSION", b"keras_version")
 _DECIDES = re.compile(rb"\b(?:if|elif|assert|while)\b|[<>]|[=!]=|startswith|split|LooseVersion|StrictVersion|parse|"
                      rb"\[\s*0\s*\]|\bint\(")
 
-
-def _line_end(source: bytes, at: int) -> int:
-    end = source.find(b"\n", at)
-    return len(source) if end < 0 else end
 _LITERALS = tuple((api, api.literal if isinstance(api.literal, tuple) else (api.literal,)) for api in APIS)
 
 
@@ -191,7 +186,8 @@ class Range:
 
 def scan(source: bytes, path: str) -> tuple[Sighting, ...]:
     """The first use of each API in a file's bytes, outside comments and docstrings, and outside the branches
-    of an `if` on the version the code runs under; nothing in a file that reads its version some other way."""
+    of an `if` on the version the code runs under that only pick imports; nothing in a file that reads its
+    version some other way."""
     found: list[Sighting] = []
     branches: list[range] = []
     if any(word in source for word in _VERSION_WORDS):

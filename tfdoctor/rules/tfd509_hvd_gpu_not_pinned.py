@@ -68,7 +68,7 @@ class HvdGpuNotPinned(Rule):
     code = "TFD509"
     name = "hvd-gpu-not-pinned"
     severity = Severity.WARNING
-    OPT_IN = True  # reviews 27 and 30-34 judged 4 of its 16 findings useful (CPU, one-process and demo scripts)
+    OPT_IN = True  # reviews 27 and 30-34 judged 4 of its 16 findings useful (CPU, one-process, demo scripts)
     summary = "Horovod: GPUs are not pinned to `hvd.local_rank()`, so every process uses GPU 0."
     MESSAGES = {"default": "no GPU is pinned to `hvd.local_rank()` after `hvd.init()`, so every process on a host uses GPU 0"}
     triggers = ("horovod",)

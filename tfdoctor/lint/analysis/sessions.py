@@ -89,7 +89,7 @@ def slices_in_memory(facts: ModuleFacts, source: cst.BaseExpression, scope: Scop
         root = source.func.value
         while isinstance(root, cst.Attribute):  # `mnist.train` -> `mnist`
             root = root.value
-        made = facts.values_of(root, scope, order) if isinstance(root, cst.Name) else []  # a parameter: its arguments
+        made = facts.values_of(root, scope, order) if isinstance(root, cst.Name) else []  # a parameter's arguments
         return bool(made) and all(o.kind == "value" and isinstance(o.expr, cst.Call)
                                   and (dotted(o.expr.func) or "").endswith("read_data_sets") for o in made)
     if isinstance(source, cst.Call) and dotted(source.func) == "zip" and source.args:
