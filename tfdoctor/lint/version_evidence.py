@@ -135,7 +135,8 @@ APIS: tuple[Api, ...] = (
     Api("keras_core", literal=b"keras_core", pattern=_IMPORT + rb"keras_core\b", **_KERAS3),
 )
 # Code that asks which version it runs under (`if tf.__version__.startswith("1"):`) supports several: its
-# version-specific calls sit in those branches, and are no evidence; what it runs whatever the version still is.
+# version-specific calls sit in those branches, and are no evidence. Where the branches only pick imports, what the
+# code runs whatever the version still is.
 _VERSION_CHECK = re.compile(rb"\b(?:tf|tensorflow|keras|K)\.(?:__version__|version\.VERSION)\b|\bkeras_version\b")
 _VERSION_WORDS = (b"__version__", b"VERSION", b"keras_version")
 # A line that decides by the version it reads (compares, parses or branches on it); `print(tf.__version__)` does not.
